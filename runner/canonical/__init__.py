@@ -1,0 +1,22 @@
+"""Canonical JSON (RFC 8785), domain-separated digests and strict JSON parsing (DESIGN §3.1).
+
+Everything that is hashed or signed goes through :func:`canonical_bytes` and :func:`digest`;
+nothing in digest code calls ``json.dumps``.
+"""
+
+from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest
+from runner.canonical._jcs import canonical_bytes
+from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, loads_strict, load_strict_file
+
+__all__ = [
+    "DOMAINS",
+    "MAX_DEPTH",
+    "MAX_INPUT_BYTES",
+    "Domain",
+    "canonical_bytes",
+    "digest",
+    "digest_bytes",
+    "is_digest",
+    "load_strict_file",
+    "loads_strict",
+]

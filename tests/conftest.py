@@ -1,0 +1,14 @@
+"""Shared fixtures. Paths are resolved from the repository root so tests run from anywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
