@@ -1,0 +1,49 @@
+"""Errors of the analysis layer (all under :class:`runner.errors.AnalysisError`)."""
+
+from __future__ import annotations
+
+from runner.errors import AnalysisError
+
+__all__ = ["FastPathInvariantBroken", "InventoryIncomplete", "SpecInvalid"]
+
+
+class InventoryIncomplete(AnalysisError):
+    """The outcomes do not cover every schedule row exactly once; no figure is computed."""
+
+    def __init__(
+        self,
+        missing: list[int] | tuple[int, ...] = (),
+        duplicate: list[int] | tuple[int, ...] = (),
+        unexpected: list[str] | tuple[str, ...] = (),
+        *,
+        expected: int = 0,
+    ) -> None:
+        self.missing = tuple(missing)
+        self.duplicate = tuple(duplicate)
+        self.unexpected = tuple(unexpected)
+        self.expected = expected
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} missing (rows {_abbrev(self.missing)})")
+        if self.duplicate:
+            parts.append(f"{len(self.duplicate)} duplicated (rows {_abbrev(self.duplicate)})")
+        if self.unexpected:
+            parts.append(f"{len(self.unexpected)} not in the schedule ({_abbrev(self.unexpected)})")
+        super().__init__(
+            f"inventory incomplete: {expected} schedule rows expected, "
+            + "; ".join(parts)
+            + "; refusing to compute any figure"
+        )
+
+
+class SpecInvalid(AnalysisError):
+    """The static-study spec (schedules/static.toml) is missing a field or has a bad value."""
+
+
+class FastPathInvariantBroken(AnalysisError):
+    """The critic core called the model on a static snapshot; the frozen comparison is void."""
+
+
+def _abbrev(items: tuple[object, ...], limit: int = 8) -> str:
+    shown = ", ".join(str(i) for i in items[:limit])
+    return shown + (f", ... +{len(items) - limit} more" if len(items) > limit else "")
