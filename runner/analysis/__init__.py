@@ -1,5 +1,12 @@
 """Analysis: the static study, the closed-loop hypotheses, tables and reports (DESIGN §9)."""
 
+from runner.analysis._closed import (
+    OUTCOME_FIELDS,
+    analyse_closed_loop,
+    check_inventory,
+    validate_outcome,
+)
+from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
 from runner.analysis._errors import FastPathInvariantBroken, InventoryIncomplete, SpecInvalid
 from runner.analysis._stats import (
     BootstrapResult,
@@ -14,11 +21,17 @@ from runner.analysis._stats import (
 )
 
 __all__ = [
+    "CLOSED_LOOP_POLICIES",
+    "OUTCOME_FIELDS",
+    "STATIC_POLICIES",
     "BootstrapResult",
     "FastPathInvariantBroken",
     "InventoryIncomplete",
     "McNemarResult",
+    "ProviderInfo",
     "SpecInvalid",
+    "analyse_closed_loop",
+    "check_inventory",
     "cluster_bootstrap_diff",
     "cluster_bootstrap_mean",
     "macro_f1",
@@ -26,4 +39,5 @@ __all__ = [
     "mcnemar_p",
     "noninferior",
     "seeded_rng",
+    "validate_outcome",
 ]

@@ -1,0 +1,381 @@
+"""The closed-loop analysis: inventory, Table 4, H2-H4, strata and secondary estimates.
+
+Input is the list of cell outcomes ``runner.study`` commits into each record body
+(``body["result"]["outcome"]``, shape in INTERFACES.md "Cell outcome") and the canonical
+schedule rows. Nothing is computed unless every schedule row is present exactly once.
+
+Definitions (the ECT paper, "Closed-Loop Confirmation"; docs/analysis.md states them in full):
+
+- primary scope: every row except those of the task clusters assigned fault ``T1``;
+- U: premature unsupported termination among incomplete-checkpoint rows;
+- S: supported completion within budget among rows of both checkpoint conditions;
+- FC: clean false continuation among clean-checkpoint rows;
+- R: successful recovery among incomplete-checkpoint rows;
+- H2: ECT-minus-controller U rate, task-cluster bootstrap; passes when the point estimate is
+  negative and the 95% interval lies wholly below zero;
+- H3: ECT-minus-controller S rate; passes when the interval's lower bound exceeds -10 points;
+- H4: among ECT's primary incomplete rows, at least one successful recovery, and a strict
+  majority of those recoveries then completed with support.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
+from runner.analysis._errors import InventoryIncomplete
+from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
+from runner.errors import AnalysisError
+
+__all__ = [
+    "FAULTS_CLOSED_LOOP",
+    "OUTCOME_FIELDS",
+    "analyse_closed_loop",
+    "check_inventory",
+    "validate_outcome",
+]
+
+FAULTS_CLOSED_LOOP: tuple[str, ...] = (
+    "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1",
+)  # fmt: skip
+UNSEEN: tuple[str, ...] = ("U1", "U2", "U3")
+TRUST_BOUNDARY = "T1"
+COMPARATOR = "controller"
+TREATMENT = "ect"
+
+OUTCOME_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "row": int,
+    "cell_id": str,
+    "task_id": str,
+    "world_id": str,
+    "family": str,
+    "checkpoint": str,
+    "fault": (str, type(None)),
+    "policy": str,
+    "seed": int,
+    "stop_reason": str,
+    "final_decision": str,
+    "premature_unsupported": bool,
+    "supported_completion": bool,
+    "clean_false_continuation": bool,
+    "recoverable_stuck": bool,
+    "successful_recovery": bool,
+    "recovered_then_supported": bool,
+    "unsupported_claims": int,
+    "turns": int,
+    "tool_calls": int,
+    "input_tokens": int,
+    "output_tokens": int,
+    "latency_s": (int, float),
+    "cost_usd": (int, float),
+    "postcondition_ok": bool,
+}
+"""Every field of a cell outcome and its JSON type (bools are not ints here)."""
+
+SECONDARY: tuple[tuple[str, str], ...] = (
+    ("turns", "decision turns"),
+    ("tool_calls", "tool calls"),
+    ("tokens", "tokens (input + output)"),
+    ("latency_s", "provider seconds"),
+    ("cost_usd", "estimated cost (USD)"),
+)
+
+
+def validate_outcome(obj: Any) -> dict[str, Any]:
+    """Check one outcome's fields and types; AnalysisError naming the row and field if not."""
+    if not isinstance(obj, dict):
+        raise AnalysisError(f"cell outcome must be an object, got {type(obj).__name__}")
+    where = f"outcome row {obj.get('row', '?')}"
+    for name, typ in OUTCOME_FIELDS.items():
+        if name not in obj:
+            raise AnalysisError(f"{where}: missing field {name!r}")
+        value = obj[name]
+        bool_ok = typ is bool or (isinstance(typ, tuple) and bool in typ)
+        if isinstance(value, bool) and not bool_ok:
+            raise AnalysisError(f"{where}: field {name!r} must not be a boolean")
+        if not isinstance(value, typ):
+            raise AnalysisError(f"{where}: field {name!r} has type {type(value).__name__}")
+    if obj["checkpoint"] not in ("clean", "incomplete"):
+        raise AnalysisError(f"{where}: checkpoint {obj['checkpoint']!r} is not clean/incomplete")
+    if obj["policy"] not in CLOSED_LOOP_POLICIES:
+        raise AnalysisError(f"{where}: unknown policy {obj['policy']!r}")
+    if obj["fault"] is not None and obj["fault"] not in FAULTS_CLOSED_LOOP:
+        raise AnalysisError(f"{where}: unknown fault {obj['fault']!r}")
+    return obj
+
+
+def check_inventory(
+    schedule_rows: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[str, Any]]
+) -> None:
+    """Every schedule row exactly once, nothing else; InventoryIncomplete otherwise."""
+    expected: dict[int, str] = {}
+    for srow in schedule_rows:
+        try:
+            expected[int(srow["row"])] = str(srow["cell_id"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise AnalysisError(f"schedule row without a usable row/cell_id: {e}") from e
+    if len(expected) != len(schedule_rows):
+        raise AnalysisError("the schedule itself repeats a row number")
+    seen = Counter(int(o["row"]) for o in outcomes if expected.get(int(o["row"])) == o["cell_id"])
+    unexpected = sorted(
+        f"row {o['row']} cell {o['cell_id']}"
+        for o in outcomes
+        if expected.get(int(o["row"])) != o["cell_id"]
+    )
+    missing = sorted(r for r in expected if seen[r] == 0)
+    duplicate = sorted(r for r, n in seen.items() if n > 1)
+    if missing or duplicate or unexpected:
+        raise InventoryIncomplete(missing, duplicate, unexpected, expected=len(expected))
+
+
+def _task_faults(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    faults: dict[str, str] = {}
+    for o in outcomes:
+        if o["fault"] is None:
+            continue
+        prior = faults.setdefault(o["task_id"], o["fault"])
+        if prior != o["fault"]:
+            raise AnalysisError(
+                f"task {o['task_id']} is assigned two faults ({prior}, {o['fault']})"
+            )
+    return faults
+
+
+def _count(rows: Iterable[Mapping[str, Any]], field: str) -> int:
+    return sum(1 for r in rows if r[field])
+
+
+def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+    return sum(_value(r, key) for r in rows) / len(rows) if rows else 0.0
+
+
+def _value(row: Mapping[str, Any], key: str) -> float:
+    if key == "tokens":
+        return float(row["input_tokens"] + row["output_tokens"])
+    return float(row[key])
+
+
+def _table4_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    inc = [r for r in rows if r["checkpoint"] == "incomplete"]
+    clean = [r for r in rows if r["checkpoint"] == "clean"]
+    return {
+        "U": _count(inc, "premature_unsupported"),
+        "U_den": len(inc),
+        "S": _count(rows, "supported_completion"),
+        "S_den": len(rows),
+        "FC": _count(clean, "clean_false_continuation"),
+        "FC_den": len(clean),
+        "R": _count(inc, "successful_recovery"),
+        "R_den": len(inc),
+        "recoverable_stuck": _count(inc, "recoverable_stuck"),
+        "unsupported_claims": sum(int(r["unsupported_claims"]) for r in rows),
+        "postcondition_ok": _count(rows, "postcondition_ok"),
+        "mean_turns": rnd(_mean(rows, "turns")),
+        "mean_calls": rnd(_mean(rows, "tool_calls")),
+        "mean_tokens": rnd(_mean(rows, "tokens")),
+        "mean_latency_s": rnd(_mean(rows, "latency_s")),
+        "mean_cost_usd": rnd(_mean(rows, "cost_usd")),
+        "stop_reasons": dict(sorted(Counter(r["stop_reason"] for r in rows).items())),
+    }
+
+
+def _diff(
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    *,
+    checkpoint: str | None,
+    label: str,
+    seed: int,
+    replicates: int,
+    scale: float,
+) -> dict[str, Any]:
+    sel = [r for r in rows if checkpoint is None or r["checkpoint"] == checkpoint]
+    a = [r for r in sel if r["policy"] == TREATMENT]
+    b = [r for r in sel if r["policy"] == COMPARATOR]
+    res = cluster_bootstrap_diff(
+        [r["task_id"] for r in a],
+        [_value(r, key) for r in a],
+        [r["task_id"] for r in b],
+        [_value(r, key) for r in b],
+        replicates=replicates,
+        seed=seed,
+        label=label,
+    )
+    unit = "pp" if scale == 100.0 else "raw"
+    return {
+        f"diff_{unit}": rnd(res.estimate * scale),
+        f"ci_{unit}": [rnd(res.lo * scale), rnd(res.hi * scale)],
+        "treatment": TREATMENT,
+        "comparator": COMPARATOR,
+        "n_treatment": len(a),
+        "n_comparator": len(b),
+        "sum_treatment": rnd(sum(_value(r, key) for r in a)),
+        "sum_comparator": rnd(sum(_value(r, key) for r in b)),
+        "mean_treatment": rnd(_mean(a, key) * scale),
+        "mean_comparator": rnd(_mean(b, key) * scale),
+        "bootstrap": {
+            "replicates": res.replicates,
+            "clusters": res.n_clusters,
+            "cluster": "task_id",
+            "interval": "percentile",
+            "confidence": res.confidence,
+            "seed": res.seed,
+            "label": res.label,
+        },
+    }
+
+
+def _strata(rows: Sequence[Mapping[str, Any]], faults: Mapping[str, str]) -> dict[str, Any]:
+    """Per assigned fault x policy: U on incomplete rows and S over both conditions."""
+    out: dict[str, Any] = {}
+    for fault in FAULTS_CLOSED_LOOP:
+        frows = [r for r in rows if faults.get(r["task_id"]) == fault]
+        if not frows:
+            continue
+        out[fault] = {
+            "tasks": sorted({r["task_id"] for r in frows}),
+            "policies": {
+                p: _table4_row([r for r in frows if r["policy"] == p])
+                for p in CLOSED_LOOP_POLICIES
+                if any(r["policy"] == p for r in frows)
+            },
+        }
+    return out
+
+
+def analyse_closed_loop(
+    outcomes: Sequence[Mapping[str, Any]],
+    schedule_rows: Sequence[Mapping[str, Any]],
+    *,
+    provider: ProviderInfo,
+    seed: int,
+    replicates: int = 10_000,
+    margin_pp: float = -10.0,
+    inputs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
+
+    Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
+    AnalysisError when an outcome is malformed or a comparison arm is absent.
+    """
+    rows = sorted((validate_outcome(dict(o)) for o in outcomes), key=lambda o: o["row"])
+    check_inventory(schedule_rows, rows)
+    faults = _task_faults(rows)
+    excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY)
+    primary = [r for r in rows if r["task_id"] not in set(excluded)]
+    for arm in (TREATMENT, COMPARATOR):
+        if not any(r["policy"] == arm for r in primary):
+            raise AnalysisError(f"no primary-scope rows for policy {arm!r}")
+    policies = [p for p in CLOSED_LOOP_POLICIES if any(r["policy"] == p for r in rows)]
+
+    table4 = {p: _table4_row([r for r in primary if r["policy"] == p]) for p in policies}
+
+    common = {"seed": seed, "replicates": replicates, "scale": 100.0}
+    h2 = _diff(primary, "premature_unsupported", checkpoint="incomplete", label="h2", **common)
+    h2["passed"] = bool(h2["diff_pp"] < 0 and h2["ci_pp"][1] < 0)
+    h2["rule"] = "ECT-minus-controller point estimate < 0 and 95% interval wholly below 0"
+    h3 = _diff(primary, "supported_completion", checkpoint=None, label="h3", **common)
+    h3["margin_pp"] = margin_pp
+    h3["passed"] = noninferior(float(h3["ci_pp"][0]), margin_pp)
+    h3["rule"] = f"lower bound of the 95% interval > {margin_pp:g} pp"
+
+    ect_inc = [r for r in primary if r["policy"] == TREATMENT and r["checkpoint"] == "incomplete"]
+    recovered = [r for r in ect_inc if r["successful_recovery"]]
+    then_supported = [r for r in recovered if r["recovered_then_supported"]]
+    h4 = {
+        "eligible": len(ect_inc),
+        "recoveries": len(recovered),
+        "recovered_then_supported": len(then_supported),
+        "passed": bool(recovered) and 2 * len(then_supported) > len(recovered),
+        "rule": "ECT: successful recovery events > 0 and a strict majority of them then "
+        "complete with support",
+    }
+
+    secondary = {
+        key: {
+            "label": text,
+            **_diff(
+                primary, key, checkpoint=None, label=f"secondary/{key}", **{**common, "scale": 1.0}
+            ),
+        }
+        for key, text in SECONDARY
+    }
+
+    intervals: dict[str, Any] = {}
+    for p in policies:
+        prow = [r for r in primary if r["policy"] == p]
+        inc = [r for r in prow if r["checkpoint"] == "incomplete"]
+        clean = [r for r in prow if r["checkpoint"] == "clean"]
+        intervals[p] = {}
+        for key, sel, field in (
+            ("U", inc, "premature_unsupported"),
+            ("S", prow, "supported_completion"),
+            ("FC", clean, "clean_false_continuation"),
+            ("R", inc, "successful_recovery"),
+        ):
+            if not sel:
+                continue
+            res = cluster_bootstrap_mean(
+                [r["task_id"] for r in sel],
+                [float(r[field]) for r in sel],
+                replicates=replicates,
+                seed=seed,
+                label=f"rate/{p}/{key}",
+            )
+            intervals[p][key] = {
+                "rate_pct": rnd(res.estimate * 100),
+                "ci_pct": [rnd(res.lo * 100), rnd(res.hi * 100)],
+            }
+
+    strata = _strata(rows, faults)
+    unseen = {f: strata[f] for f in UNSEEN if f in strata}
+    unseen_rows = [r for r in primary if faults.get(r["task_id"]) in UNSEEN]
+    unseen_pooled = {
+        p: _table4_row([r for r in unseen_rows if r["policy"] == p])
+        for p in policies
+        if any(r["policy"] == p for r in unseen_rows)
+    }
+    tb_rows = [r for r in rows if r["task_id"] in set(excluded)]
+    trust = {
+        "tasks": excluded,
+        "policies": {
+            p: _table4_row([r for r in tb_rows if r["policy"] == p])
+            for p in policies
+            if any(r["policy"] == p for r in tb_rows)
+        },
+    }
+
+    primary_tasks = sorted({r["task_id"] for r in primary})
+    return {
+        "format": "ect.analysis.closed_loop/1",
+        "provider": provider.to_json(),
+        "provider_line": provider.describe(),
+        "inputs": {
+            **dict(sorted((inputs or {}).items())),
+            "rows": len(rows),
+            "seed": seed,
+            "replicates": replicates,
+            "confidence": 0.95,
+            "interval": "percentile",
+            "cluster": "task_id",
+        },
+        "scope": {
+            "excluded_trust_boundary_tasks": excluded,
+            "primary_clusters": len(primary_tasks),
+            "primary_rows": len(primary),
+            "seeds": sorted({r["seed"] for r in primary}),
+            "policies": policies,
+        },
+        "table4": table4,
+        "h2": h2,
+        "h3": h3,
+        "h4": h4,
+        "gates_passed": bool(h2["passed"] and h3["passed"] and h4["passed"]),
+        "secondary": secondary,
+        "intervals": intervals,
+        "unseen": {"pooled": unseen_pooled, "by_fault": unseen},
+        "trust_boundary": trust,
+        "per_fault": strata,
+    }
