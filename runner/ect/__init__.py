@@ -1,0 +1,76 @@
+"""Evidence-Carrying Termination: wire objects, digests, closed transform replay, verifier.
+
+An agent may return ``complete`` only when a typed certificate binds every required slot to
+valid, in-scope receipts and a deterministic replay of the closed transform language
+reconstructs every claimed value (DESIGN §3; docs/formats.md).
+"""
+
+from runner.ect._digests import (
+    args_digest,
+    descriptor_digest,
+    ledger_digest,
+    receipt_digest,
+    response_digest,
+    value_digest,
+)
+from runner.ect._errors import ReplayError, WireFormatError
+from runner.ect._ops import OPS, is_iso_date
+from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
+from runner.ect._transforms import check_transform, replay, replay_exact, values_match
+from runner.ect._wire import (
+    CERTIFICATE_FORMAT,
+    CONTRACT_FORMAT,
+    LEDGER_FORMAT,
+    Cardinality,
+    Certificate,
+    Claim,
+    Contract,
+    ContractScope,
+    DateRange,
+    Descriptor,
+    Ledger,
+    Receipt,
+    ReceiptScope,
+    SlotSpec,
+    Transform,
+    Value,
+    check_value,
+)
+
+__all__ = [
+    "CERTIFICATE_FORMAT",
+    "CHECK_FAMILIES",
+    "CONTRACT_FORMAT",
+    "LEDGER_FORMAT",
+    "OPS",
+    "REASON_CODES",
+    "Cardinality",
+    "Certificate",
+    "Claim",
+    "Contract",
+    "ContractScope",
+    "DateRange",
+    "Decision",
+    "Descriptor",
+    "Ledger",
+    "Reason",
+    "Receipt",
+    "ReceiptScope",
+    "ReplayError",
+    "SlotSpec",
+    "Transform",
+    "Value",
+    "WireFormatError",
+    "args_digest",
+    "check_transform",
+    "check_value",
+    "descriptor_digest",
+    "is_iso_date",
+    "ledger_digest",
+    "receipt_digest",
+    "replay",
+    "replay_exact",
+    "response_digest",
+    "value_digest",
+    "values_match",
+]
