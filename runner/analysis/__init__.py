@@ -8,6 +8,7 @@ from runner.analysis._closed import (
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
 from runner.analysis._errors import FastPathInvariantBroken, InventoryIncomplete, SpecInvalid
+from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
 from runner.analysis._stats import (
     BootstrapResult,
     McNemarResult,
@@ -38,6 +39,9 @@ __all__ = [
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
+    "render_outputs",
+    "results_json_bytes",
     "seeded_rng",
     "validate_outcome",
+    "write_outputs",
 ]

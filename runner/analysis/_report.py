@@ -1,0 +1,525 @@
+"""Outputs: results.json, tables.md and a self-contained report.html (inline SVG, no network).
+
+Byte-identical for equal results: keys are sorted, numbers formatted at fixed precision, and no
+output carries a timestamp, a path or a host name. Every output names the provider and says
+SIMULATED plainly when the decisions came from the simulated provider.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from runner.analysis._common import POLICY_LABELS
+from runner.analysis._svg import hbar_chart, heatmap
+from runner.errors import AnalysisError
+
+__all__ = ["render_outputs", "results_json_bytes", "write_outputs"]
+
+STATIC_FAULTS = ("C0", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
+
+
+def results_json_bytes(results: Mapping[str, Any]) -> bytes:
+    """Pretty, key-sorted JSON (display only: digests use runner.canonical)."""
+    text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # noqa: TID251
+    return (text + "\n").encode("utf-8")
+
+
+def _label(p: str) -> str:
+    return POLICY_LABELS.get(p, p)
+
+
+def _pp(x: float) -> str:
+    return f"{x:+.2f}" if round(x, 2) != 0 else "0.00"
+
+
+def _ci(ci: Sequence[float]) -> str:
+    return f"[{_pp(ci[0])}, {_pp(ci[1])}]"
+
+
+def _p(p: float) -> str:
+    return f"{p:.6g}"
+
+
+def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _verdict(passed: bool) -> str:
+    return "PASSED" if passed else "FAILED"
+
+
+# --------------------------------------------------------------------------- static study
+
+
+def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    t2 = r["table2"]
+    any_p = next(iter(t2.values()))
+    head2 = [
+        "Policy",
+        f"U/{any_p['unsafe_den']}",
+        f"C/{any_p['clean_den']}",
+        f"S/{any_p['stuck_den']}",
+        "macro-F1",
+        "model calls",
+        "tokens",
+        "cost USD",
+    ]
+    rows2 = [
+        [
+            _label(p),
+            str(v["unsafe"]),
+            str(v["clean_noncomplete"]),
+            str(v["stuck"]),
+            f"{v['macro_f1']:.3f}",
+            str(v["model_calls"]),
+            str(v["input_tokens"] + v["output_tokens"]),
+            f"{v['cost_usd']:.5f}",
+        ]
+        for p, v in t2.items()
+    ]
+    note2 = (
+        "Held-out static evaluation. U: unsafe complete on fault snapshots; C: clean "
+        "non-complete; S: stuck on fault snapshots. The postconditions arm reads oracle "
+        "answers and is a non-deployable reference."
+    )
+    head3 = ["Check removed", "Target fault", "ECT", "Ablated", "Effect", "Ablated reason families"]
+    rows3 = []
+    for a in r["table3"]:
+        if a["target_fault"] is None:
+            rows3.append([a["label"], "no matched fault", "-", "-", "-", a["note"]])
+            continue
+        fams = ", ".join(f"{k} {n}" for k, n in sorted(a["ablated_reason_families"].items()))
+        rows3.append(
+            [
+                a["label"],
+                f"{a['target_fault']} {a['fault_label']}",
+                f"{a['ect']} {a['measure']}",
+                f"{a['ablated']} {a['measure']}",
+                f"{a['effect']:+d} {a['measure']} /{a['den']}",
+                fams or "-",
+            ]
+        )
+    note3 = (
+        "Single-check ablations of ECT on the matched held-out fault; effect = ablated minus "
+        "ECT count (U unsafe complete, S stuck). A zero effect means another check still "
+        "contained the fault; it does not show a check is unnecessary."
+    )
+    h = r["h1"]
+    head1 = ["Quantity", "Value"]
+    rows1 = [
+        ["tasks (paired indicators)", str(h["tasks"])],
+        ["b_ECT (only ECT unsafe)", str(h["b_ect"])],
+        ["b_critic (only critic core unsafe)", str(h["b_critic"])],
+        ["exact McNemar p (two-sided)", _p(h["mcnemar_p"])],
+        ["ECT-minus-critic-core UCR (pp)", _pp(h["diff_pp"])],
+        [f"task-cluster 95% interval ({h['replicates']} reps)", _ci(h["ci_pp"])],
+        [f"world-cluster sensitivity interval ({h['worlds']} worlds)", _ci(h["world_ci_pp"])],
+        ["rule", h["rule"]],
+        ["H1", _verdict(h["passed"])],
+    ]
+    return [
+        ("Table 2: held-out static evaluation", head2, rows2, note2),
+        ("Table 3: single-check ablations", head3, rows3, note3),
+        ("H1: ECT vs critic core", head1, rows1, ""),
+    ]
+
+
+def _static_figures(r: Mapping[str, Any]) -> list[str]:
+    t2 = r["table2"]
+    pols = list(t2)
+    labels = [_label(p).replace(" (non-deployable)", "*") for p in pols]
+    iv = r["intervals"]
+    figs = []
+    for key, title, den_key, num_key in (
+        ("U", "Unsafe complete (held-out faults)", "unsafe_den", "unsafe"),
+        ("C", "Clean not completed (held-out clean)", "clean_den", "clean_noncomplete"),
+        ("S", "Stuck (held-out faults)", "stuck_den", "stuck"),
+    ):
+        vals = [iv[p][key]["rate_pct"] for p in pols]
+        figs.append(
+            hbar_chart(
+                title,
+                labels,
+                vals,
+                value_text=[f"{t2[p][num_key]}/{t2[p][den_key]}" for p in pols],
+                intervals=[tuple(iv[p][key]["ci_pct"]) for p in pols],  # type: ignore[misc]
+                vmax=100.0,
+                highlight="ECT",
+                axis_unit="%",
+                subtitle="whiskers: 95% task-cluster bootstrap interval",
+            )
+        )
+    figs.append(
+        hbar_chart(
+            "Macro-F1 (complete vs continue)",
+            labels,
+            [t2[p]["macro_f1"] for p in pols],
+            value_text=[f"{t2[p]['macro_f1']:.3f}" for p in pols],
+            vmax=1.0,
+            highlight="ECT",
+        )
+    )
+    pf = r["per_fault"]
+    cells = []
+    for p in pols:
+        row = []
+        for f in STATIC_FAULTS:
+            c = pf[p][f]
+            wrong = c["n"] - c["complete"] if f == "C0" else c["complete"]
+            row.append((wrong / c["n"], f"{wrong}/{c['n']}"))
+        cells.append(row)
+    figs.append(
+        heatmap(
+            "Wrong decisions per condition (held out): complete on a fault, non-complete on C0",
+            labels,
+            STATIC_FAULTS,
+            cells,
+            legend="share of the condition's snapshots decided wrongly",
+            cell_w=56,
+        )
+    )
+    calls = [t2[p]["model_calls"] for p in pols]
+    figs.append(
+        hbar_chart(
+            "Model calls over all 432 snapshots (cost of deciding)",
+            labels,
+            [float(c) for c in calls],
+            value_text=[
+                f"{c} / ${t2[p]['cost_usd']:.4f}" for c, p in zip(calls, pols, strict=True)
+            ],
+            vmax=float(max([*calls, 1])),
+            highlight="ECT",
+        )
+    )
+    return figs
+
+
+# ------------------------------------------------------------------------ closed loop
+
+
+def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    t4 = r["table4"]
+    anyp = t4.get("ect") or next(iter(t4.values()))
+    head4 = [
+        "Policy",
+        f"U/{anyp['U_den']}",
+        f"S/{anyp['S_den']}",
+        f"FC/{anyp['FC_den']}",
+        f"R/{anyp['R_den']}",
+        "Turns",
+        "Calls",
+        "Tokens",
+        "Cost USD",
+    ]
+    rows4 = [
+        [
+            _label(p),
+            str(v["U"]),
+            str(v["S"]),
+            str(v["FC"]),
+            str(v["R"]),
+            f"{v['mean_turns']:.2f}",
+            f"{v['mean_calls']:.2f}",
+            f"{v['mean_tokens']:.0f}",
+            f"{v['mean_cost_usd']:.5f}",
+        ]
+        for p, v in t4.items()
+    ]
+    sc = r["scope"]
+    note4 = (
+        f"Primary scope: {sc['primary_clusters']} task clusters, {sc['primary_rows']} "
+        f"trajectories (trust-boundary tasks {', '.join(sc['excluded_trust_boundary_tasks']) or 'none'} "
+        "excluded). U premature unsupported termination on incomplete checkpoints; S supported "
+        "completion over both conditions; FC clean false continuation; R successful recovery on "
+        "incomplete checkpoints. Turns, calls, tokens and cost are per-trajectory means."
+    )
+    h2, h3, h4 = r["h2"], r["h3"], r["h4"]
+    headh = ["Gate", "ECT", "Controller", "Difference (pp)", "95% interval", "Rule", "Result"]
+    rowsh = [
+        [
+            "H2 premature unsupported",
+            f"{h2['sum_treatment']:.0f}/{h2['n_treatment']}",
+            f"{h2['sum_comparator']:.0f}/{h2['n_comparator']}",
+            _pp(h2["diff_pp"]),
+            _ci(h2["ci_pp"]),
+            h2["rule"],
+            _verdict(h2["passed"]),
+        ],
+        [
+            "H3 supported completion",
+            f"{h3['sum_treatment']:.0f}/{h3['n_treatment']}",
+            f"{h3['sum_comparator']:.0f}/{h3['n_comparator']}",
+            _pp(h3["diff_pp"]),
+            _ci(h3["ci_pp"]),
+            h3["rule"],
+            _verdict(h3["passed"]),
+        ],
+        [
+            "H4 recovery gate",
+            f"{h4['recoveries']}/{h4['eligible']} recovered, "
+            f"{h4['recovered_then_supported']} then supported",
+            "-",
+            "-",
+            "-",
+            h4["rule"],
+            _verdict(h4["passed"]),
+        ],
+    ]
+    heads = [
+        "Secondary (ECT minus controller)",
+        "ECT mean",
+        "Controller mean",
+        "Difference",
+        "95% interval",
+    ]
+    rowss = [
+        [
+            v["label"],
+            f"{v['mean_treatment']:.6g}",
+            f"{v['mean_comparator']:.6g}",
+            f"{v['diff_raw']:+.6g}",
+            f"[{v['ci_raw'][0]:+.6g}, {v['ci_raw'][1]:+.6g}]",
+        ]
+        for v in r["secondary"].values()
+    ]
+    headu = ["Stratum", "Policy", "U", "S", "FC", "R", "stop reasons"]
+    rowsu = []
+    tb = r["trust_boundary"]
+    strata = [
+        ("unseen U1-U3 (pooled)", r["unseen"]["pooled"]),
+        (f"trust boundary T1 ({', '.join(tb['tasks'])})", tb["policies"]),
+    ]
+    for name, block in strata:
+        for p, v in block.items():
+            rowsu.append(
+                [
+                    name,
+                    _label(p),
+                    f"{v['U']}/{v['U_den']}",
+                    f"{v['S']}/{v['S_den']}",
+                    f"{v['FC']}/{v['FC_den']}",
+                    f"{v['R']}/{v['R_den']}",
+                    ", ".join(f"{k} {n}" for k, n in v["stop_reasons"].items()),
+                ]
+            )
+    return [
+        ("Table 4: closed-loop primary scope", head4, rows4, note4),
+        (
+            "Confirmatory gates",
+            headh,
+            rowsh,
+            "Task-cluster bootstrap retaining both conditions, all policies and seeds.",
+        ),
+        (
+            "Secondary paired estimates (all primary rows)",
+            heads,
+            rowss,
+            "Descriptive; not efficiency claims.",
+        ),
+        (
+            "Descriptive strata",
+            headu,
+            rowsu,
+            "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside the primary scope.",
+        ),
+    ]
+
+
+def _closed_figures(r: Mapping[str, Any]) -> list[str]:
+    t4 = r["table4"]
+    pols = list(t4)
+    labels = [_label(p) for p in pols]
+    iv = r["intervals"]
+    figs = []
+    for key, title in (
+        ("U", "Premature unsupported stop (incomplete)"),
+        ("S", "Supported completion (both conditions)"),
+        ("FC", "Clean false continuation (clean)"),
+        ("R", "Successful recovery (incomplete)"),
+    ):
+        figs.append(
+            hbar_chart(
+                title,
+                labels,
+                [iv[p][key]["rate_pct"] for p in pols],
+                value_text=[f"{t4[p][key]}/{t4[p][key + '_den']}" for p in pols],
+                intervals=[tuple(iv[p][key]["ci_pct"]) for p in pols],  # type: ignore[misc]
+                vmax=100.0,
+                highlight="ECT",
+                axis_unit="%",
+                subtitle="whiskers: 95% task-cluster bootstrap interval",
+            )
+        )
+    faults = list(r["per_fault"])
+    cells: list[list[tuple[float, str] | None]] = []
+    for p in pols:
+        row: list[tuple[float, str] | None] = []
+        for f in faults:
+            v = r["per_fault"][f]["policies"].get(p)
+            row.append(
+                None
+                if v is None or not v["U_den"]
+                else (v["U"] / v["U_den"], f"{v['U']}/{v['U_den']}")
+            )
+        cells.append(row)
+    figs.append(
+        heatmap(
+            "Premature unsupported stop by assigned fault (incomplete checkpoints)",
+            labels,
+            faults,
+            cells,
+            legend="share premature (T1 is outside the primary scope)",
+            cell_w=48,
+        )
+    )
+    for key, title, fmt in (
+        ("mean_turns", "Decision turns per trajectory (mean)", "{:.2f}"),
+        ("mean_calls", "Tool calls per trajectory (mean)", "{:.2f}"),
+        ("mean_tokens", "Tokens per trajectory (mean)", "{:.0f}"),
+        ("mean_cost_usd", "Estimated cost per trajectory (USD, mean)", "{:.5f}"),
+    ):
+        vals = [float(t4[p][key]) for p in pols]
+        figs.append(
+            hbar_chart(
+                title,
+                labels,
+                vals,
+                value_text=[fmt.format(v) for v in vals],
+                vmax=max([*vals, 0.0]),
+                highlight="ECT",
+            )
+        )
+    return figs
+
+
+# --------------------------------------------------------------------------- assembly
+
+_CSS = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#1f2933;"
+    "max-width:1000px;margin:24px auto;padding:0 16px;line-height:1.4}"
+    ".banner{padding:10px 14px;border-radius:6px;margin:12px 0;font-weight:600}"
+    ".sim{background:#fff4e5;border:2px solid #c2410c}.real{background:#e6f4ea;border:2px solid #1e7b34}"
+    ".gates{display:flex;gap:10px;flex-wrap:wrap}.gate{padding:6px 12px;border-radius:4px;color:#fff;font-weight:600}"
+    ".pass{background:#1e7b34}.fail{background:#b42318}"
+    ".figs{display:flex;flex-wrap:wrap;gap:18px}.chart{background:#fff;border:1px solid #e5e7eb;border-radius:4px}"
+    "table{border-collapse:collapse;margin:8px 0 4px;font-size:13px}"
+    "th,td{border:1px solid #d9dee4;padding:4px 8px;text-align:left}th{background:#f3f4f6}"
+    ".note{font-size:12px;color:#52606d;margin:0 0 18px}"
+)
+
+_SENTINEL_JS = (
+    "window.__reportErrors=[];window.addEventListener('error',function(e){"
+    "window.__reportErrors.push(String(e.message));});"
+    "document.addEventListener('DOMContentLoaded',function(){"
+    "var n=document.querySelectorAll('svg.chart').length;"
+    "var s=document.getElementById('sentinel');"
+    "s.setAttribute('data-charts',String(n));"
+    "s.setAttribute('data-errors',String(window.__reportErrors.length));"
+    "s.setAttribute('data-ready','yes');});"
+)
+
+
+def _html(
+    title: str,
+    r: Mapping[str, Any],
+    gates: Sequence[tuple[str, bool]],
+    figures: Sequence[str],
+    tables: Sequence[tuple[str, list[str], list[list[str]], str]],
+) -> bytes:
+    prov = r["provider"]
+    banner_cls = "sim" if prov["simulated"] else "real"
+    inputs = ", ".join(
+        f"{k}={v}" for k, v in sorted(r["inputs"].items()) if not isinstance(v, dict | list)
+    )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(title)}</title>",
+        f"<style>{_CSS}</style>",
+        f"<script>{_SENTINEL_JS}</script>",
+        "</head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f'<div class="banner {banner_cls}">{escape(r["provider_line"])}</div>',
+        '<div class="gates">'
+        + "".join(
+            f'<span class="gate {"pass" if ok else "fail"}">{escape(name)}: {_verdict(ok)}</span>'
+            for name, ok in gates
+        )
+        + "</div>",
+        f'<p class="note">Inputs: {escape(inputs)}</p>',
+        "<h2>Figures</h2>",
+        '<div class="figs">' + "".join(figures) + "</div>",
+    ]
+    for name, head, rows, note in tables:
+        parts.append(f"<h2>{escape(name)}</h2>")
+        parts.append(_html_table(head, rows))
+        if note:
+            parts.append(f'<p class="note">{escape(note)}</p>')
+    parts.append('<div id="sentinel" hidden data-ready="no"></div>')
+    parts.append("</body></html>")
+    return ("\n".join(parts) + "\n").encode("utf-8")
+
+
+def _markdown(
+    title: str,
+    r: Mapping[str, Any],
+    gates: Sequence[tuple[str, bool]],
+    tables: Sequence[tuple[str, list[str], list[list[str]], str]],
+) -> bytes:
+    out = [f"# {title}", "", f"**{r['provider_line']}**", ""]
+    out.append("Gates: " + "; ".join(f"{n} {_verdict(ok)}" for n, ok in gates))
+    out.append("")
+    for name, head, rows, note in tables:
+        out += [f"## {name}", "", _md_table(head, rows)]
+        if note:
+            out += [note, ""]
+    return "\n".join(out).encode("utf-8")
+
+
+def render_outputs(results: Mapping[str, Any]) -> dict[str, bytes]:
+    """``{"results.json": ..., "tables.md": ..., "report.html": ...}`` for one analysis."""
+    fmt = results.get("format")
+    builders: dict[str, tuple[str, Callable[..., Any], Callable[..., Any]]] = {
+        "ect.analysis.static/1": ("ECT static study", _static_tables, _static_figures),
+        "ect.analysis.closed_loop/1": ("ECT closed-loop study", _closed_tables, _closed_figures),
+    }
+    if fmt not in builders:
+        raise AnalysisError(f"unknown results format {fmt!r}")
+    title, tables_fn, figures_fn = builders[fmt]
+    if results["provider"]["simulated"]:
+        title += " (simulated provider)"
+    if fmt == "ect.analysis.static/1":
+        gates = [("H1", bool(results["h1"]["passed"]))]
+    else:
+        gates = [(h.upper(), bool(results[h]["passed"])) for h in ("h2", "h3", "h4")]
+    tables = tables_fn(results)
+    return {
+        "results.json": results_json_bytes(results),
+        "tables.md": _markdown(title, results, gates, tables),
+        "report.html": _html(title, results, gates, figures_fn(results), tables),
+    }
+
+
+def write_outputs(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
+    """Write the three outputs into ``out_dir`` (created if needed); returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, data in sorted(render_outputs(results).items()):
+        path = out_dir / name
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        paths[name] = path
+    return paths
