@@ -1,7 +1,166 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""`ect provider ...`: check a model provider end to end with one planner-shaped request."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import anyio
 import click
 
-COMMANDS: list[click.Command] = []
+from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.providers import (
+    CredentialError,
+    GeminiProvider,
+    GenerationConfig,
+    Message,
+    OpenAICompatProvider,
+    ProviderRequest,
+    ProviderResult,
+    SimulatedProvider,
+    ToolDecl,
+    load_credential,
+)
+
+__all__ = ["COMMANDS", "smoke_request"]
+
+SMOKE_SYSTEM = (
+    "You are the planner of a tool-using agent. Call a tool to gather evidence before answering."
+)
+SMOKE_TOOL = ToolDecl(
+    name="get_metric",
+    description="Return the value of one metric for one entity on one date.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "entity": {"type": "string", "description": "entity id, e.g. 'store-01'"},
+            "attribute": {"type": "string", "enum": ["revenue", "units"]},
+            "date": {"type": "string", "format": "date"},
+        },
+        "required": ["entity", "attribute", "date"],
+    },
+)
+
+
+def smoke_request(seed: int = 20240601) -> ProviderRequest:
+    """The one planner-shaped request `ect provider smoke` sends (a tool, temperature 0.2)."""
+    return ProviderRequest(
+        role="planner",
+        system=SMOKE_SYSTEM,
+        messages=(
+            Message.user_text(
+                "Task: report the revenue of entity store-01 on 2024-03-01. "
+                "Call get_metric with the right arguments."
+            ),
+        ),
+        tools=(SMOKE_TOOL,),
+        response_schema=None,
+        generation=GenerationConfig(temperature=0.2, seed=seed, max_output_tokens=1024),
+        metadata={"cell_id": "smoke", "seed": seed},
+    )
+
+
+@click.group("provider")
+def provider_group() -> None:
+    """Model providers: check one works before a study uses it."""
+
+
+@provider_group.command("smoke")
+@click.option(
+    "--provider",
+    "provider_name",
+    type=click.Choice(["gemini", "openai", "simulated"]),
+    default="simulated",
+    show_default=True,
+    help="Which adapter to exercise.",
+)
+@click.option("--base-url", default=None, help="Provider origin (required for openai).")
+@click.option("--model", default=None, help="Model name (default per provider).")
+@click.option(
+    "--credential-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="File holding the API key (mode 0600, owned by you).",
+)
+@click.option("--credential-env", default=None, help="Name of the variable holding the API key.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@map_errors({CredentialError: EXIT_USAGE})
+def smoke(
+    provider_name: str,
+    base_url: str | None,
+    model: str | None,
+    credential_file: str | None,
+    credential_env: str | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Send one planner-shaped request and print the parsed response and the attempt records.
+
+    Exit 0 when the provider answered; 5 with a one-line reason when it failed. The simulated
+    provider needs no flags and no network.
+    """
+    has_credential = credential_file is not None or credential_env is not None
+    if provider_name == "simulated":
+        if has_credential or base_url:
+            die("the simulated provider takes no credential and no --base-url", EXIT_USAGE)
+        provider: Any = SimulatedProvider(model=model or "simulated-1")
+    elif provider_name == "gemini":
+        if not has_credential:
+            die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)
+        credential = load_credential(file=credential_file, env=credential_env)
+        provider = GeminiProvider(
+            credential, model=model or "gemini-2.5-flash", base_url=base_url, timeout_s=timeout_s
+        )
+    else:
+        if not base_url:
+            die("openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
+        if not model:
+            die("openai needs --model", EXIT_USAGE)
+        credential = (
+            load_credential(file=credential_file, env=credential_env) if has_credential else None
+        )
+        provider = OpenAICompatProvider(
+            base_url, credential=credential, model=model, timeout_s=timeout_s
+        )
+
+    async def _run() -> ProviderResult:
+        try:
+            result: ProviderResult = await provider.generate(smoke_request())
+            return result
+        finally:
+            await provider.aclose()
+
+    result = anyio.run(_run)
+    _print(result, provider_name, as_json)
+    if result.failure is not None:
+        f = result.failure
+        status = f" (HTTP {f.status})" if f.status is not None else ""
+        die(f"provider call failed: {f.kind}{status}: {f.detail}", EXIT_RUNTIME)
+
+
+def _print(result: ProviderResult, provider_name: str, as_json: bool) -> None:
+    if as_json:
+        obj = {"provider": provider_name, "ok": result.ok, **result.to_json()}
+        click.echo(json.dumps(obj, indent=2, sort_keys=True))  # noqa: TID251 - display only
+        return
+    if result.response is not None:
+        r = result.response
+        label = " [SIMULATED]" if r.simulated else ""
+        click.echo(f"provider: {r.provider}{label}  model: {r.model_version}")
+        click.echo(f"finish: {r.finish_reason}  response id: {r.response_id}")
+        if r.text is not None:
+            click.echo(f"text: {r.text}")
+        for c in r.function_calls:
+            args = json.dumps(dict(c.args), sort_keys=True)  # noqa: TID251 - display only
+            click.echo(f"function call: {c.name}({args})")
+        u = r.usage
+        click.echo(f"usage: input {u.input_tokens}, output {u.output_tokens}, total {u.total_tokens}")
+    for a in result.attempts:
+        click.echo(
+            f"attempt {a.attempt_no}: status={a.status} error={a.error_class} retry={a.retry} "
+            f"latency_s={a.latency_s} request={a.request_sha256} response={a.response_sha256}"
+        )
+
+
+COMMANDS: list[click.Command] = [provider_group]

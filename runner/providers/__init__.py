@@ -1,0 +1,107 @@
+"""Model providers behind one async interface (DESIGN §7).
+
+Adapters: :class:`GeminiProvider` (the real google-genai client, pinned down),
+:class:`OpenAICompatProvider` (chat completions over httpx) and :class:`SimulatedProvider`
+(deterministic, offline: the default). Each ``generate()`` returns a :class:`ProviderResult`
+with the parsed response or a typed :class:`ProviderFailure`, one :class:`AttemptRecord` per
+HTTP attempt and the raw bytes of each exchange. See docs/providers.md.
+"""
+
+from runner.providers._cost import PriceTable
+from runner.providers._credential import REDACTED, Credential, load_credential
+from runner.providers._egress import EgressGuardTransport, Origin
+from runner.providers._environment import (
+    IMPLICIT_ENV_PREFIXES,
+    IMPLICIT_ENV_VARS,
+    PROXY_ENV_VARS,
+    scrub_environment,
+)
+from runner.providers._errors import (
+    FAILURE_KINDS,
+    CredentialError,
+    EgressRefused,
+    ProviderCallFailed,
+    ProviderFailure,
+)
+from runner.providers._gemini import DEFAULT_GEMINI_BASE_URL, GENAI_EXCEPTION_KINDS, GeminiProvider
+from runner.providers._openai import OpenAICompatProvider
+from runner.providers._retry import (
+    HTTPX_EXCEPTION_KINDS,
+    PRE_RESPONSE_KINDS,
+    RetryPolicy,
+    classify_httpx_error,
+    parse_retry_after,
+)
+from runner.providers._simulated import (
+    Responder,
+    SimulatedProvider,
+    SimulatedReply,
+    default_responder,
+    example_from_schema,
+    simulated_rng,
+)
+from runner.providers._types import (
+    VOLATILE_ATTEMPT_FIELDS,
+    AttemptObserver,
+    AttemptRecord,
+    FunctionCall,
+    FunctionResponse,
+    GenerationConfig,
+    Message,
+    Part,
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderResult,
+    RawExchange,
+    ToolDecl,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_GEMINI_BASE_URL",
+    "FAILURE_KINDS",
+    "GENAI_EXCEPTION_KINDS",
+    "HTTPX_EXCEPTION_KINDS",
+    "IMPLICIT_ENV_PREFIXES",
+    "IMPLICIT_ENV_VARS",
+    "PRE_RESPONSE_KINDS",
+    "PROXY_ENV_VARS",
+    "REDACTED",
+    "VOLATILE_ATTEMPT_FIELDS",
+    "AttemptObserver",
+    "AttemptRecord",
+    "Credential",
+    "CredentialError",
+    "EgressGuardTransport",
+    "EgressRefused",
+    "FunctionCall",
+    "FunctionResponse",
+    "GeminiProvider",
+    "GenerationConfig",
+    "Message",
+    "OpenAICompatProvider",
+    "Origin",
+    "Part",
+    "PriceTable",
+    "Provider",
+    "ProviderCallFailed",
+    "ProviderFailure",
+    "ProviderRequest",
+    "ProviderResponse",
+    "ProviderResult",
+    "RawExchange",
+    "Responder",
+    "RetryPolicy",
+    "SimulatedProvider",
+    "SimulatedReply",
+    "ToolDecl",
+    "Usage",
+    "classify_httpx_error",
+    "default_responder",
+    "example_from_schema",
+    "load_credential",
+    "parse_retry_after",
+    "scrub_environment",
+    "simulated_rng",
+]

@@ -1,0 +1,97 @@
+"""Provider errors (raised) and the typed failure of one provider call (returned).
+
+Tree (all under :class:`runner.errors.ProviderError`)::
+
+    ProviderError
+    ├── EgressRefused      the egress guard refused a request to another origin
+    ├── CredentialError    the credential could not be loaded or was refused (never names its value)
+    └── ProviderCallFailed raised only by callers that want an exception from a ProviderFailure
+
+Provider-side failures of a call (HTTP status, transport, unparseable body, ...) are NOT raised
+by ``generate()``: they come back as a :class:`ProviderFailure` inside the result, so they stay in
+the study's denominator and the policies map them to ``continue``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runner.errors import ProviderError
+
+__all__ = [
+    "FAILURE_KINDS",
+    "CredentialError",
+    "EgressRefused",
+    "ProviderCallFailed",
+    "ProviderFailure",
+]
+
+# Every kind of failure a call can end in. Part of the attempt-journal format.
+FAILURE_KINDS: dict[str, str] = {
+    "connect_failed": "the connection could not be opened (refused, unreachable, DNS)",
+    "closed_before_response": "the connection was closed or reset before a response head arrived",
+    "send_failed": "the request could not be written completely",
+    "timeout_before_response": "no response head arrived within the timeout (request was sent)",
+    "timeout_after_output": "the response began but did not finish within the timeout",
+    "transport_after_output": "the connection broke after the response began",
+    "protocol_error": "the peer spoke malformed HTTP",
+    "rate_limited": "HTTP 429 (Retry-After recorded when given)",
+    "client_error": "HTTP 4xx other than 429",
+    "server_error": "HTTP 5xx",
+    "http_status": "an HTTP status that is neither 2xx, 4xx nor 5xx",
+    "unparseable": "the response body is not the JSON shape the API promises",
+    "empty_response": "the response carried no candidate/choice (blocked or filtered)",
+    "egress_refused": "the egress guard refused the request; nothing was sent",
+    "request_invalid": "the SDK refused to build the request; nothing was sent",
+    "sdk_error": "the SDK raised an error class that does not fit another kind",
+    "simulated": "the simulated responder scripted a failure",
+}
+
+
+@dataclass(frozen=True)
+class ProviderFailure:
+    """Why a provider call produced no usable response. Never contains the credential.
+
+    ``kind`` is a key of :data:`FAILURE_KINDS`; ``error_class`` names the foreign exception class
+    (or ``"HTTP <status>"``); ``detail`` is a short redacted one-line description.
+    """
+
+    kind: str
+    detail: str
+    status: int | None = None
+    retry_after_s: float | None = None
+    error_class: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_KINDS:
+            raise ValueError(f"unknown failure kind {self.kind!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "status": self.status,
+            "retry_after_s": self.retry_after_s,
+            "error_class": self.error_class,
+        }
+
+    def as_error(self) -> ProviderCallFailed:
+        return ProviderCallFailed(self)
+
+
+class EgressRefused(ProviderError):
+    """A request to an origin other than the configured provider origin was refused."""
+
+
+class CredentialError(ProviderError):
+    """The credential is missing, unreadable, too widely readable, or malformed."""
+
+
+class ProviderCallFailed(ProviderError):
+    """Raised form of a :class:`ProviderFailure`, for callers that prefer an exception (CLI)."""
+
+    def __init__(self, failure: ProviderFailure) -> None:
+        status = f" (HTTP {failure.status})" if failure.status is not None else ""
+        super().__init__(f"provider call failed: {failure.kind}{status}: {failure.detail}")
+        self.failure = failure

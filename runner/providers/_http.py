@@ -1,0 +1,224 @@
+"""Attempt bookkeeping shared by the HTTP adapters: one place that sends, retries and records.
+
+:class:`RecordingTransport` sits between an httpx ``AsyncClient`` and the egress guard. For every
+HTTP attempt it (1) awaits the observer's ``begin`` before a byte is sent, (2) sends, (3) reads
+the whole body, keeping the exact request and response bytes, and (4) applies the
+:class:`RetryPolicy` by re-sending the very same request object, so a retry is byte-identical.
+The last attempt is left open for the adapter, which knows whether the body parsed, and closes
+it (awaiting the observer's ``end``) through :class:`CallLog.finish`.
+
+Which call an HTTP request belongs to travels in a context variable, so one provider (and one
+SDK client) can serve concurrent cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+import httpx
+
+from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._retry import RetryPolicy, classify_httpx_error, parse_retry_after
+from runner.providers._types import AttemptObserver, AttemptRecord, RawExchange, Usage
+
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "sha256_hex", "utc_now"]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def sha256_hex(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes: the same digest the store gives a blob of these bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class ObserverFailed(Exception):
+    """Carries an observer's exception through the SDK so the adapter re-raises it unchanged."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(type(original).__name__)
+        self.original = original
+
+
+@dataclass
+class _Slot:
+    attempt_no: int
+    attempt_id: str
+    request_bytes: bytes
+    started_utc: str
+    t0: float
+    retry: bool
+    status: int | None = None
+    response_bytes: bytes | None = None
+    ended_utc: str | None = None
+    latency_s: float | None = None
+    kind: str | None = None
+    retry_after_s: float | None = None
+    usage: Usage | None = None
+    closed: bool = False
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+
+
+class CallLog:
+    """The attempts of one ``generate()`` call."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        model: str,
+        cell_id: str | None,
+        observer: AttemptObserver | None,
+        policy: RetryPolicy,
+        simulated: bool = False,
+        id_factory: Callable[[int], str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.cell_id = cell_id
+        self.observer = observer
+        self.policy = policy
+        self.simulated = simulated
+        self._id_factory = id_factory or (lambda _n: uuid.uuid4().hex)
+        self._clock = clock
+        self.slots: list[_Slot] = []
+
+    def record(self, s: _Slot) -> AttemptRecord:
+        return AttemptRecord(
+            attempt_id=s.attempt_id,
+            cell_id=self.cell_id,
+            provider=self.provider,
+            model=self.model,
+            simulated=self.simulated,
+            attempt_no=s.attempt_no,
+            request_sha256=sha256_hex(s.request_bytes),
+            response_sha256=sha256_hex(s.response_bytes) if s.response_bytes is not None else None,
+            started_utc=s.started_utc,
+            ended_utc=s.ended_utc,
+            latency_s=s.latency_s,
+            status=s.status,
+            error_class=s.kind,
+            retry=s.retry,
+            usage=s.usage,
+            retry_after_s=s.retry_after_s,
+        )
+
+    async def begin(self, request_bytes: bytes, *, retry: bool) -> _Slot:
+        n = len(self.slots) + 1
+        slot = _Slot(n, self._id_factory(n), request_bytes, utc_now(), self._clock(), retry)
+        if self.observer is not None:
+            try:
+                await self.observer.begin(self.record(slot))
+            except Exception as e:
+                raise ObserverFailed(e) from e
+        self.slots.append(slot)
+        return slot
+
+    def mark_end(self, slot: _Slot, *, latency: float | None = None) -> None:
+        if slot.ended_utc is None:
+            slot.ended_utc = utc_now()
+            slot.latency_s = latency if latency is not None else round(self._clock() - slot.t0, 6)
+
+    async def close(self, slot: _Slot) -> None:
+        if slot.closed:
+            return
+        self.mark_end(slot)
+        slot.closed = True
+        if self.observer is not None:
+            try:
+                await self.observer.end(self.record(slot))
+            except Exception as e:
+                raise ObserverFailed(e) from e
+
+    async def finish(self, failure: ProviderFailure | None, usage: Usage | None) -> None:
+        """Close every open attempt; the last one takes the call's outcome."""
+        if not self.slots:
+            return
+        last = self.slots[-1]
+        if not last.closed:
+            if failure is not None and last.kind is None:
+                last.kind = failure.kind
+            if failure is None:
+                last.usage = usage
+        for s in self.slots:
+            await self.close(s)
+
+    def attempts(self) -> tuple[AttemptRecord, ...]:
+        return tuple(self.record(s) for s in self.slots)
+
+    def raw(self) -> tuple[RawExchange, ...]:
+        return tuple(RawExchange(s.request_bytes, s.response_bytes) for s in self.slots)
+
+    @property
+    def last(self) -> _Slot | None:
+        return self.slots[-1] if self.slots else None
+
+
+CURRENT_CALL: ContextVar[CallLog | None] = ContextVar("ect_provider_call", default=None)
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Records, journals and (per policy) retries every attempt; see the module docstring."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        log = CURRENT_CALL.get()
+        if log is None:
+            raise RuntimeError("a provider HTTP request was made outside generate()")
+        body = await request.aread()
+        retries = 0
+        while True:
+            slot = await log.begin(body, retry=retries > 0)
+            try:
+                response = await self._inner.handle_async_request(request)
+            except EgressRefused:
+                slot.kind = "egress_refused"
+                log.mark_end(slot)
+                raise
+            except httpx.HTTPError as e:
+                slot.kind = classify_httpx_error(e, response_started=False)
+                log.mark_end(slot)
+                if log.policy.should_retry(slot.kind, retries):
+                    await log.close(slot)
+                    retries += 1
+                    if log.policy.delay_s:
+                        await anyio.sleep(log.policy.delay_s)
+                    continue
+                raise
+            slot.status = response.status_code
+            slot.headers = response.headers
+            slot.retry_after_s = parse_retry_after(response.headers.get("retry-after"))
+            chunks: list[bytes] = []
+            try:
+                async for chunk in response.stream:  # type: ignore[union-attr]
+                    chunks.append(chunk)
+            except httpx.HTTPError as e:
+                slot.kind = classify_httpx_error(e, response_started=True)
+                slot.response_bytes = b"".join(chunks)
+                log.mark_end(slot)
+                raise
+            finally:
+                await response.aclose()
+            slot.response_bytes = b"".join(chunks)
+            log.mark_end(slot)
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=httpx.ByteStream(slot.response_bytes),
+                extensions=response.extensions,
+                request=request,
+            )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -1,0 +1,173 @@
+"""The retry policy, as data fixed in the study lock, and the transport-failure classifier.
+
+The protocol (DESIGN §7): exactly one identical retry, and only after a transport failure before
+any response byte (connection refused, reset or closed before a response head arrived, or the
+request could not be written). Everything else — any HTTP status including 429 and 5xx, a
+timeout once the request was delivered, a break after the response began, an unparseable body —
+is final: recorded, returned as a typed failure, and kept in the denominator.
+
+A read timeout before the response head is final on purpose: the request was delivered, so the
+model may be generating (and billing) it; retrying would double-spend and bias the statistics.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from runner.errors import FormatError
+from runner.providers._errors import FAILURE_KINDS
+
+__all__ = [
+    "HTTPX_EXCEPTION_KINDS",
+    "PRE_RESPONSE_KINDS",
+    "RetryPolicy",
+    "classify_httpx_error",
+    "kind_for_status",
+    "parse_retry_after",
+]
+
+# Kinds that happen before any response byte, with the request not (fully) delivered or the
+# connection dropped before a response head. Only these may ever be retried.
+PRE_RESPONSE_KINDS = frozenset({"connect_failed", "closed_before_response", "send_failed"})
+
+_FORMAT = "ect.retry-policy/1"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many identical retries, after which failure kinds. Serialised into the study lock."""
+
+    max_retries: int = 1
+    retry_on: frozenset[str] = PRE_RESPONSE_KINDS
+    delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
+            raise TypeError("max_retries must be an int")
+        if not 0 <= self.max_retries <= 1:
+            raise ValueError("the protocol allows at most one retry")
+        object.__setattr__(self, "retry_on", frozenset(self.retry_on))
+        bad = self.retry_on - PRE_RESPONSE_KINDS
+        if bad:
+            raise ValueError(
+                f"retrying after {sorted(bad)} is not allowed: only failures before any "
+                "response byte may be retried"
+            )
+        if not math.isfinite(self.delay_s) or not 0 <= self.delay_s <= 60:
+            raise ValueError("delay_s must be within [0, 60]")
+
+    def should_retry(self, kind: str, retries_done: int) -> bool:
+        return kind in self.retry_on and retries_done < self.max_retries
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "max_retries": self.max_retries,
+            "retry_on": sorted(self.retry_on),
+            "identical_request": True,
+            "delay_s": self.delay_s,
+            "final": sorted(set(FAILURE_KINDS) - self.retry_on),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> RetryPolicy:
+        expected = {"format", "max_retries", "retry_on", "identical_request", "delay_s", "final"}
+        if not isinstance(obj, dict) or set(obj) != expected or obj["format"] != _FORMAT:
+            raise FormatError(f"retry policy: expected {_FORMAT} with fields {sorted(expected)}")
+        if obj["identical_request"] is not True or not isinstance(obj["retry_on"], list):
+            raise FormatError("retry policy: identical_request must be true, retry_on a list")
+        try:
+            policy = cls(obj["max_retries"], frozenset(obj["retry_on"]), float(obj["delay_s"]))
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"retry policy: {e}") from e
+        if policy.to_json() != obj:
+            raise FormatError("retry policy: 'final' does not match retry_on")
+        return policy
+
+
+def kind_for_status(status: int) -> str:
+    """Failure kind for a non-2xx HTTP status."""
+    if status == 429:
+        return "rate_limited"
+    if 400 <= status < 500:
+        return "client_error"
+    if 500 <= status < 600:
+        return "server_error"
+    return "http_status"
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP-date); None if absent/invalid."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(int(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delta = (when - (now or datetime.now(UTC))).total_seconds()
+    return max(0.0, round(delta, 3))
+
+
+# Every exception class httpx exports -> (kind before a response head, kind after it began).
+# The most specific class wins (MRO order); tests/providers check every class is listed.
+HTTPX_EXCEPTION_KINDS: dict[type[Exception], tuple[str, str]] = {
+    httpx.ConnectTimeout: ("connect_failed", "connect_failed"),
+    httpx.PoolTimeout: ("connect_failed", "connect_failed"),
+    httpx.ConnectError: ("connect_failed", "connect_failed"),
+    httpx.ProxyError: ("connect_failed", "connect_failed"),
+    httpx.WriteTimeout: ("send_failed", "send_failed"),
+    httpx.WriteError: ("send_failed", "send_failed"),
+    httpx.ReadTimeout: ("timeout_before_response", "timeout_after_output"),
+    httpx.TimeoutException: ("timeout_before_response", "timeout_after_output"),
+    httpx.ReadError: ("closed_before_response", "transport_after_output"),
+    httpx.CloseError: ("closed_before_response", "transport_after_output"),
+    httpx.NetworkError: ("closed_before_response", "transport_after_output"),
+    httpx.RemoteProtocolError: ("protocol_error", "transport_after_output"),
+    httpx.LocalProtocolError: ("request_invalid", "request_invalid"),
+    httpx.ProtocolError: ("protocol_error", "transport_after_output"),
+    httpx.UnsupportedProtocol: ("request_invalid", "request_invalid"),
+    httpx.DecodingError: ("unparseable", "unparseable"),
+    httpx.TooManyRedirects: ("protocol_error", "protocol_error"),
+    httpx.TransportError: ("protocol_error", "transport_after_output"),
+    httpx.RequestError: ("protocol_error", "transport_after_output"),
+    httpx.HTTPStatusError: ("http_status", "http_status"),
+    httpx.HTTPError: ("sdk_error", "sdk_error"),
+    httpx.InvalidURL: ("request_invalid", "request_invalid"),
+    httpx.CookieConflict: ("request_invalid", "request_invalid"),
+    httpx.StreamConsumed: ("sdk_error", "sdk_error"),
+    httpx.StreamClosed: ("sdk_error", "sdk_error"),
+    httpx.ResponseNotRead: ("sdk_error", "sdk_error"),
+    httpx.RequestNotRead: ("sdk_error", "sdk_error"),
+    httpx.StreamError: ("sdk_error", "sdk_error"),
+}
+
+# h11/httpcore say this when the peer closed (or reset) before a complete response head.
+_CLOSED_BEFORE_HEAD = "without sending a response"
+
+
+def classify_httpx_error(exc: BaseException, *, response_started: bool) -> str:
+    """The failure kind of an httpx exception, given whether a response head had arrived."""
+    if (
+        not response_started
+        and isinstance(exc, httpx.RemoteProtocolError)
+        and _CLOSED_BEFORE_HEAD in str(exc)
+    ):
+        return "closed_before_response"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return kind_for_status(exc.response.status_code)
+    for cls in type(exc).__mro__:
+        kinds = HTTPX_EXCEPTION_KINDS.get(cls)  # type: ignore[call-overload]
+        if kinds is not None:
+            return kinds[1] if response_started else kinds[0]
+    return "sdk_error"
