@@ -1,7 +1,111 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""``ect verify``: the ECT verifier on three JSON files (DESIGN §3.2, docs/formats.md)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
-COMMANDS: list[click.Command] = []
+from runner.canonical import MAX_INPUT_BYTES, canonical_bytes
+from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die
+from runner.ect import Check, Decision, verify_bytes
+
+__all__ = ["COMMANDS", "verify_command"]
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_INPUT_BYTES + 1)
+    except OSError as e:
+        die(f"cannot read {what} file {path}: {e.strerror or type(e).__name__}", EXIT_USAGE)
+        raise  # unreachable: die exits
+
+
+def _explain_table(decision: Decision, checks: list[Check]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True, highlight=False)
+    table = Table(title=f"ECT verification: {decision.decision}", title_justify="left")
+    for col in ("step", "family", "check", "slot", "outcome", "codes / note"):
+        table.add_column(col)
+    styles = {"pass": "green", "fail": "bold red", "skipped": "yellow", "ablated": "magenta"}
+    for c in checks:
+        table.add_row(
+            c.step,
+            c.family,
+            c.name,
+            c.slot or "-",
+            f"[{styles.get(c.outcome, '')}]{c.outcome}[/]",
+            ", ".join(c.codes) or c.note,
+        )
+    console.print(table)
+    for r in decision.reasons:
+        console.print(f"- {r.code} [{r.slot or '-'}]: {r.detail}", markup=False)
+    if decision.missing_slots:
+        console.print(f"missing slots: {', '.join(decision.missing_slots)}", markup=False)
+
+
+@click.command("verify")
+@click.option(
+    "--contract",
+    "contract",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Trusted contract R_t (ect.contract/1 JSON).",
+)
+@click.option(
+    "--ledger",
+    "ledger",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Receipt ledger E_t (ect.ledger/1 JSON).",
+)
+@click.option(
+    "--certificate",
+    "certificate",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Proposed certificate C_t (ect.certificate/1 JSON).",
+)
+@click.option(
+    "--explain", is_flag=True, help="Also print a table of every check and its outcome on stderr."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="With --explain, write the checks as one JSON object on stderr instead of a table.",
+)
+def verify_command(
+    contract: Path, ledger: Path, certificate: Path, explain: bool, as_json: bool
+) -> None:
+    """Decide whether a certificate licenses `complete` (Evidence-Carrying Termination).
+
+    Prints exactly one JSON decision object on stdout:
+    {"decision", "reasons": [{"code", "slot", "detail"}], "missing_slots"}.
+
+    \b
+    Exit codes: 0 complete; 1 continue (malformed or hostile input included);
+    2 usage error (missing or unreadable file).
+    """
+    texts = (
+        _read(contract, "contract"),
+        _read(ledger, "ledger"),
+        _read(certificate, "certificate"),
+    )
+    decision, checks = verify_bytes(*texts, explain=explain)
+    sys.stdout.write(canonical_bytes(decision.to_json()).decode("utf-8") + "\n")
+    sys.stdout.flush()
+    if explain:
+        if as_json:
+            payload = {"checks": [c.to_json() for c in checks], "decision": decision.to_json()}
+            sys.stderr.write(canonical_bytes(payload).decode("utf-8") + "\n")
+        else:
+            _explain_table(decision, checks)
+    sys.exit(EXIT_OK if decision.complete else EXIT_NEGATIVE)
+
+
+COMMANDS: list[click.Command] = [verify_command]

@@ -17,6 +17,14 @@ from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import OPS, is_iso_date
 from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
 from runner.ect._transforms import check_transform, replay, replay_exact, values_match
+from runner.ect._verifier import (
+    Check,
+    verify,
+    verify_bytes,
+    verify_json,
+    verify_json_explained,
+    verify_unsafe_ablated,
+)
 from runner.ect._wire import (
     CERTIFICATE_FORMAT,
     CONTRACT_FORMAT,
@@ -46,6 +54,7 @@ __all__ = [
     "REASON_CODES",
     "Cardinality",
     "Certificate",
+    "Check",
     "Claim",
     "Contract",
     "ContractScope",
@@ -73,4 +82,9 @@ __all__ = [
     "response_digest",
     "value_digest",
     "values_match",
+    "verify",
+    "verify_bytes",
+    "verify_json",
+    "verify_json_explained",
+    "verify_unsafe_ablated",
 ]
