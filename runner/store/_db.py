@@ -1,0 +1,217 @@
+"""The SQLite layer: connection pragmas (asserted by reading them back), schema, triggers.
+
+Every connection the store opens goes through :func:`connect` then :func:`configure`, so no
+connection ever runs with weaker settings than the store's mode promises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from typing import Literal
+
+import sqlite_utils
+
+from runner.store._errors import FileCorrupt, NotAStore, StoreBusy, StoreError
+
+__all__ = [
+    "APPLICATION_ID",
+    "FORMAT_VERSION",
+    "JOURNAL_MODES",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Journal",
+    "attempt_chain_hash",
+    "chain_hash",
+    "configure",
+    "connect",
+    "create_schema",
+    "is_busy",
+    "missing_schema",
+    "translate",
+    "wrap",
+]
+
+Journal = Literal["wal", "rollback"]
+JOURNAL_MODES: dict[str, tuple[str, str, int]] = {
+    # mode -> (PRAGMA journal_mode value, synchronous name, synchronous number read back)
+    "wal": ("wal", "FULL", 2),
+    "rollback": ("delete", "EXTRA", 3),
+}
+
+APPLICATION_ID = 0x45435453  # "ECTS": marks the file as an ect run store
+SCHEMA_VERSION = 1
+FORMAT_VERSION = "ect.store/1"
+TABLES = ("records", "attempts", "checkpoints", "blobs")
+
+GENESIS = b"\x00" * 32
+_sha256 = hashlib.sha256
+
+
+def chain_hash(store_id: bytes, seq: int, prev: bytes, leaf: bytes) -> bytes:
+    """``chain_n = sha256(0x02 || store_id || u64be(n) || chain_{n-1} || leaf_n)``."""
+    return _sha256(b"\x02" + store_id + seq.to_bytes(8, "big") + prev + leaf).digest()
+
+
+def attempt_chain_hash(store_id: bytes, seq: int, prev: bytes, leaf: bytes) -> bytes:
+    """The attempt journal's own chain: as :func:`chain_hash` with domain byte 0x03."""
+    return _sha256(b"\x03" + store_id + seq.to_bytes(8, "big") + prev + leaf).digest()
+
+
+def is_busy(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
+    """Map a foreign sqlite3 error to the most specific store error."""
+    if is_busy(e):
+        return StoreBusy(f"{path}: another writer holds the store (busy timeout expired)")
+    msg = str(e)
+    low = msg.lower()
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return FileCorrupt(f"{path}: SQLite reports a damaged file: {msg}")
+    if "no such table" in low or "no such column" in low:
+        return NotAStore(f"{path}: not an ect run store ({msg})")
+    return StoreError(f"{path}: SQLite error: {msg}")
+
+
+def connect(
+    path: str | os.PathLike[str], *, busy_timeout_s: float, readonly: bool = False
+) -> sqlite3.Connection:
+    """Open a connection in autocommit mode (the store issues BEGIN/COMMIT itself)."""
+    p = os.path.abspath(os.fspath(path))
+    if readonly:
+        uri = "file:" + p.replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        conn = sqlite3.connect(
+            uri, uri=True, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+        )
+    else:
+        conn = sqlite3.connect(
+            p, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
+        )
+    return conn
+
+
+def _pragma(conn: sqlite3.Connection, sql: str) -> object:
+    row = conn.execute(sql).fetchone()
+    return None if row is None else row[0]
+
+
+def configure(
+    conn: sqlite3.Connection,
+    path: str | os.PathLike[str],
+    *,
+    journal: Journal,
+    busy_timeout_s: float,
+    readonly: bool = False,
+) -> None:
+    """Apply and assert the store's pragmas on ``conn``.
+
+    Raises:
+        StoreError: a pragma did not take (for example WAL on a filesystem without shared
+            memory); the message names the explicit fallback ``journal="rollback"``.
+    """
+    if journal not in JOURNAL_MODES:
+        raise ValueError(f"journal must be 'wal' or 'rollback', not {journal!r}")
+    mode, sync_name, sync_num = JOURNAL_MODES[journal]
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA trusted_schema = OFF")
+        if _pragma(conn, "PRAGMA trusted_schema") != 0:
+            raise StoreError(f"{path}: could not turn trusted_schema off")
+        conn.execute("PRAGMA cell_size_check = ON")
+        if readonly:
+            got = _pragma(conn, "PRAGMA journal_mode")
+        else:
+            got = _pragma(conn, f"PRAGMA journal_mode = {mode}")
+        if str(got).lower() != mode:
+            hint = (
+                " (a network filesystem? open with journal='rollback')" if journal == "wal" else ""
+            )
+            raise StoreError(f"{path}: journal_mode is {got!r}, the store needs {mode!r}{hint}")
+        conn.execute(f"PRAGMA synchronous = {sync_name}")
+        if _pragma(conn, "PRAGMA synchronous") != sync_num:
+            raise StoreError(f"{path}: could not set synchronous={sync_name}")
+    except sqlite3.Error as e:
+        raise translate(e, path) from e
+
+
+def wrap(conn: sqlite3.Connection) -> sqlite_utils.Database:
+    """The sqlite-utils view of a connection the store configured (no plugins, no recursion)."""
+    return sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+
+
+def create_schema(db: sqlite_utils.Database) -> None:
+    """Create the STRICT tables and the triggers that make them append-only."""
+    db.create_table(
+        "records",
+        {"seq": int, "body": bytes, "leaf": bytes, "chain": bytes},
+        pk="seq",
+        not_null=["body", "leaf", "chain"],
+        strict=True,
+    )
+    db.create_table(
+        "attempts",
+        {
+            "seq": int,
+            "kind": str,
+            "ref": int,
+            "cell_id": str,
+            "body": bytes,
+            "leaf": bytes,
+            "chain": bytes,
+        },
+        pk="seq",
+        not_null=["kind", "cell_id", "body", "leaf", "chain"],
+        strict=True,
+    )
+    # At most one end per begun attempt.
+    db.execute("CREATE UNIQUE INDEX attempts_one_end ON attempts(ref) WHERE kind = 'end'")
+    db.create_table(
+        "checkpoints", {"id": int, "body": bytes}, pk="id", not_null=["body"], strict=True
+    )
+    db.create_table(
+        "blobs", {"digest": str, "data": bytes}, pk="digest", not_null=["data"], strict=True
+    )
+    for table in TABLES:
+        for op in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+            )
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def missing_schema(conn: sqlite3.Connection) -> list[str]:
+    """Names of tables or append-only triggers that should exist and do not."""
+    have = {
+        (t, n)
+        for t, n in conn.execute(
+            "SELECT type, name FROM sqlite_schema WHERE type IN ('table', 'trigger')"
+        )
+    }
+    missing = [t for t in TABLES if ("table", t) not in have]
+    for t in TABLES:
+        for op in ("update", "delete"):
+            if ("trigger", f"{t}_no_{op}") not in have:
+                missing.append(f"{t}_no_{op}")
+    return missing
+
+
+def check_identity(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """Raise NotAStore unless the file carries the store's application id and schema version."""
+    try:
+        app = _pragma(conn, "PRAGMA application_id")
+        ver = _pragma(conn, "PRAGMA user_version")
+    except sqlite3.Error as e:
+        raise translate(e, path) from e
+    if app != APPLICATION_ID:
+        raise NotAStore(f"{path}: not an ect run store (application_id {app})")
+    if ver != SCHEMA_VERSION:
+        raise NotAStore(f"{path}: store schema version {ver} is not supported")

@@ -1,0 +1,149 @@
+"""Errors of the run store, all under :class:`runner.errors.StoreError`::
+
+StoreError
+├── StoreBusy              another writer held the lock past the busy timeout
+├── StoreUsageError        an operation the store refuses (append to a read-only view, ...)
+├── KeyFileError           a key file is missing, malformed or not a private key
+│   └── InsecureKeyFile    a private key readable by group or others (like ssh, refused)
+├── BlobNotFound           no blob with that digest
+├── AttemptError           attempt_end for an unknown or already ended attempt
+├── ProofInvalid           a Merkle inclusion or consistency proof does not verify
+├── ScheduleMismatch       export: the records are not the schedule, row for row
+├── ManifestInvalid        verify_manifest: the manifest does not match the store
+└── StoreDamaged           verification found damage; ``.seq`` is the first bad sequence
+    ├── FileCorrupt        SQLite itself reports a malformed file
+    ├── NotAStore          the file is not an ect run store (or an unknown format version)
+    ├── TamperDetected     a body, leaf, chain link, row order or schema was changed
+    │   ├── AttemptJournalDamaged   the same, in the attempt journal chain
+    │   └── BlobCorrupt    a blob's bytes no longer match its digest
+    ├── TruncationDetected fewer records (or attempts) than a signed checkpoint commits to
+    ├── StaleCheckpoint    the external checkpoint is older than one the store recorded
+    ├── CheckpointMissing  no external checkpoint file to verify truncation against
+    └── SignatureInvalid   a checkpoint or manifest signature fails, or the key is wrong
+"""
+
+from __future__ import annotations
+
+from runner.errors import StoreError
+
+__all__ = [
+    "AttemptError",
+    "AttemptJournalDamaged",
+    "BlobCorrupt",
+    "BlobNotFound",
+    "CheckpointMissing",
+    "FileCorrupt",
+    "InsecureKeyFile",
+    "KeyFileError",
+    "ManifestInvalid",
+    "NotAStore",
+    "ProofInvalid",
+    "ScheduleMismatch",
+    "SignatureInvalid",
+    "StaleCheckpoint",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreUsageError",
+    "TamperDetected",
+    "TruncationDetected",
+]
+
+
+class StoreBusy(StoreError):
+    """Another connection held the write lock longer than the busy timeout."""
+
+
+class StoreUsageError(StoreError):
+    """The store refused an operation (no signing key for a checkpoint, a bad header, ...)."""
+
+
+class KeyFileError(StoreError):
+    """A key file is missing, malformed, of the wrong kind, or would be overwritten."""
+
+
+class InsecureKeyFile(KeyFileError):
+    """A private key file is readable or writable by group or others."""
+
+
+class BlobNotFound(StoreError):
+    """No blob with the requested digest is stored."""
+
+
+class AttemptError(StoreError):
+    """``attempt_end`` named an attempt that does not exist or has already ended."""
+
+
+class ProofInvalid(StoreError):
+    """A Merkle inclusion or consistency proof does not verify."""
+
+
+class ScheduleMismatch(StoreError):
+    """Manifest export: the committed records are not exactly the schedule rows, in order."""
+
+
+class ManifestInvalid(StoreError):
+    """A manifest is malformed or does not match the store it claims to describe."""
+
+
+class StoreDamaged(StoreError):
+    """Verification found damage. ``seq`` is the first bad sequence number (None if unknown)."""
+
+    kind = "damage"
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
+class FileCorrupt(StoreDamaged):
+    """SQLite reports the file as malformed (or it is not an SQLite file at all)."""
+
+    kind = "corrupt"
+
+
+class NotAStore(StoreDamaged):
+    """The file is not an ect run store of a format version this code reads."""
+
+    kind = "not_a_store"
+
+
+class TamperDetected(StoreDamaged):
+    """A record body, leaf, chain link, row order or the schema no longer verifies."""
+
+    kind = "tamper"
+
+
+class AttemptJournalDamaged(TamperDetected):
+    """The attempt journal's own hash chain no longer verifies."""
+
+    kind = "attempts"
+
+
+class BlobCorrupt(TamperDetected):
+    """A stored blob's bytes do not hash to its digest."""
+
+    kind = "blob"
+
+
+class TruncationDetected(StoreDamaged):
+    """The store holds fewer records or attempts than a signed checkpoint commits to."""
+
+    kind = "truncation"
+
+
+class StaleCheckpoint(StoreDamaged):
+    """The external checkpoint is older than a checkpoint recorded in the store (rollback)."""
+
+    kind = "stale_checkpoint"
+
+
+class CheckpointMissing(StoreDamaged):
+    """There is no external checkpoint file, so truncation cannot be ruled out."""
+
+    kind = "missing_checkpoint"
+
+
+class SignatureInvalid(StoreDamaged):
+    """A checkpoint or manifest signature does not verify, or a different key was expected."""
+
+    kind = "signature"

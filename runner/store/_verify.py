@@ -1,0 +1,376 @@
+"""Verification reports (:func:`verify_store`) and salvage of a verified prefix."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import loads_strict
+from runner.errors import EctError, FormatError
+from runner.store._check import (
+    check_connection,
+    checkpoint_path,
+    parse_header,
+    read_external_checkpoint,
+)
+from runner.store._checkpoint import Checkpoint, parse_checkpoint
+from runner.store._db import (
+    GENESIS,
+    attempt_chain_hash,
+    chain_hash,
+    configure,
+    connect,
+    create_schema,
+    translate,
+    wrap,
+)
+from runner.store._errors import (
+    AttemptJournalDamaged,
+    BlobCorrupt,
+    CheckpointMissing,
+    FileCorrupt,
+    NotAStore,
+    SignatureInvalid,
+    StaleCheckpoint,
+    StoreDamaged,
+    StoreUsageError,
+    TamperDetected,
+    TruncationDetected,
+)
+from runner.store._fsutil import atomic_write, fsync_dir
+from runner.store._keys import Ed25519PublicKey
+from runner.store.merkle import Accumulator
+
+__all__ = ["DAMAGE_KINDS", "StoreReport", "salvage", "verify_store"]
+
+DAMAGE_KINDS: dict[str, type[StoreDamaged]] = {
+    cls.kind: cls
+    for cls in (
+        FileCorrupt,
+        NotAStore,
+        TamperDetected,
+        AttemptJournalDamaged,
+        BlobCorrupt,
+        TruncationDetected,
+        StaleCheckpoint,
+        CheckpointMissing,
+        SignatureInvalid,
+    )
+}
+"""Every ``StoreReport.damage`` value and the error class it stands for."""
+
+
+@dataclass(frozen=True)
+class StoreReport:
+    """Result of :func:`verify_store`. Truthy only when the store is intact.
+
+    ``head`` is ``(seq, chain hex)`` of the last verified record (``None`` if even the header
+    failed); ``first_bad_seq`` names the first bad record (for ``attempts`` damage, the first
+    bad attempt seq); ``damage`` is a key of :data:`DAMAGE_KINDS`.
+    """
+
+    ok: bool
+    records: int
+    head: tuple[int, str] | None
+    first_bad_seq: int | None
+    damage: str | None
+    detail: str
+    full: bool = False
+    root: str | None = None
+    attempts: int = 0
+    checkpoint_size: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def error(self) -> StoreDamaged | None:
+        """The typed error this report stands for (None when intact)."""
+        if self.ok or self.damage is None:
+            return None
+        return DAMAGE_KINDS[self.damage](self.detail, seq=self.first_bad_seq)
+
+    def raise_for_damage(self) -> None:
+        """Raise the typed :class:`StoreDamaged` subclass if the store is not intact."""
+        err = self.error
+        if err is not None:
+            raise err
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "full": self.full,
+            "records": self.records,
+            "head": None if self.head is None else {"seq": self.head[0], "chain": self.head[1]},
+            "root": self.root,
+            "attempts": self.attempts,
+            "checkpoint_size": self.checkpoint_size,
+            "first_bad_seq": self.first_bad_seq,
+            "damage": self.damage,
+            "detail": self.detail,
+        }
+
+
+def _open_ro(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    conn = connect(path, busy_timeout_s=busy_timeout_s, readonly=True)
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA cell_size_check = ON")
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise translate(e, path) from e
+    return conn
+
+
+def verify_store(
+    path: str | os.PathLike[str],
+    *,
+    full: bool = False,
+    public_key: Ed25519PublicKey | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    busy_timeout_s: float = 10.0,
+) -> StoreReport:
+    """Verify the store at ``path`` read-only and report; never repairs anything.
+
+    ``public_key`` pins the expected key (otherwise the header's key is used, which proves
+    integrity but not authorship). ``checkpoint`` is the external checkpoint file (default
+    ``<path>.checkpoint``); keeping a copy elsewhere is what makes truncation by someone who
+    holds the key detectable.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+    """
+    target = Path(path)
+    if not target.is_file():
+        raise FileNotFoundError(2, "No such store", os.fspath(target))
+    ext = Path(checkpoint) if checkpoint is not None else checkpoint_path(target)
+    try:
+        conn = _open_ro(target, busy_timeout_s)
+    except StoreDamaged as e:
+        return _damaged(e, full)
+    try:
+        try:
+            res = check_connection(conn, target, full=full, public_key=public_key, external=ext)
+        except StoreDamaged as e:
+            return _damaged(e, full)
+    finally:
+        conn.close()
+    return StoreReport(
+        ok=True,
+        records=res.count,
+        head=(res.count - 1, res.head.hex()),
+        first_bad_seq=None,
+        damage=None,
+        detail=f"intact: {res.count} records, {res.attempts_count} attempts"
+        + (" (full verification)" if full else " (quick verification)"),
+        full=full,
+        root=None if res.root is None else res.root.hex(),
+        attempts=res.attempts_count,
+        checkpoint_size=None if res.external is None else res.external.size,
+    )
+
+
+def _damaged(e: StoreDamaged, full: bool) -> StoreReport:
+    return StoreReport(
+        ok=False,
+        records=0,
+        head=None,
+        first_bad_seq=e.seq,
+        damage=type(e).kind,
+        detail=str(e),
+        full=full,
+    )
+
+
+def salvage(
+    path: str | os.PathLike[str], new_path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0
+) -> int:
+    """Copy the longest verified prefix of the store at ``path`` into a new store at
+    ``new_path``; return the number of records copied (header included).
+
+    Records, attempts and blobs are copied byte for byte (same store id, same chain), up to the
+    first record whose body, leaf or chain link fails; the attempt journal likewise. The newest
+    signed checkpoint that the prefix still satisfies is copied into the new store and written
+    as its external checkpoint, so the salvaged store verifies on its own (its checkpoint is
+    older than the damage). The source is only read.
+
+    Raises:
+        StoreDamaged: even the header does not verify (nothing to salvage).
+        StoreUsageError: ``new_path`` exists.
+    """
+    src = Path(path)
+    dst = Path(new_path)
+    if not src.is_file():
+        raise FileNotFoundError(2, "No such store", os.fspath(src))
+    if dst.exists() or checkpoint_path(dst).exists():
+        raise StoreUsageError(f"{dst} already exists; salvage writes a new file only")
+    conn = _open_ro(src, busy_timeout_s)
+    try:
+        records, attempts, blobs, cps, header = _read_prefix(conn, src)
+    finally:
+        conn.close()
+    ext = _safe_external(checkpoint_path(src))
+    key: Ed25519PublicKey = header["_key"]
+    candidates = [*cps] + ([ext] if ext is not None else [])
+    chains = {i + 1: r[3] for i, r in enumerate(records)}
+    achains = {i + 1: a[6] for i, a in enumerate(attempts)}
+    acc = Accumulator()
+    roots: dict[int, bytes] = {}
+    for r in records:
+        acc.append(r[2])
+        roots[acc.size] = acc.root()
+    fits: list[tuple[Checkpoint, bytes]] = []
+    for cp, raw in candidates:
+        if (
+            cp.store_id == header["store_id"]
+            and cp.signed_by(key)
+            and chains.get(cp.size) == cp.chain_head
+            and roots.get(cp.size) == cp.root
+            and (
+                (cp.attempts_size == 0 and cp.attempts_head == GENESIS)
+                or achains.get(cp.attempts_size) == cp.attempts_head
+            )
+        ):
+            fits.append((cp, raw))
+    # Only a monotone run of checkpoints is kept, so the new store's history stays ordered.
+    kept: list[tuple[Checkpoint, bytes]] = []
+    for cp, raw in fits:
+        if not kept or (
+            cp.size >= kept[-1][0].size and cp.attempts_size >= kept[-1][0].attempts_size
+        ):
+            if not kept or raw != kept[-1][1]:
+                kept.append((cp, raw))
+    tmp = dst.parent / f".{dst.name}.salvaging-{secrets.token_hex(4)}"
+    out = connect(tmp, busy_timeout_s=busy_timeout_s)
+    try:
+        configure(out, tmp, journal=header["journal"], busy_timeout_s=busy_timeout_s)
+        out.execute("BEGIN IMMEDIATE")
+        create_schema(wrap(out))
+        out.executemany("INSERT INTO records (seq, body, leaf, chain) VALUES (?, ?, ?, ?)", records)
+        out.executemany(
+            "INSERT INTO attempts (seq, kind, ref, cell_id, body, leaf, chain) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            attempts,
+        )
+        out.executemany("INSERT INTO blobs (digest, data) VALUES (?, ?)", blobs)
+        out.executemany("INSERT INTO checkpoints (body) VALUES (?)", [(raw,) for _, raw in kept])
+        out.execute("COMMIT")
+    except BaseException:
+        out.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(os.fspath(tmp) + suffix).unlink(missing_ok=True)
+        raise
+    out.close()
+    if kept:
+        atomic_write(checkpoint_path(dst), kept[-1][1], hook=lambda _p: None, point="salvage")
+    os.replace(tmp, dst)
+    fsync_dir(dst.parent)
+    return len(records)
+
+
+def _safe_external(p: Path) -> tuple[Checkpoint, bytes] | None:
+    try:
+        cp = read_external_checkpoint(p)
+    except StoreDamaged:
+        return None
+    return None if cp is None else (cp, p.read_bytes())
+
+
+def _read_prefix(
+    conn: sqlite3.Connection, src: Path
+) -> tuple[
+    list[tuple[Any, ...]],
+    list[tuple[Any, ...]],
+    list[tuple[Any, ...]],
+    list[tuple[Checkpoint, bytes]],
+    dict[str, Any],
+]:
+    import hashlib
+
+    sha = hashlib.sha256
+    try:
+        rows = conn.execute("SELECT seq, body, leaf, chain FROM records ORDER BY seq")
+        first = rows.fetchone()
+        if first is None or first[0] != 0:
+            raise TamperDetected("record 0 (header) is missing: nothing to salvage", seq=0)
+        header, sid, key = parse_header(first[1])
+        if (
+            sha(b"\x00" + first[1]).digest() != first[2]
+            or chain_hash(sid, 0, GENESIS, first[2]) != first[3]
+        ):
+            raise TamperDetected("record 0 (header) does not verify: nothing to salvage", seq=0)
+        records = [tuple(first)]
+        prev = first[3]
+        expected = 1
+        try:  # a damaged page ends the prefix; it does not abort the salvage
+            for seq, body, leaf, chain in rows:
+                if (
+                    seq != expected
+                    or sha(b"\x00" + body).digest() != leaf
+                    or chain_hash(sid, seq, prev, leaf) != chain
+                ):
+                    break
+                records.append((seq, body, leaf, chain))
+                prev = chain
+                expected += 1
+        except sqlite3.DatabaseError:
+            pass
+        attempts: list[tuple[Any, ...]] = []
+        aprev = GENESIS
+        try:
+            for row in conn.execute(
+                "SELECT seq, kind, ref, cell_id, body, leaf, chain FROM attempts ORDER BY seq"
+            ):
+                seq, kind, ref, cell_id, body, leaf, chain = row
+                if (
+                    seq != len(attempts)
+                    or sha(b"\x00" + body).digest() != leaf
+                    or attempt_chain_hash(sid, seq, aprev, leaf) != chain
+                    or not _attempt_row_ok(kind, ref, cell_id, body)
+                ):
+                    break
+                attempts.append(tuple(row))
+                aprev = chain
+        except sqlite3.DatabaseError:
+            pass
+        blobs: list[tuple[Any, ...]] = []
+        try:
+            for d, data in conn.execute("SELECT digest, data FROM blobs ORDER BY digest"):
+                if d == "sha256:" + sha(data).hexdigest():
+                    blobs.append((d, data))
+        except sqlite3.DatabaseError:
+            pass
+        cps: list[tuple[Checkpoint, bytes]] = []
+        try:
+            for (body,) in conn.execute("SELECT body FROM checkpoints ORDER BY id"):
+                try:
+                    cps.append((parse_checkpoint(loads_strict(body)), bytes(body)))
+                except FormatError:
+                    continue
+        except sqlite3.DatabaseError:
+            pass
+    except sqlite3.DatabaseError as e:
+        err = translate(e, src)
+        if isinstance(err, FileCorrupt | NotAStore):
+            raise err from e
+        raise
+    header = {**header, "_key": key}
+    return records, attempts, blobs, cps, header
+
+
+def _attempt_row_ok(kind: str, ref: int | None, cell_id: str, body: bytes) -> bool:
+    try:
+        obj = loads_strict(body)
+    except EctError:
+        return False
+    return (
+        isinstance(obj, dict)
+        and obj.get("kind") == kind
+        and obj.get("cell_id") == cell_id
+        and (obj.get("begin_seq") if kind == "end" else None) == ref
+    )
