@@ -121,13 +121,13 @@ def certificate_json(contract: dict[str, Any], ledger: dict[str, Any]) -> dict[s
             {
                 "slot": "total",
                 "value": sum(VALUES),
-                "evidence": ids,
+                "evidence": list(ids),
                 "transform": {"op": "sum", "params": {}},
             },
             {
                 "slot": "days",
                 "value": len(VALUES),
-                "evidence": ids,
+                "evidence": list(ids),
                 "transform": {"op": "count", "params": {}},
             },
         ],
@@ -138,3 +138,70 @@ def valid_triple(extra: int = 0) -> tuple[dict[str, Any], dict[str, Any], dict[s
     contract = aggregation_contract_json()
     ledger = aggregation_ledger_json(extra)
     return contract, ledger, certificate_json(contract, ledger)
+
+
+# --- generic small cases ---------------------------------------------------------------------
+
+
+def spec(
+    *transforms: dict[str, Any],
+    scope: dict[str, Any] | None = None,
+    card: tuple[int, int] | None = None,
+    nullable: bool = False,
+    tol: int | float = 0,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "transforms": list(transforms),
+        "scope": scope or {},
+        "nullable": nullable,
+        "tolerance": {"abs": tol},
+    }
+    if card is not None:
+        out["cardinality"] = {"min": card[0], "max": card[1]}
+    return out
+
+
+def op(name: str, **params: Any) -> dict[str, Any]:
+    return {"op": name, "params": params}
+
+
+def triple(
+    slots: dict[str, dict[str, Any]],
+    receipts: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    *,
+    task: str = TASK,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A contract/ledger/certificate whose digests are consistent (claims as given)."""
+    contract = {
+        "format": "ect.contract/1",
+        "task_id": task,
+        "descriptor": {
+            "task_id": task,
+            "family": "test",
+            "world_id": "w10",
+            "parameters": {},
+            "required_slots": list(slots),
+        },
+        "slots": slots,
+    }
+    ledger = {"format": "ect.ledger/1", "task_id": task, "receipts": receipts}
+    cert = {
+        "format": "ect.certificate/1",
+        "task_id": task,
+        "descriptor_digest": "sha256:" + "0" * 64,
+        "ledger_digest": "sha256:" + "0" * 64,
+        "claims": claims,
+    }
+    rebind(contract, ledger, cert)
+    return contract, ledger, cert
+
+
+def rebind(contract: dict[str, Any], ledger: dict[str, Any], cert: dict[str, Any]) -> None:
+    """Recompute the certificate's digests after the contract or ledger was edited."""
+    cert["descriptor_digest"] = descriptor_digest(contract["descriptor"])
+    cert["ledger_digest"] = ledger_digest(Ledger.from_json(ledger))
+
+
+def claim(slot: str, value: Any, evidence: list[str], transform: dict[str, Any]) -> dict[str, Any]:
+    return {"slot": slot, "value": value, "evidence": evidence, "transform": transform}
