@@ -1,0 +1,52 @@
+"""Persistent-write probes: nothing outside the scratch /tmp can be created or changed."""
+
+import errno as _errno
+import json as _json
+import os
+import sys
+
+
+def report(observed):
+    """Print the one JSON line the parent reads."""
+    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    sys.stdout.flush()
+
+
+def errname(e):
+    return _errno.errorcode.get(e.errno or 0, f"errno{e.errno}")
+
+
+def main(probe, *args):
+    try:
+        if probe == "root":
+            open("/ect-probe", "wb").close()
+        elif probe == "usr":
+            open("/usr/ect-probe", "wb").close()
+        elif probe == "prefix":
+            open(os.path.join(sys.base_prefix, "ect-probe"), "wb").close()
+        elif probe == "snapshot":
+            with open(args[0], "r+b") as fh:
+                fh.write(b"{}")
+        elif probe == "snapshot_replace":
+            open(args[0] + ".new", "wb").close()
+        elif probe == "tmp_control":
+            with open("/tmp/ect-probe", "wb") as fh:
+                fh.write(b"scratch")
+            with open("/tmp/ect-probe", "rb") as fh:
+                return report("ok" if fh.read() == b"scratch" else "mismatch")
+        elif probe == "tmp_full":
+            i = 0
+            while True:
+                with open(f"/tmp/fill{i}", "wb") as fh:
+                    for _ in range(8):
+                        fh.write(b"\0" * (1 << 20))
+                i += 1
+        else:
+            return report(f"unknown probe {probe}")
+    except OSError as e:
+        return report(errname(e))
+    report("written")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

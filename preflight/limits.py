@@ -1,0 +1,85 @@
+"""Limit probes: CPU, memory, file size, processes, open files, output, wall clock, orphans."""
+
+import errno as _errno
+import json as _json
+import os
+import sys
+import time
+
+
+def report(observed):
+    """Print the one JSON line the parent reads."""
+    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    sys.stdout.flush()
+
+
+def errname(e):
+    return _errno.errorcode.get(e.errno or 0, f"errno{e.errno}")
+
+
+def main(probe, *args):
+    if probe == "cpu":
+        while True:
+            pass
+    if probe == "memory":
+        try:
+            block = bytearray(2 << 30)
+        except MemoryError:
+            return report("MemoryError")
+        return report(f"allocated {len(block)}")
+    if probe == "fsize":
+        try:
+            with open("/tmp/big", "wb") as fh:
+                for _ in range(64):
+                    fh.write(b"\0" * (1 << 20))
+        except OSError as e:
+            return report(errname(e))
+        return report("written")
+    if probe == "nproc":
+        n = 0
+        try:
+            for _ in range(4096):
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(3)
+                    os._exit(0)
+                n += 1
+        except OSError as e:
+            return report(errname(e))
+        return report(f"forked {n}")
+    if probe == "nofile":
+        fds = []
+        try:
+            for _ in range(100000):
+                fds.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError as e:
+            return report(errname(e))
+        return report(f"opened {len(fds)}")
+    if probe == "flood":
+        chunk = b"x" * 65536
+        while True:
+            os.write(1, chunk)
+    if probe == "sleep":
+        time.sleep(3600)
+        return report("woke")
+    if probe == "orphan":
+        marker = args[0]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.close(r)
+                os.close(w)
+                os.execv(sys.executable, [sys.executable, "-I", "-S", "-c",
+                                          "import time; time.sleep(120)", marker])  # fmt: skip
+            os.write(w, b"1")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        os.close(w)
+        return report("spawned" if os.read(r, 1) == b"1" else "spawn-failed")
+    report(f"unknown probe {probe}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,179 @@
+"""The backend interface, limits, results, and the parent-side supervisor shared by backends."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+__all__ = ["Backend", "KillReason", "Limits", "RunResult", "supervise"]
+
+KillReason = Literal["timeout", "cpu", "output_cap", "signal"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-call resource limits. Wall clock and output are enforced by the parent; the rest by rlimits
+    in the sandbox (and, for ``nproc`` under a root parent, a pids cgroup)."""
+
+    wall_s: float = 10.0
+    cpu_s: int = 5
+    address_space_bytes: int = 1 << 30
+    file_size_bytes: int = 16 << 20
+    nproc: int = 32
+    nofile: int = 64
+    output_bytes: int = 4 << 20
+    tmpfs_bytes: int = 32 << 20
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+
+    def rlimits(self) -> dict[str, int]:
+        return {
+            "cpu_s": int(self.cpu_s),
+            "address_space_bytes": int(self.address_space_bytes),
+            "file_size_bytes": int(self.file_size_bytes),
+            "nproc": int(self.nproc),
+            "nofile": int(self.nofile),
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one sandboxed child did. ``exit_status`` is None when it ended by a signal."""
+
+    exit_status: int | None
+    term_signal: int | None
+    stdout: bytes
+    stderr: bytes
+    wall_s: float
+    kill_reason: KillReason | None
+    cpu_s: float = 0.0
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes,
+        limits: Limits,
+        ro_binds: Sequence[tuple[Path, str]] = (),
+    ) -> RunResult: ...
+
+
+def supervise(
+    proc: subprocess.Popen[bytes],
+    stdin: bytes,
+    limits: Limits,
+    *,
+    started: float,
+    signal_offset: int | None = 128,
+) -> RunResult:
+    """Feed ``stdin``, collect output incrementally, enforce the wall clock and the output cap.
+
+    ``proc`` must lead its own process group (``start_new_session=True``): on a deadline or cap the
+    whole group gets SIGKILL. ``signal_offset``: a backend whose launcher reports a child's death
+    by signal N as exit code ``offset + N`` (bwrap: 128).
+    """
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    pgid = proc.pid
+    sel = selectors.DefaultSelector()
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    out = {out_fd: bytearray(), err_fd: bytearray()}
+    for f in (proc.stdout, proc.stderr):
+        os.set_blocking(f.fileno(), False)
+        sel.register(f.fileno(), selectors.EVENT_READ)
+    pending = memoryview(stdin)
+    in_fd = proc.stdin.fileno()
+    if pending:
+        os.set_blocking(in_fd, False)
+        sel.register(in_fd, selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    deadline = started + limits.wall_s
+    total = 0
+    reason: KillReason | None = None
+
+    def kill_group() -> None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    readers = 2
+    while readers:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            reason = "timeout"
+            kill_group()
+            break
+        for key, _ in sel.select(remaining):
+            fd = key.fd
+            if fd == in_fd:
+                try:
+                    n = os.write(fd, pending[:65536])
+                    pending = pending[n:]
+                except BrokenPipeError:
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(fd)
+                    proc.stdin.close()
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                sel.unregister(fd)
+                readers -= 1
+                continue
+            room = limits.output_bytes - total
+            out[fd] += chunk[: max(room, 0)]
+            total += len(chunk)
+            if total > limits.output_bytes:
+                reason = "output_cap"
+                kill_group()
+                readers = 0
+                break
+    sel.close()
+    if not proc.stdin.closed:
+        proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    kill_group()  # anything left in the group (the pid namespace normally took it already)
+    for f in (proc.stdout, proc.stderr):
+        f.close()
+    cpu = usage.ru_utime + usage.ru_stime
+    code = proc.returncode
+    exit_status: int | None
+    term: int | None
+    if code < 0:
+        exit_status, term = None, -code
+    elif signal_offset is not None and signal_offset < code <= signal_offset + 64:
+        exit_status, term = None, code - signal_offset
+    else:
+        exit_status, term = code, None
+    if reason is None and term is not None:
+        if term == signal.SIGXCPU or (term == signal.SIGKILL and cpu >= limits.cpu_s):
+            reason = "cpu"
+        else:
+            reason = "signal"
+    return RunResult(
+        exit_status=exit_status,
+        term_signal=term,
+        stdout=bytes(out[out_fd]),
+        stderr=bytes(out[err_fd]),
+        wall_s=wall,
+        kill_reason=reason,
+        cpu_s=cpu,
+    )
+

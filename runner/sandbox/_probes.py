@@ -1,0 +1,203 @@
+"""Run the denial probes of ``preflight/probes.toml`` through a real backend and judge them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import loads_strict
+from runner.errors import FormatError, SandboxError
+from runner.sandbox._backend import Limits, RunResult
+from runner.sandbox._pins import REPO_ROOT
+
+__all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "Probe", "ProbeResult", "load_probes", "run_probes"]
+
+PREFLIGHT_DIR = REPO_ROOT / "preflight"
+CANARY_PREFIX = "ECTCANARY-"
+CANARY_ENV = "ECT_PROBE_CANARY_SECRET"
+_CONTEXTS = (None, "listener", "canary", "snapshot", "orphan")
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    program: str
+    args: tuple[str, ...]
+    expect: str
+    why: str
+    kind: str = "report"
+    context: str | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    name: str
+    expected: str
+    observed: str
+    passed: bool
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "expected": self.expected, "observed": self.observed,
+                "passed": self.passed, "detail": self.detail}  # fmt: skip
+
+
+def load_probes(preflight_dir: Path = PREFLIGHT_DIR) -> list[Probe]:
+    """Parse ``probes.toml``. Raises FormatError on anything unexpected."""
+    path = preflight_dir / "probes.toml"
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise FormatError(f"{path}: {e}") from e
+    if data.get("format") != "ect.probes/1":
+        raise FormatError(f"{path}: expected format ect.probes/1")
+    probes = []
+    allowed = {"name", "program", "args", "expect", "why", "kind", "context", "limits"}
+    for i, p in enumerate(data.get("probe", [])):
+        extra = set(p) - allowed
+        if extra or p.get("kind", "report") not in ("report", "kill") or p.get("context") not in _CONTEXTS:
+            raise FormatError(f"{path}: probe[{i}] has bad fields {sorted(extra) or p}")
+        if not (preflight_dir / p["program"]).is_file():
+            raise FormatError(f"{path}: probe {p['name']}: no program {p['program']}")
+        probes.append(Probe(name=p["name"], program=p["program"], args=tuple(p.get("args", ())),
+                            expect=p["expect"], why=p["why"], kind=p.get("kind", "report"),
+                            context=p.get("context"), limits=dict(p.get("limits", {}))))  # fmt: skip
+    if len({p.name for p in probes}) != len(probes):
+        raise FormatError(f"{path}: duplicate probe names")
+    return probes
+
+
+def _reported(result: RunResult) -> str:
+    lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
+    if lines:
+        try:
+            obj = loads_strict(lines[-1])
+            if isinstance(obj, dict) and isinstance(obj.get("observed"), str):
+                return obj["observed"]
+        except FormatError:
+            pass
+    if result.kill_reason:
+        return f"killed:{result.kill_reason}"
+    tail = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"exit {result.exit_status}" + (f": {tail[-1][:200]}" if tail else "")
+
+
+def _marker_alive(marker: str) -> bool:
+    needle = marker.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+@contextlib.contextmanager
+def _canary() -> Iterator[str]:
+    secret = CANARY_PREFIX + secrets.token_hex(16)
+    old = os.environ.get(CANARY_ENV)
+    os.environ[CANARY_ENV] = secret
+    try:
+        yield secret
+    finally:
+        if old is None:
+            os.environ.pop(CANARY_ENV, None)
+        else:
+            os.environ[CANARY_ENV] = old
+
+
+def _run_one(backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits) -> ProbeResult:
+    python = str(backend.python)
+    dest = "/ect/preflight"
+    binds: list[tuple[Path, str]] = [(preflight_dir, dest)]
+    args = list(probe.args)
+    listener: socket.socket | None = None
+    secret: str | None = None
+    marker: str | None = None
+    stack = contextlib.ExitStack()
+    with stack:
+        if probe.context == "listener":
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            stack.callback(listener.close)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(4)
+            listener.setblocking(False)
+            args.append(str(listener.getsockname()[1]))
+        elif probe.context == "canary":
+            secret = stack.enter_context(_canary())
+            args.append(CANARY_PREFIX.encode().hex())
+        elif probe.context == "snapshot":
+            snap = scratch / "probe.json"
+            if not snap.exists():
+                snap.write_text('{"world_id":"probe"}', "utf-8")
+            binds.append((snap, "/ect/world/probe.json"))
+        elif probe.context == "orphan":
+            marker = "ect-orphan-" + secrets.token_hex(8)
+            args.append(marker)
+        host = {h: backend.sandbox_path(h, d) for h, d in binds}
+        prog = f"{host[preflight_dir]}/{probe.program}"
+        args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
+                probe.context == "snapshot" else a for a in args]  # fmt: skip
+        limits = replace(base, **probe.limits)
+        result = backend.run([python, "-I", "-S", prog, *args], stdin=b"", limits=limits,
+                             ro_binds=binds)  # fmt: skip
+        observed = result.kill_reason or "none" if probe.kind == "kill" else _reported(result)
+        detail = ""
+        if listener is not None:
+            try:
+                conn, _ = listener.accept()
+                conn.close()
+                observed, detail = "connected", "the parent's loopback listener accepted a connection"
+            except BlockingIOError:
+                pass
+        if secret is not None:
+            blob = result.stdout + result.stderr
+            if secret.encode() in blob:
+                observed, detail = "leaked", "the canary secret appeared in the child's output"
+        if marker is not None:
+            if observed != "spawned":
+                detail = f"the probe could not set up its grandchild ({observed})"
+            else:
+                deadline = time.monotonic() + 2.0
+                alive = _marker_alive(marker)
+                while alive and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    alive = _marker_alive(marker)
+                observed = "survived" if alive else "gone"
+    return ProbeResult(probe.name, probe.expect, observed, observed == probe.expect, detail)
+
+
+def run_probes(
+    backend: Any,
+    *,
+    preflight_dir: Path = PREFLIGHT_DIR,
+    only: Sequence[str] | None = None,
+    limits: Limits | None = None,
+) -> list[ProbeResult]:
+    """Run every probe (or those named in ``only``) through ``backend``; never raises for a
+    failed probe (that is a result), but SandboxError propagates if the backend cannot run."""
+    probes = load_probes(preflight_dir)
+    if only is not None:
+        unknown = set(only) - {p.name for p in probes}
+        if unknown:
+            raise SandboxError(f"unknown probe(s): {', '.join(sorted(unknown))}")
+        probes = [p for p in probes if p.name in set(only)]
+    base = limits or Limits()
+    with tempfile.TemporaryDirectory(prefix="ect-probe-") as tmp:
+        scratch = Path(tmp)
+        os.chmod(scratch, 0o755)
+        return [_run_one(backend, p, preflight_dir, scratch, base) for p in probes]

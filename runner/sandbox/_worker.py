@@ -1,0 +1,231 @@
+"""The sandbox worker: stdlib-only, run as ``python -I -S worker.py CONFIG_JSON`` inside the sandbox.
+
+It is bound read-only into the sandbox (its bytes are pinned in ``sandbox_profiles/PINS``) and
+imports nothing from ``runner``. In order, it:
+
+1. sets rlimits (CPU, address space, file size, processes, open files, no core);
+2. applies Landlock to itself (Linux): read-only access to the bound paths, read-write to the
+   scratch ``/tmp``, no TCP bind/connect (ABI >= 4), no abstract unix sockets or signals outside
+   the sandbox (ABI >= 6). ABI < 4 is refused with exit code 78 unless the config carries
+   ``allow_weaker_landlock_unsafe`` (the parent records that);
+3. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
+   path, reads one JSON call ``{"world_id", "tool_id", "args"}`` on stdin and writes the tool's JSON
+   response on stdout; in ``exec`` mode it replaces itself with the given command (the limits and
+   the Landlock domain survive ``execve``); ``check`` mode reports the Landlock ABI it applied.
+
+Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+EXIT_BAD_CONFIG = 64
+EXIT_BAD_CALL = 65
+EXIT_TOOL_RAISED = 70
+EXIT_LANDLOCK_REFUSED = 78
+LANDLOCK_MARKER = "ect-worker: landlock-refused:"
+
+# Landlock UAPI (linux/landlock.h); syscall numbers are the same on x86_64 and aarch64.
+_SYS_CREATE_RULESET = 444
+_SYS_ADD_RULE = 445
+_SYS_RESTRICT_SELF = 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+_EXECUTE = 1 << 0
+_WRITE_FILE = 1 << 1
+_READ_FILE = 1 << 2
+_READ_DIR = 1 << 3
+_REMOVE_DIR = 1 << 4
+_REMOVE_FILE = 1 << 5
+_MAKE_CHAR = 1 << 6
+_MAKE_DIR = 1 << 7
+_MAKE_REG = 1 << 8
+_MAKE_SOCK = 1 << 9
+_MAKE_FIFO = 1 << 10
+_MAKE_BLOCK = 1 << 11
+_MAKE_SYM = 1 << 12
+_REFER = 1 << 13  # ABI 2
+_TRUNCATE = 1 << 14  # ABI 3
+_IOCTL_DEV = 1 << 15  # ABI 5
+_NET_BIND_TCP = 1 << 0  # ABI 4
+_NET_CONNECT_TCP = 1 << 1  # ABI 4
+_SCOPE_ABSTRACT_UNIX = 1 << 0  # ABI 6
+_SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+_FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_WRITE = (
+    _READ_FILE | _READ_DIR | _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_DIR | _MAKE_REG
+    | _MAKE_SYM | _MAKE_FIFO | _MAKE_SOCK | _REFER | _TRUNCATE
+)  # fmt: skip
+
+
+class LandlockRefused(Exception):
+    pass
+
+
+def _fs_handled(abi: int) -> int:
+    bits = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    if abi >= 2:
+        bits |= _REFER
+    if abi >= 3:
+        bits |= _TRUNCATE
+    if abi >= 5:
+        bits |= _IOCTL_DEV
+    return bits
+
+
+def apply_landlock(cfg: dict) -> dict:
+    """Restrict this process (and everything it execs) with Landlock; return what was applied."""
+    import ctypes
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    if abi < 0:
+        abi = 0
+    min_abi = int(cfg.get("min_abi", 4))
+    weaker = bool(cfg.get("allow_weaker_landlock_unsafe", False))
+    if abi < min_abi and not weaker:
+        raise LandlockRefused(f"kernel Landlock ABI {abi} < required {min_abi}")
+    if abi < 1:
+        # Only reachable with the unsafe flag: no Landlock at all, namespaces + seccomp remain.
+        return {"abi": 0, "weaker": True}
+
+    fs = _fs_handled(abi)
+    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
+    if abi >= 6:
+        attr = struct.pack("=QQQ", fs, net, scoped)
+    elif abi >= 4:
+        attr = struct.pack("=QQ", fs, net)
+    else:
+        attr = struct.pack("=Q", fs)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    rfd = libc.syscall(_SYS_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), 0)
+    if rfd < 0:
+        raise LandlockRefused(f"landlock_create_ruleset: errno {ctypes.get_errno()}")
+
+    def add(path: str, access: int) -> None:
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # a path that does not exist needs no rule
+        try:
+            import stat
+
+            if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+                access &= _FILE_ONLY
+            access &= fs
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", access, pfd), 12)
+            if libc.syscall(_SYS_ADD_RULE, rfd, _RULE_PATH_BENEATH, rule, 0) != 0:
+                raise LandlockRefused(f"landlock_add_rule {path}: errno {ctypes.get_errno()}")
+        finally:
+            os.close(pfd)
+
+    for p in cfg.get("read", []):
+        add(p, _READ)
+    for p in cfg.get("read_nox", []):
+        add(p, _READ_FILE | _READ_DIR)
+    for p in cfg.get("write", []):
+        add(p, _WRITE)
+    for p in cfg.get("devices", []):
+        add(p, _READ_FILE | _WRITE_FILE)
+
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise LandlockRefused(f"prctl(NO_NEW_PRIVS): errno {ctypes.get_errno()}")
+    if libc.syscall(_SYS_RESTRICT_SELF, rfd, 0) != 0:
+        raise LandlockRefused(f"landlock_restrict_self: errno {ctypes.get_errno()}")
+    os.close(rfd)
+    return {"abi": abi, "weaker": abi < min_abi, "net": net != 0, "scoped": scoped != 0}
+
+
+def set_rlimits(lim: dict) -> None:
+    import resource
+
+    table = {
+        "cpu_s": resource.RLIMIT_CPU,
+        "address_space_bytes": resource.RLIMIT_AS,
+        "file_size_bytes": resource.RLIMIT_FSIZE,
+        "nproc": resource.RLIMIT_NPROC,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, res in table.items():
+        if lim.get(key) is None:
+            continue
+        soft = int(lim[key])
+        # CPU: SIGXCPU at the soft limit, SIGKILL one second later if it is ignored.
+        hard = soft + 1 if key == "cpu_s" else soft
+        resource.setrlimit(res, (soft, hard))
+
+
+def _fail(code: int, message: str) -> None:
+    sys.stderr.write(message.replace("\n", " ")[:2000] + "\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_tool(cfg: dict) -> None:
+    import importlib.util
+
+    raw = sys.stdin.buffer.read(int(cfg.get("max_call_bytes", 1 << 20)) + 1)
+    try:
+        call = json.loads(raw)
+    except ValueError as e:
+        _fail(EXIT_BAD_CALL, f"ect-worker: call is not JSON: {e}")
+    if not isinstance(call, dict) or set(call) != {"world_id", "tool_id", "args"}:
+        _fail(EXIT_BAD_CALL, "ect-worker: call must be exactly {world_id, tool_id, args}")
+    if call["world_id"] != cfg["world_id"] or not isinstance(call["args"], dict):
+        _fail(EXIT_BAD_CALL, "ect-worker: call names another world or args is not an object")
+    with open(cfg["snapshot"], "rb") as fh:
+        snapshot = json.loads(fh.read())
+    spec = importlib.util.spec_from_file_location("ect_sandbox_tools", cfg["tools"])
+    if spec is None or spec.loader is None:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: cannot load the tools file")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+        response = mod.call_tool(snapshot, call["tool_id"], call["args"])
+        out = json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # noqa: TID251
+    except Exception as e:  # the tool's own failure: report its class, never a traceback
+        _fail(EXIT_TOOL_RAISED, f"ect-worker: tool raised {type(e).__name__}: {e}")
+    sys.stdout.write(out)
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> None:
+    try:
+        cfg = json.loads(argv[1])
+        mode = cfg["mode"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        _fail(EXIT_BAD_CONFIG, "ect-worker: usage: worker.py CONFIG_JSON")
+    set_rlimits(cfg.get("rlimits", {}))
+    applied: dict = {"abi": None}
+    if cfg.get("landlock") is not None:
+        try:
+            applied = apply_landlock(cfg["landlock"])
+        except LandlockRefused as e:
+            _fail(EXIT_LANDLOCK_REFUSED, f"{LANDLOCK_MARKER} {e}")
+    if mode == "check":
+        sys.stdout.write(json.dumps(applied))  # noqa: TID251
+    elif mode == "exec":
+        cmd = cfg["argv"]
+        try:
+            os.execvpe(cmd[0], cmd, dict(os.environ))
+        except OSError as e:
+            _fail(127, f"ect-worker: cannot exec {cmd[0]}: {e.strerror}")
+    elif mode == "tool":
+        _run_tool(cfg)
+    else:
+        _fail(EXIT_BAD_CONFIG, f"ect-worker: unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
