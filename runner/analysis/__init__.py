@@ -7,8 +7,16 @@ from runner.analysis._closed import (
     validate_outcome,
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
+from runner.analysis._driver import build_provider, closed_loop_report, static_study
 from runner.analysis._errors import FastPathInvariantBroken, InventoryIncomplete, SpecInvalid
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
+from runner.analysis._static import (
+    ABLATION_TABLE,
+    StaticRun,
+    StaticSpec,
+    analyse_static,
+    run_static,
+)
 from runner.analysis._stats import (
     BootstrapResult,
     McNemarResult,
@@ -22,6 +30,7 @@ from runner.analysis._stats import (
 )
 
 __all__ = [
+    "ABLATION_TABLE",
     "CLOSED_LOOP_POLICIES",
     "OUTCOME_FIELDS",
     "STATIC_POLICIES",
@@ -31,8 +40,13 @@ __all__ = [
     "McNemarResult",
     "ProviderInfo",
     "SpecInvalid",
+    "StaticRun",
+    "StaticSpec",
     "analyse_closed_loop",
+    "analyse_static",
+    "build_provider",
     "check_inventory",
+    "closed_loop_report",
     "cluster_bootstrap_diff",
     "cluster_bootstrap_mean",
     "macro_f1",
@@ -41,7 +55,9 @@ __all__ = [
     "noninferior",
     "render_outputs",
     "results_json_bytes",
+    "run_static",
     "seeded_rng",
+    "static_study",
     "validate_outcome",
     "write_outputs",
 ]

@@ -193,7 +193,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
     calls = [t2[p]["model_calls"] for p in pols]
     figs.append(
         hbar_chart(
-            "Model calls over all 432 snapshots (cost of deciding)",
+            f"Model calls on the {r['inputs']['heldout_snapshots']} held-out snapshots",
             labels,
             [float(c) for c in calls],
             value_text=[
@@ -201,6 +201,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
             ],
             vmax=float(max([*calls, 1])),
             highlight="ECT",
+            subtitle="label: calls / estimated cost (USD); * non-deployable oracle reference",
         )
     )
     return figs

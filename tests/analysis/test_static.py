@@ -1,0 +1,172 @@
+"""The static study's driver and analysis against a scripted stand-in of decide_static."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runner.analysis import (
+    FastPathInvariantBroken,
+    ProviderInfo,
+    StaticSpec,
+    analyse_static,
+    run_static,
+)
+from runner.analysis._static import ABLATION_TABLE
+from runner.errors import AnalysisError
+from tests.analysis import _standin
+
+SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
+SIM = ProviderInfo(name="simulated", model="simulated-1", simulated=True)
+
+
+def spec(**over: Any) -> StaticSpec:
+    s = StaticSpec.load(SPEC)
+    return StaticSpec(**{**s.__dict__, **over}) if over else s
+
+
+def run(script: _standin.Script, s: StaticSpec | None = None) -> Any:
+    async def go() -> Any:
+        return await run_static(
+            s or spec(), object(), snapshots=_standin.grid(), decide=script.decide
+        )
+
+    return anyio.run(go)
+
+
+@pytest.fixture(scope="module")
+def scripted() -> tuple[Any, dict[str, Any]]:
+    script = _standin.Script()
+    r = run(script, spec(replicates=2000))
+    return r, analyse_static(r.rows, spec=spec(replicates=2000), provider=SIM)
+
+
+def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[str, Any]]) -> None:
+    r, _ = scripted
+    assert len(r.rows) == 432 * (7 + len(ABLATION_TABLE))
+    ablated = {row["ablate"] for row in r.rows if row["ablate"]}
+    assert ablated == {
+        "coverage",
+        "scope",
+        "evidence",
+        "binding",
+        "replay",
+        "transform",
+        "recovery",
+    }
+    assert all(row["arm"] == "ect" for row in r.rows if row["ablate"])
+
+
+def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, dict[str, Any]]) -> None:
+    _, res = scripted
+    t2 = {
+        p: (v["unsafe"], v["clean_noncomplete"], v["stuck"], f"{v['macro_f1']:.3f}")
+        for p, v in res["table2"].items()
+    }
+    assert t2 == {
+        "completion_token": (252, 0, 0, "0.222"),
+        "self_check": (252, 0, 0, "0.222"),
+        "heuristic": (252, 0, 0, "0.222"),
+        "critic_core": (252, 0, 36, "0.222"),
+        "full_trace": (56, 18, 15, "0.595"),
+        "postconditions": (144, 0, 0, "0.500"),
+        "ect": (0, 0, 0, "1.000"),
+    }
+    dens = {(v["unsafe_den"], v["clean_den"], v["stuck_den"]) for v in res["table2"].values()}
+    assert dens == {(288, 36, 288)}
+    ft = res["table2"]["full_trace"]
+    assert (ft["model_calls"], ft["attempts"], ft["retries"], ft["provider_failures"]) == (
+        324,
+        331,
+        7,
+        1,
+    )
+    assert ft["input_tokens"] == 324_000
+    assert ft["cost_usd"] == pytest.approx((324_000 * 0.30 + 16_200 * 2.50) / 1e6)
+    assert res["table2"]["critic_core"]["model_calls"] == 0
+    assert res["inputs"]["heldout_snapshots"] == 324 and res["inputs"]["snapshots"] == 432
+
+
+def test_h1_matches_the_paper(scripted: tuple[Any, dict[str, Any]]) -> None:
+    _, res = scripted
+    h1 = res["h1"]
+    assert (h1["b_ect"], h1["b_critic"], h1["tasks"], h1["worlds"]) == (0, 36, 36, 6)
+    assert f"{h1['mcnemar_p']:.5e}" == "2.91038e-11"
+    assert h1["diff_pp"] == -87.5 and h1["ci_pp"] == [-87.5, -87.5]
+    assert h1["world_ci_pp"] == [-87.5, -87.5]
+    assert h1["passed"] is True
+
+
+def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, dict[str, Any]]) -> None:
+    _, res = scripted
+    got = {a["check"]: (a["target_fault"], a.get("effect"), a["measure"]) for a in res["table3"]}
+    assert got == {
+        "coverage": ("F5", 36, "U"),
+        "scope": ("F4", 12, "U"),
+        "evidence": ("F3", 0, "U"),
+        "binding": ("F7", 0, "U"),
+        "replay": ("F6", 36, "U"),
+        "transform": (None, None, "U"),
+        "recovery": ("F8", 36, "S"),
+    }
+    ev = next(a for a in res["table3"] if a["check"] == "evidence")
+    assert ev["ablated_reason_families"] == {"evidence": 36}  # residual containment is reported
+    tr = next(a for a in res["table3"] if a["check"] == "transform")
+    assert tr["changed_decisions"] == 0
+
+
+def test_h1_fails_when_ect_is_unsafe_too() -> None:
+    script = _standin.Script()
+    r = run(script, spec(replicates=200))
+    rows = [
+        {**row, "decision": "complete"}
+        if row["arm"] == "ect" and row["condition"] != "C0" and not row["ablate"]
+        else row
+        for row in r.rows
+    ]
+    h1 = analyse_static(rows, spec=spec(replicates=200), provider=SIM)["h1"]
+    assert (h1["b_ect"], h1["b_critic"]) == (0, 0)
+    assert h1["diff_pp"] > 0 and not h1["passed"]
+
+
+def test_critic_core_model_call_aborts_the_run() -> None:
+    with pytest.raises(FastPathInvariantBroken, match="called its model"):
+        run(_standin.Script(critic_calls_model=True))
+    with pytest.raises(FastPathInvariantBroken, match="reported a model call"):
+        run(_standin.Script(critic_reports_call=True))
+
+
+def test_attempt_records_are_kept_without_clock_fields(
+    scripted: tuple[Any, dict[str, Any]],
+) -> None:
+    r, _ = scripted
+    n_ft = sum(1 for a in r.attempts if a["arm"] == "full_trace")
+    assert n_ft == 432 + 7 * 2  # the retried snapshots appear in both splits' scripts
+    assert all("started_utc" not in a for a in r.attempts)
+    assert all("started_utc" in a for a in r.journal)
+    assert len(r.journal) == len(r.attempts)
+
+
+def test_analysis_refuses_missing_arms(scripted: tuple[Any, dict[str, Any]]) -> None:
+    r, _ = scripted
+    rows = [row for row in r.rows if row["arm"] != "critic_core"]
+    with pytest.raises(AnalysisError, match="critic_core"):
+        analyse_static(rows, spec=spec(), provider=SIM)
+
+
+def test_spec_is_strict(tmp_path: Path) -> None:
+    text = SPEC.read_text()
+    s = StaticSpec.parse(text.encode())
+    assert (s.seed, s.replicates, s.generation["temperature"]) == (2705, 10_000, 0.2)
+    for bad, msg in (
+        (text.replace("seed = 2705", "seed = -1", 1), "seed"),
+        (text + "\n[extra]\nx = 1\n", "unknown key"),
+        (text.replace('format = "ect.static-spec/1"', 'format = "x"'), "format"),
+        (text.replace("p_accept_unsupported = 0.25", "p_accept_unsupported = 2"), "in \\[0, 1\\]"),
+        (text.replace("[price]", "[pricing]"), "unknown key"),
+    ):
+        with pytest.raises(AnalysisError, match=msg):
+            StaticSpec.parse(bad.encode())
