@@ -1,0 +1,143 @@
+"""Budgets: steps, tokens or cost, and per-tool call limits (lowest for side-effect tools)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.control._conditions import (
+    AnyOf,
+    MaxCost,
+    MaxSteps,
+    MaxTokens,
+    StopCondition,
+    ToolCallLimit,
+)
+from runner.control._types import Checkpoint, Stop
+
+__all__ = ["Budget", "ToolLimits"]
+
+
+@dataclass(frozen=True)
+class ToolLimits:
+    """Per-tool call limits. Tools not named in ``per_tool`` get ``default`` calls, or
+    ``side_effect_default`` when they have side effects (the most dangerous tools get the lowest
+    limit). ``total`` optionally caps all tool calls together."""
+
+    per_tool: Mapping[str, int] = field(default_factory=dict)
+    default: int = 8
+    side_effect_default: int = 1
+    total: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_tool", dict(self.per_tool))
+        for name, n in [*self.per_tool.items(), ("default", self.default),
+                        ("side_effect_default", self.side_effect_default)]:
+            if not isinstance(n, int) or n < 0:
+                raise ValueError(f"tool limit {name!r} must be an integer >= 0")
+        if self.total is not None and self.total < 0:
+            raise ValueError("ToolLimits.total must be >= 0")
+
+    def limit_for(self, tool: str, side_effect_tools: Iterable[str] = ()) -> int:
+        if tool in self.per_tool:
+            return self.per_tool[tool]
+        return self.side_effect_default if tool in set(side_effect_tools) else self.default
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_tool": dict(sorted(self.per_tool.items())), "default": self.default,
+                "side_effect_default": self.side_effect_default, "total": self.total}
+
+
+@dataclass(frozen=True, eq=False)
+class _DefaultToolLimit(StopCondition):
+    limits: ToolLimits
+    side_effect_tools: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return "tool_limit[default]"
+
+    def check(self, point: Checkpoint) -> Stop | None:
+        call = point.call
+        if call is None or call.tool in self.limits.per_tool:
+            return None
+        limit = self.limits.limit_for(call.tool, self.side_effect_tools)
+        return ToolCallLimit(limit, call.tool).check(point)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What bounds a run. Set it from the task (see :meth:`from_task`), not from a default.
+
+    ``max_steps`` counts model calls. At least one of ``max_tokens`` / ``max_cost_usd`` is
+    required: steps are not equal, so cost needs its own ceiling. Exhausting any of these is a
+    budget stop, never a completion.
+    """
+
+    max_steps: int
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    tool_limits: ToolLimits = field(default_factory=ToolLimits)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError("Budget.max_steps must be an integer >= 1")
+        if self.max_tokens is None and self.max_cost_usd is None:
+            raise ValueError("Budget needs max_tokens or max_cost_usd (a ceiling on spend)")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("Budget.max_tokens must be >= 1")
+        if self.max_cost_usd is not None and not self.max_cost_usd > 0:
+            raise ValueError("Budget.max_cost_usd must be > 0")
+
+    @classmethod
+    def from_task(
+        cls,
+        *,
+        expected_steps: int,
+        tokens_per_step: int | None = None,
+        cost_per_step_usd: float | None = None,
+        margin: float = 3.0,
+        tool_limits: ToolLimits | None = None,
+    ) -> Budget:
+        """Count the steps a competent human would take and give a margin above that.
+
+        A task needing three lookups and one write (``expected_steps=4``) gets 12 steps.
+        """
+        if expected_steps < 1 or margin < 1:
+            raise ValueError("expected_steps must be >= 1 and margin >= 1")
+        steps = math.ceil(expected_steps * margin)
+        return cls(
+            max_steps=steps,
+            max_tokens=tokens_per_step * steps if tokens_per_step is not None else None,
+            max_cost_usd=cost_per_step_usd * steps if cost_per_step_usd is not None else None,
+            tool_limits=tool_limits or ToolLimits(),
+        )
+
+    def spend_conditions(self) -> tuple[StopCondition, ...]:
+        """The token/cost ceilings (checked before a model call, after one, after a tool)."""
+        out: list[StopCondition] = []
+        if self.max_tokens is not None:
+            out.append(MaxTokens(self.max_tokens))
+        if self.max_cost_usd is not None:
+            out.append(MaxCost(self.max_cost_usd))
+        return tuple(out)
+
+    def tool_conditions(self, side_effect_tools: Iterable[str] = ()) -> tuple[StopCondition, ...]:
+        """Per-tool limits (explicit ones, then defaults) and the optional total."""
+        lim = self.tool_limits
+        out: list[StopCondition] = [ToolCallLimit(n, tool) for tool, n in sorted(lim.per_tool.items())]
+        out.append(_DefaultToolLimit(lim, frozenset(side_effect_tools)))
+        if lim.total is not None:
+            out.append(ToolCallLimit(lim.total))
+        return tuple(out)
+
+    def conditions(self, side_effect_tools: Iterable[str] = ()) -> AnyOf:
+        """Every limit of this budget as one combined condition."""
+        return AnyOf(MaxSteps(self.max_steps), *self.spend_conditions(),
+                     *self.tool_conditions(side_effect_tools))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_steps": self.max_steps, "max_tokens": self.max_tokens,
+                "max_cost_usd": self.max_cost_usd, "tool_limits": self.tool_limits.to_json()}

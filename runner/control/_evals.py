@@ -1,0 +1,493 @@
+"""Stop-reason evals: did the run end the right way?
+
+Each case is a JSON file (format ``ect.stop-eval/1``) carrying the controls to apply, a scripted
+agent (a list of turns: tool calls, finishes, escalations, invalid replies; the last turn repeats
+forever, like an agent that never stops on its own), scripted tool results (per tool, consumed
+in order, the last one repeating), the expected stop reason and an optional output check. A tiny
+interpreter runs each case through :class:`RunController` with no model. The bundled suite
+(``runner/control/evals/``) covers every stop reason.
+
+Case fields (unknown fields are refused)::
+
+    format         "ect.stop-eval/1"
+    id             unique name
+    description    what the case is about (optional)
+    task           what the agent was asked
+    expect_stop    a StopReason value
+    expect_output  optional, only with goal_met: {"equals": value} or {"subset": {...}}
+    budget         {"max_steps", "max_tokens"?, "max_cost_usd"?, "tool_limits"?:
+                    {"per_tool"?, "default"?, "side_effect_default"?, "total"?}}
+    guard          {"allow": [...], "side_effects"?: {tool: {"amount_arg"?, "max_amount"?,
+                    "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
+    no_progress    {"repeats"?, "empty_results"?}
+    tool_failure   {"consecutive"?}
+    finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
+                   values tools put into the run state (ok tool results that are objects are
+                   merged into the state)
+    rules          [{"name", "require": [keys], "stop_early"?: bool}] predicates "key is known";
+                   a stop_early rule ends the run with the known values as output
+    tools          {tool: {"results": [{"ok"?, "data"?, "error"?, "fatal"?, "cost_usd"?}, ...]}}
+    agent          {"turns": [{"call": {"tool", "args"?, "idempotency_key"?}} | {"finish": value}
+                    | {"escalate": question, "found"?: [...]} | {"invalid": detail},
+                    each optionally with "tokens" and "cost_usd"]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import canonical_bytes, load_strict_file
+from runner.control._budget import Budget, ToolLimits
+from runner.control._conditions import NoProgressDetector, ToolFailure
+from runner.control._controller import RunController
+from runner.control._errors import EvalCaseError
+from runner.control._guards import Guard, SideEffectRule
+from runner.control._rules import StoppingRule
+from runner.control._types import (
+    Action,
+    Escalate,
+    Finish,
+    Invalid,
+    PredicateReport,
+    RunState,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Turn,
+    display,
+)
+from runner.errors import FormatError
+
+__all__ = [
+    "BUNDLED_EVALS",
+    "EVAL_FORMAT",
+    "CaseResult",
+    "EvalCase",
+    "EvalReport",
+    "load_cases",
+    "run_case",
+    "run_evals",
+]
+
+EVAL_FORMAT = "ect.stop-eval/1"
+BUNDLED_EVALS = "runner.control/evals"  # resolved with importlib.resources
+_DEFAULT_BUDGET = {"max_steps": 12, "max_tokens": 60_000}
+
+
+class _Reader:
+    """Strict field access that names the file and field path in every error."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, path: str, msg: str) -> EvalCaseError:
+        return EvalCaseError(f"{self.source}: {path}: {msg}")
+
+    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, "must be an object")
+        missing = required - set(value)
+        if missing:
+            raise self.fail(path, f"missing field {sorted(missing)[0]!r}")
+        unknown = set(value) - required - optional
+        if unknown:
+            raise self.fail(path, f"unknown field {sorted(unknown)[0]!r}")
+        return value
+
+    def typed(self, value: Any, path: str, kind: type | tuple[type, ...], what: str) -> Any:
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(path, f"must be {what}")
+        if not isinstance(value, kind):
+            raise self.fail(path, f"must be {what}")
+        return value
+
+    def str_list(self, value: Any, path: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(path, "must be a list of non-empty strings")
+        return tuple(value)
+
+    def count(self, value: Any, path: str, minimum: int = 0) -> int:
+        n = self.typed(value, path, int, "an integer")
+        if n < minimum:
+            raise self.fail(path, f"must be >= {minimum}")
+        return int(n)
+
+    def number(self, value: Any, path: str) -> float:
+        x = self.typed(value, path, (int, float), "a number")
+        if x < 0:
+            raise self.fail(path, "must be >= 0")
+        return float(x)
+
+
+@dataclass(frozen=True)
+class EvalCase:
+    """A parsed eval case. ``raw`` keeps the JSON object it came from."""
+
+    case_id: str
+    source: str
+    description: str
+    task: str
+    expect_stop: StopReason
+    expect_output: dict[str, Any] | None
+    controller: RunController
+    turns: tuple[Turn, ...]
+    tool_results: dict[str, tuple[ToolResult, ...]]
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
+        r = _Reader(source)
+        top = r.obj(obj, "$", {"format", "id", "task", "expect_stop", "agent"},
+                    {"description", "expect_output", "budget", "guard", "no_progress",
+                     "tool_failure", "finish_check", "rules", "tools"})
+        if top["format"] != EVAL_FORMAT:
+            raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
+        case_id = r.typed(top["id"], "$.id", str, "a string")
+        task = r.typed(top["task"], "$.task", str, "a string")
+        description = r.typed(top.get("description", ""), "$.description", str, "a string")
+        try:
+            expect = StopReason(top["expect_stop"])
+        except ValueError:
+            raise r.fail("$.expect_stop", "must be one of " + ", ".join(StopReason)) from None
+        expect_output = None
+        if "expect_output" in top:
+            eo = r.obj(top["expect_output"], "$.expect_output", set(), {"equals", "subset"})
+            if len(eo) != 1:
+                raise r.fail("$.expect_output", "needs exactly one of 'equals' or 'subset'")
+            if "subset" in eo:
+                r.typed(eo["subset"], "$.expect_output.subset", dict, "an object")
+            if expect is not StopReason.GOAL_MET:
+                raise r.fail("$.expect_output", "only a goal_met case has an output to check")
+            expect_output = eo
+        controller = _controller(r, top)
+        turns = _turns(r, top["agent"])
+        tools = _tools(r, top.get("tools", {}))
+        return cls(case_id, source, description, task, expect, expect_output, controller,
+                   turns, tools, top)
+
+
+def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
+    b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
+              {"max_tokens", "max_cost_usd", "tool_limits"})
+    tl = r.obj(b.get("tool_limits", {}), "$.budget.tool_limits", set(),
+               {"per_tool", "default", "side_effect_default", "total"})
+    per_tool = r.typed(tl.get("per_tool", {}), "$.budget.tool_limits.per_tool", dict, "an object")
+    limits = ToolLimits(
+        per_tool={k: r.count(v, f"$.budget.tool_limits.per_tool.{k}") for k, v in per_tool.items()},
+        default=r.count(tl.get("default", 8), "$.budget.tool_limits.default"),
+        side_effect_default=r.count(tl.get("side_effect_default", 1),
+                                    "$.budget.tool_limits.side_effect_default"),
+        total=(r.count(tl["total"], "$.budget.tool_limits.total") if "total" in tl else None),
+    )
+    if "max_tokens" not in b and "max_cost_usd" not in b:
+        raise r.fail("$.budget", "needs max_tokens or max_cost_usd")
+    budget = Budget(
+        max_steps=r.count(b["max_steps"], "$.budget.max_steps", 1),
+        max_tokens=r.count(b["max_tokens"], "$.budget.max_tokens", 1) if "max_tokens" in b else None,
+        max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
+                      if "max_cost_usd" in b else None),
+        tool_limits=limits,
+    )
+    guard = None
+    if "guard" in top:
+        g = r.obj(top["guard"], "$.guard", {"allow"}, {"side_effects", "approvals"})
+        side: dict[str, SideEffectRule] = {}
+        se = r.typed(g.get("side_effects", {}), "$.guard.side_effects", dict, "an object")
+        for tool, spec in se.items():
+            p = f"$.guard.side_effects.{tool}"
+            s = r.obj(spec, p, set(), {"amount_arg", "max_amount", "escalate_above",
+                                       "requires_approval", "idempotency_arg"})
+            side[tool] = SideEffectRule(
+                amount_arg=s.get("amount_arg"),
+                max_amount=r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None,
+                escalate_above=(r.number(s["escalate_above"], p + ".escalate_above")
+                                if "escalate_above" in s else None),
+                requires_approval=r.typed(s.get("requires_approval", False),
+                                          p + ".requires_approval", bool, "a boolean"),
+                idempotency_arg=s.get("idempotency_arg", "idempotency_key"),
+            )
+        try:
+            guard = Guard(allow=frozenset(r.str_list(g["allow"], "$.guard.allow")),
+                          side_effects=side,
+                          approvals=frozenset(r.str_list(g.get("approvals", []), "$.guard.approvals")))
+        except ValueError as e:
+            raise r.fail("$.guard", str(e)) from None
+    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(), {"repeats", "empty_results"})
+    tf = r.obj(top.get("tool_failure", {}), "$.tool_failure", set(), {"consecutive"})
+    try:
+        no_progress = NoProgressDetector(
+            repeats=r.count(np_.get("repeats", 3), "$.no_progress.repeats"),
+            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"))
+        tool_failure = ToolFailure(r.count(tf.get("consecutive", 2), "$.tool_failure.consecutive"))
+    except ValueError as e:
+        raise r.fail("$.no_progress/$.tool_failure", str(e)) from None
+    rules: list[StoppingRule] = []
+    for i, spec in enumerate(r.typed(top.get("rules", []), "$.rules", list, "a list")):
+        p = f"$.rules[{i}]"
+        s = r.obj(spec, p, {"name", "require"}, {"stop_early"})
+        keys = r.str_list(s["require"], p + ".require")
+        if not keys:
+            raise r.fail(p + ".require", "must not be empty")
+        early = r.typed(s.get("stop_early", False), p + ".stop_early", bool, "a boolean")
+        rules.append(StoppingRule(
+            r.typed(s["name"], p + ".name", str, "a string"),
+            {k: _known(k) for k in keys},
+            output=_known_values(keys) if early else None,
+        ))
+    validate = None
+    if "finish_check" in top:
+        fc = r.obj(top["finish_check"], "$.finish_check", {"require"}, set())
+        validate = _grounded(r.str_list(fc["require"], "$.finish_check.require"))
+    if validate is None and not rules:
+        raise r.fail("$", "needs finish_check or rules (a finish must be checked)")
+    try:
+        return RunController(budget, guard=guard, rules=rules, validate=validate,
+                             no_progress=no_progress, tool_failure=tool_failure, fold=_merge)
+    except ValueError as e:
+        raise r.fail("$", str(e)) from None
+
+
+def _known(key: str) -> Callable[[RunState], bool]:
+    return lambda s: s.data.get(key) is not None
+
+
+def _known_values(keys: Sequence[str]) -> Callable[[RunState], Any]:
+    return lambda s: {k: s.data[k] for k in keys}
+
+
+def _grounded(keys: Sequence[str]) -> Callable[[RunState, Any], PredicateReport]:
+    def check(state: RunState, output: Any) -> PredicateReport:
+        if not isinstance(output, dict):
+            return PredicateReport(missing=tuple(keys), detail="the output is not an object")
+        ok = tuple(k for k in keys if k in output and k in state.data
+                   and canonical_bytes(output[k]) == canonical_bytes(state.data[k]))
+        bad = tuple(k for k in keys if k not in ok)
+        return PredicateReport(satisfied=ok, missing=bad,
+                               detail=("not backed by a tool result: " + ", ".join(bad)) if bad else "")
+
+    return check
+
+
+def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
+    if result.ok and isinstance(result.data, dict):
+        state.data.update(result.data)
+
+
+def _turns(r: _Reader, agent: Any) -> tuple[Turn, ...]:
+    a = r.obj(agent, "$.agent", {"turns"}, set())
+    raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
+    if not raw:
+        raise r.fail("$.agent.turns", "must not be empty")
+    out: list[Turn] = []
+    for i, t in enumerate(raw):
+        p = f"$.agent.turns[{i}]"
+        if not isinstance(t, dict):
+            raise r.fail(p, "must be an object")
+        kinds = [k for k in ("call", "finish", "escalate", "invalid") if k in t]
+        if len(kinds) != 1:
+            raise r.fail(p, "needs exactly one of call, finish, escalate, invalid")
+        kind = kinds[0]
+        r.obj(t, p, {kind}, {"tokens", "cost_usd", "found"} if kind == "escalate"
+              else {"tokens", "cost_usd"})
+        action: Action
+        if kind == "call":
+            c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
+            try:
+                action = ToolCall(r.typed(c["tool"], p + ".call.tool", str, "a string"),
+                                  r.typed(c.get("args", {}), p + ".call.args", dict, "an object"),
+                                  idempotency_key=c.get("idempotency_key"))
+            except (ValueError, FormatError) as e:
+                raise r.fail(p + ".call", str(e)) from None
+        elif kind == "finish":
+            action = Finish(t["finish"])
+        elif kind == "escalate":
+            action = Escalate(r.typed(t["escalate"], p + ".escalate", str, "a string"),
+                              r.str_list(t.get("found", []), p + ".found"))
+        else:
+            action = Invalid(r.typed(t["invalid"], p + ".invalid", str, "a string"))
+        out.append(Turn(action, r.count(t.get("tokens", 0), p + ".tokens"),
+                        r.number(t.get("cost_usd", 0), p + ".cost_usd")))
+    return tuple(out)
+
+
+def _tools(r: _Reader, tools: Any) -> dict[str, tuple[ToolResult, ...]]:
+    r.typed(tools, "$.tools", dict, "an object")
+    out: dict[str, tuple[ToolResult, ...]] = {}
+    for name, spec in tools.items():
+        p = f"$.tools.{name}"
+        s = r.obj(spec, p, {"results"}, set())
+        results = r.typed(s["results"], p + ".results", list, "a list")
+        if not results:
+            raise r.fail(p + ".results", "must not be empty")
+        seq: list[ToolResult] = []
+        for i, res in enumerate(results):
+            q = f"{p}.results[{i}]"
+            x = r.obj(res, q, set(), {"ok", "data", "error", "fatal", "cost_usd"})
+            ok = r.typed(x.get("ok", True), q + ".ok", bool, "a boolean")
+            seq.append(ToolResult(
+                ok=ok, data=x.get("data"),
+                error=r.typed(x.get("error", None if ok else "failed"), q + ".error",
+                              (str, type(None)), "a string"),
+                fatal=r.typed(x.get("fatal", False), q + ".fatal", bool, "a boolean"),
+                cost_usd=r.number(x.get("cost_usd", 0), q + ".cost_usd")))
+        out[name] = tuple(seq)
+    return out
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """How one case ended, against what it expected."""
+
+    case_id: str
+    source: str
+    expected: StopReason
+    observed: StopReason
+    stop_kind: str
+    stop_detail: str
+    output_ok: bool | None  # None: no output check
+    output_detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.observed is self.expected and self.output_ok is not False
+
+    def failure_line(self) -> str:
+        if self.observed is not self.expected:
+            return (f"FAIL {self.case_id}: stopped with {self.observed} "
+                    f"({self.stop_kind}: {self.stop_detail}), expected {self.expected}")
+        return f"FAIL {self.case_id}: output check failed: {self.output_detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.case_id, "source": self.source, "expected": str(self.expected),
+                "observed": str(self.observed), "stop_kind": self.stop_kind,
+                "stop_detail": self.stop_detail, "output_ok": self.output_ok,
+                "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    results: tuple[CaseResult, ...]
+
+    @property
+    def passed(self) -> int:
+        return sum(r.passed for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return len(self.results) - self.passed
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def summary(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed"
+
+
+def _scripted(turns: tuple[Turn, ...]) -> Callable[[RunState], Turn]:
+    it = iter(turns)
+    last: list[Turn] = []
+
+    def decide(state: RunState) -> Turn:
+        nxt = next(it, None)
+        if nxt is not None:
+            last[:] = [nxt]
+        return last[0]
+
+    return decide
+
+
+def _tool_runner(tools: dict[str, tuple[ToolResult, ...]]) -> Callable[[ToolCall], ToolResult]:
+    served: dict[str, int] = {}
+
+    def execute(call: ToolCall) -> ToolResult:
+        seq = tools.get(call.tool)
+        if seq is None:
+            return ToolResult.failure(f"no such tool: {call.tool}")
+        i = served.get(call.tool, 0)
+        served[call.tool] = i + 1
+        return seq[min(i, len(seq) - 1)]
+
+    return execute
+
+
+def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
+    def cb(v: Any) -> bytes:
+        try:
+            return canonical_bytes(v)
+        except FormatError:
+            return repr(v).encode()
+
+    if "equals" in expect:
+        ok = cb(output) == cb(expect["equals"])
+        return ok, "" if ok else f"expected {display(expect['equals'])}, got {display(output)}"
+    want = expect["subset"]
+    if not isinstance(output, dict):
+        return False, f"expected an object containing {display(want)}, got {display(output)}"
+    bad = [k for k, v in want.items() if k not in output or cb(output[k]) != cb(v)]
+    return (not bad), "" if not bad else (
+        f"expected {display({k: want[k] for k in bad})}, got "
+        f"{display({k: output.get(k) for k in bad})}")
+
+
+def run_case(case: EvalCase) -> CaseResult:
+    """Run one case with its scripted agent and tools (fresh controller state every call)."""
+    result = case.controller.run(case.task, _scripted(case.turns), _tool_runner(case.tool_results),
+                                 run_id=case.case_id)
+    output_ok: bool | None = None
+    detail = ""
+    if case.expect_output is not None:
+        if result.completed:
+            output_ok, detail = _check_output(case.expect_output, result.output)
+        else:
+            output_ok, detail = False, f"no output: the run stopped with {result.reason}"
+    return CaseResult(case.case_id, case.source, case.expect_stop, result.reason,
+                      result.stop.kind, result.stop.detail, output_ok, detail)
+
+
+def _iter_files(path: Path) -> Iterator[Path]:
+    if path.is_dir():
+        yield from sorted(p for p in path.rglob("*.json") if p.is_file())
+    else:
+        yield path
+
+
+def load_cases(path: str | Path | None = None) -> list[EvalCase]:
+    """Parse every ``*.json`` case under ``path`` (a file or directory; default: the bundled
+    suite), in sorted path order.
+
+    Raises:
+        EvalCaseError: a case is malformed, or two cases share an id.
+        FileNotFoundError: ``path`` does not exist.
+    """
+    if path is None:
+        root = resources.files("runner.control") / "evals"
+        with resources.as_file(root) as p:
+            return load_cases(p)
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(p))
+    cases: list[EvalCase] = []
+    seen: dict[str, str] = {}
+    for f in _iter_files(p):
+        try:
+            obj = load_strict_file(f)
+        except FormatError as e:
+            raise EvalCaseError(f"{f}: {e}") from None
+        case = EvalCase.from_json(obj, str(f))
+        if case.case_id in seen:
+            raise EvalCaseError(f"{f}: $.id: {case.case_id!r} also used by {seen[case.case_id]}")
+        seen[case.case_id] = str(f)
+        cases.append(case)
+    if not cases:
+        raise EvalCaseError(f"{p}: no eval cases (*.json) found")
+    return cases
+
+
+def run_evals(path: str | Path | None = None) -> EvalReport:
+    """Load and run every case (see :func:`load_cases`)."""
+    return EvalReport(tuple(run_case(c) for c in load_cases(path)))

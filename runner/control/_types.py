@@ -1,0 +1,359 @@
+"""Core value types: stop reasons, stops, actions, tool results, run state."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from runner.canonical import canonical_bytes
+from runner.errors import FormatError
+
+__all__ = [
+    "Action",
+    "Checkpoint",
+    "Condition",
+    "Directive",
+    "Escalate",
+    "Finish",
+    "Invalid",
+    "Phase",
+    "PredicateReport",
+    "RunState",
+    "StepRecord",
+    "Stop",
+    "StopReason",
+    "ToolCall",
+    "ToolResult",
+    "Turn",
+    "display",
+]
+
+
+class StopReason(StrEnum):
+    """Every way a run can end. A run ends with exactly one of these."""
+
+    GOAL_MET = "goal_met"  # a finish passed its checks, or a stopping rule with an output fired
+    STEP_BUDGET = "step_budget"  # the model-call (step) budget is spent
+    TOKEN_BUDGET = "token_budget"  # the token or cost ceiling is reached
+    TOOL_LIMIT = "tool_limit"  # one tool (or all tools together) called too many times
+    NO_PROGRESS = "no_progress"  # the same action, or the same empty result, again and again
+    NEEDS_HUMAN = "needs_human"  # the agent asked for help, or policy demanded it
+    TOOL_ERROR = "tool_error"  # an unrecoverable tool failure
+    POLICY_BLOCK = "policy_block"  # a guard refused an action
+
+    @property
+    def is_budget(self) -> bool:
+        """True for the reasons that mean a budget ran out (never a completion)."""
+        return self in (StopReason.STEP_BUDGET, StopReason.TOKEN_BUDGET, StopReason.TOOL_LIMIT)
+
+
+class Phase(StrEnum):
+    """Where in the loop a condition is evaluated."""
+
+    BEFORE_MODEL = "before_model"  # tool results are folded in; the next model call is not built
+    ON_ACTION = "on_action"  # the model proposed an action; nothing executed yet
+    AFTER_TOOL = "after_tool"  # a tool result was folded into the run state
+
+
+def display(value: Any, limit: int = 120) -> str:
+    """Compact one-line rendering of a JSON-ish value for traces and handoffs (display only)."""
+    try:
+        text = canonical_bytes(value).decode("utf-8")
+    except FormatError:
+        text = json.dumps(value, default=repr, ensure_ascii=False, sort_keys=True)  # noqa: TID251
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Condition(ABC):
+    """Anything that can end a run; a :class:`Stop` names the instance that fired."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Short stable name (used in reports and JSON)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "name": self.name}
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a run ended: one reason, the condition object that fired, and a one-line detail.
+
+    ``causes`` is non-empty only for :class:`AllOf`, which fires when all its members fire; the
+    members' own stops are kept there, typed, never joined into a string.
+    """
+
+    reason: StopReason
+    condition: Condition
+    detail: str
+    step: int = 0
+    causes: tuple[Stop, ...] = ()
+    question: str | None = None  # the one question a human must answer (needs_human et al.)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, StopReason):
+            object.__setattr__(self, "reason", StopReason(self.reason))
+        if not isinstance(self.condition, Condition):
+            raise TypeError("Stop.condition must be a Condition instance")
+
+    @property
+    def kind(self) -> str:
+        """The type name of the condition that fired (e.g. ``"MaxSteps"``)."""
+        return type(self.condition).__name__
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "reason": str(self.reason),
+            "condition": self.condition.describe(),
+            "detail": self.detail,
+            "step": self.step,
+        }
+        if self.causes:
+            out["causes"] = [c.to_json() for c in self.causes]
+        if self.question is not None:
+            out["question"] = self.question
+        return out
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """The model asks for one tool call. Arguments must be JSON (they are fingerprinted)."""
+
+    tool: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    call_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool, str) or not self.tool:
+            raise ValueError("ToolCall.tool must be a non-empty string")
+        if not isinstance(self.args, Mapping):
+            raise TypeError("ToolCall.args must be a mapping")
+        object.__setattr__(self, "args", dict(self.args))
+        canonical_bytes(self.args)  # FormatError when the arguments are not JSON
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The model proposes a final output (an answer, a certificate). It is checked, not trusted."""
+
+    output: Any
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """The model asks a human. ``question`` is the one question that needs answering."""
+
+    question: str
+    found: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """The model's reply could not be parsed into an action; it costs a step and is fed back."""
+
+    detail: str
+
+
+Action = ToolCall | Finish | Escalate | Invalid
+
+
+@dataclass(frozen=True)
+class Turn:
+    """An action plus what the model call that produced it cost."""
+
+    action: Action
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned. ``fatal`` marks an unrecoverable failure (ends as ``tool_error``)."""
+
+    ok: bool = True
+    data: Any = None
+    error: str | None = None
+    fatal: bool = False
+    cost_usd: float = 0.0
+
+    @classmethod
+    def success(cls, data: Any = None, *, cost_usd: float = 0.0) -> ToolResult:
+        return cls(ok=True, data=data, cost_usd=cost_usd)
+
+    @classmethod
+    def failure(cls, error: str, *, fatal: bool = False, cost_usd: float = 0.0) -> ToolResult:
+        return cls(ok=False, error=error, fatal=fatal, cost_usd=cost_usd)
+
+    @property
+    def empty(self) -> bool:
+        """A successful result that carries nothing (None, empty list/dict/string)."""
+        return self.ok and (self.data is None or self.data in ([], {}, "", ()))
+
+    def summary(self) -> str:
+        if not self.ok:
+            return ("fatal error: " if self.fatal else "error: ") + (self.error or "unknown")
+        if self.empty:
+            return "empty"
+        return display(self.data, 80)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "data": self.data,
+            "error": self.error,
+            "fatal": self.fatal,
+            "cost_usd": self.cost_usd,
+        }
+
+
+StepKind = Literal["tool", "deduplicated", "finish_rejected", "invalid"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One entry of a run's trace."""
+
+    step: int
+    kind: StepKind
+    tool: str | None = None
+    args: Mapping[str, Any] | None = None
+    result: ToolResult | None = None
+    note: str = ""
+
+    def line(self) -> str:
+        """One human-readable line (handoff packages, failure output)."""
+        if self.kind in ("tool", "deduplicated") and self.tool is not None:
+            call = f"{self.tool}({display(dict(self.args or {}), 60)})"
+            outcome = self.result.summary() if self.result is not None else "no result"
+            tag = " [deduplicated: not re-executed]" if self.kind == "deduplicated" else ""
+            return f"{call} -> {outcome}{tag}"
+        if self.kind == "finish_rejected":
+            return f"proposed a finish; rejected: {self.note}"
+        return f"invalid reply: {self.note}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "kind": self.kind,
+            "tool": self.tool,
+            "args": dict(self.args) if self.args is not None else None,
+            "result": self.result.to_json() if self.result is not None else None,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class PredicateReport:
+    """What a stopping rule or finish check found: satisfied and missing predicate names.
+
+    ``escalate`` (a question) means the check demands a human (e.g. two sources disagree).
+    """
+
+    satisfied: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    escalate: str | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "satisfied", tuple(self.satisfied))
+        object.__setattr__(self, "missing", tuple(self.missing))
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and self.escalate is None
+
+    @classmethod
+    def of(cls, value: PredicateReport | bool, name: str = "check") -> PredicateReport:
+        """Normalise a validator's return value (a bool becomes one named predicate)."""
+        if isinstance(value, PredicateReport):
+            return value
+        if isinstance(value, bool):
+            return cls(satisfied=(name,)) if value else cls(missing=(name,))
+        raise TypeError(f"a check must return bool or PredicateReport, got {type(value).__name__}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "satisfied": list(self.satisfied),
+            "missing": list(self.missing),
+            "escalate": self.escalate,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class Directive:
+    """What the model is told before its next call: the checks still missing, and why the last
+    reply was not accepted."""
+
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        parts: list[str] = list(self.notes)
+        if self.missing:
+            parts.append("Not done yet. Still missing: " + ", ".join(self.missing) + ".")
+        return " ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"missing": list(self.missing), "notes": list(self.notes), "text": self.text}
+
+
+@dataclass(eq=False)
+class RunState:
+    """The mutable state of one run. ``data`` is where tool results are folded; predicates read it.
+
+    Counters are maintained by the controller; do not edit them by hand.
+    """
+
+    run_id: str
+    task: Any
+    data: dict[str, Any] = field(default_factory=dict)
+    step: int = 0  # model calls (decisions) made
+    tool_calls: int = 0  # tool calls executed (deduplicated calls are not executed)
+    calls_by_tool: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    cost_usd: float = 0.0
+    trace: list[StepRecord] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    directive: Directive | None = None
+    proposal: Any = None  # the output of the Finish being checked, else None
+    reports: dict[str, PredicateReport] = field(default_factory=dict)
+    daily_remaining_usd: float | None = None
+    stop: Stop | None = None
+    _scratch: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _notes: list[str] = field(default_factory=list, repr=False)
+    _idempotency: dict[str, tuple[bytes, ToolResult]] = field(default_factory=dict, repr=False)
+    _output: Any = field(default=None, repr=False)
+    _alerted: bool = field(default=False, repr=False)
+    _recorded: bool = field(default=False, repr=False)
+    _admission: Any = field(default=None, repr=False)
+
+    def scratch(self, owner: object) -> dict[str, Any]:
+        """Per-run private memory for a condition object (conditions themselves are stateless)."""
+        return self._scratch.setdefault(id(owner), {})
+
+    @property
+    def last_result(self) -> ToolResult | None:
+        for rec in reversed(self.trace):
+            if rec.result is not None:
+                return rec.result
+        return None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a condition sees: the phase, the state, and the pending action or latest result."""
+
+    phase: Phase
+    state: RunState
+    action: Action | None = None
+    call: ToolCall | None = None
+    result: ToolResult | None = None
