@@ -1,7 +1,164 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""``ect store``: verify, inspect, prove and salvage run stores (a thin layer over runner.store)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from runner.canonical import canonical_bytes
+from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die, map_errors
+from runner.store import (
+    KeyFileError,
+    Store,
+    StoreDamaged,
+    StoreUsageError,
+    generate_key,
+    load_public_key,
+    public_key_path,
+    salvage,
+    verify_store,
+)
+
+__all__ = ["COMMANDS", "store_group"]
+
+_CODES: dict[type[BaseException], int] = {
+    StoreDamaged: EXIT_NEGATIVE,
+    KeyFileError: EXIT_USAGE,
+    StoreUsageError: EXIT_USAGE,
+}
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(canonical_bytes(obj).decode("utf-8"))
+
+
+@click.group("store")
+def store_group() -> None:
+    """Verify, inspect, prove and salvage run stores (stores/*.db)."""
+
+
+@store_group.command("verify")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-hash every body, recompute the Merkle root, "
+    "check every signature, the attempt journal and every blob.",
+)
+@click.option(
+    "--public-key",
+    "public_key",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Pin the expected public key (PEM or ed25519:<base64>); default: the header's.",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="External checkpoint file to verify against (default: PATH.checkpoint).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@map_errors(_CODES)
+def verify_cmd(
+    path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
+) -> None:
+    """Verify the store at PATH. Exit 0 only when intact, 1 on damage, 2 on usage errors.
+
+    A failure names the first bad sequence number and the kind of damage.
+    """
+    key = load_public_key(public_key) if public_key is not None else None
+    report = verify_store(path, full=full, public_key=key, checkpoint=checkpoint)
+    if as_json:
+        _emit_json(report.to_json())
+    elif report.ok:
+        click.echo(f"{path}: {report.detail}; head {report.head[1] if report.head else '-'}")
+    else:
+        click.echo(
+            f"{path}: DAMAGED ({report.damage}) first bad seq {report.first_bad_seq}: "
+            f"{report.detail}"
+        )
+    raise SystemExit(EXIT_OK if report.ok else EXIT_NEGATIVE)
+
+
+@store_group.command("show")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--seq", type=click.IntRange(min=0), default=None, help="Show record SEQ.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@map_errors(_CODES)
+def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
+    """Show a store's header and head, or one record (the store is verified quickly first)."""
+    with Store.open(path) as store:
+        if seq is None:
+            out: dict[str, Any] = {
+                "header": store.header,
+                "records": store.count,
+                "head": {"seq": store.head[0], "chain": store.head[1]},
+                "attempts": len(store.attempts()),
+                "orphan_attempts": len(store.orphan_attempts()),
+                "latest_checkpoint": store.latest_checkpoint(),
+            }
+        else:
+            if seq >= store.count:
+                die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
+            rec = store.record(seq)
+            out = {
+                "seq": rec.seq,
+                "leaf": rec.leaf.hex(),
+                "chain": rec.chain.hex(),
+                "digest": rec.digest,
+                "body": rec.body,
+            }
+    if as_json:
+        _emit_json(out)
+        return
+    for k, v in out.items():
+        text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
+        click.echo(f"{k}: {text}")
+
+
+@store_group.command("proof")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@map_errors(_CODES)
+def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
+    """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
+    (or the current tree when the checkpoint does not yet cover SEQ)."""
+    with Store.open(path) as store:
+        if seq >= store.count:
+            die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
+        proof = store.inclusion_proof(seq)
+    if as_json:
+        _emit_json(proof)
+        return
+    click.echo(f"seq: {proof['seq']}")
+    click.echo(f"tree_size: {proof['tree_size']}")
+    click.echo(f"leaf: {proof['leaf']}")
+    click.echo(f"root: {proof['root']} ({'signed' if proof['checkpoint'] else 'not yet signed'})")
+    for i, h in enumerate(proof["proof"]):
+        click.echo(f"proof[{i}]: {h}")
+
+
+@store_group.command("salvage")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@map_errors(_CODES)
+def salvage_cmd(path: Path, new: Path) -> None:
+    """Copy the verified prefix of PATH into the new store NEW (PATH is only read)."""
+    n = salvage(path, new)
+    click.echo(f"{new}: salvaged {n} records (header included) from {path}")
+
+
+@store_group.command("keygen")
+@click.argument("path", type=click.Path(path_type=Path))
+@map_errors(_CODES)
+def keygen_cmd(path: Path) -> None:
+    """Create an Ed25519 signing key: PATH (private, mode 0600) and PATH.pub."""
+    generate_key(path)
+    click.echo(f"private key: {path} (0600)\npublic key: {public_key_path(path)}")
+
+
+COMMANDS: list[click.Command] = [store_group]

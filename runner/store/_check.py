@@ -24,7 +24,7 @@ from runner.store._db import (
     attempt_chain_hash,
     chain_hash,
     check_identity,
-    missing_schema,
+    schema_differences,
     translate,
 )
 from runner.store._errors import (
@@ -160,10 +160,10 @@ def _check(
         if rows != ["ok"]:
             raise FileCorrupt(f"{path}: SQLite quick_check: {'; '.join(map(str, rows[:3]))}")
     check_identity(conn, path)
-    # 1. Schema: the tables and the append-only triggers are all present.
-    missing = missing_schema(conn)
-    if missing:
-        raise TamperDetected(f"{path}: schema altered, missing {', '.join(missing)}")
+    # 1. Schema: exactly the tables, index and append-only triggers a new store has.
+    diffs = schema_differences(conn)
+    if diffs:
+        raise TamperDetected(f"{path}: schema altered: {', '.join(diffs[:4])}")
     # 2. Header (record 0): format, store id, key; its leaf and chain link.
     row = conn.execute("SELECT seq, body, leaf, chain FROM records ORDER BY seq LIMIT 1").fetchone()
     if row is None or row[0] != 0:

@@ -27,8 +27,10 @@ __all__ = [
     "configure",
     "connect",
     "create_schema",
+    "expected_schema",
     "is_busy",
     "missing_schema",
+    "schema_differences",
     "translate",
     "wrap",
 ]
@@ -186,6 +188,42 @@ def create_schema(db: sqlite_utils.Database) -> None:
             )
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+_EXPECTED_SCHEMA: list[tuple[str, str, str, str | None]] = []
+
+
+def expected_schema() -> list[tuple[str, str, str, str | None]]:
+    """``(type, name, tbl_name, sql)`` of every schema object a store has, built once."""
+    if not _EXPECTED_SCHEMA:
+        mem = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            create_schema(wrap(mem))
+            _EXPECTED_SCHEMA.extend(_schema_rows(mem))
+        finally:
+            mem.close()
+    return _EXPECTED_SCHEMA
+
+
+def _schema_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, str | None]]:
+    return [
+        (str(t), str(n), str(tb), s)
+        for t, n, tb, s in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name"
+        )
+    ]
+
+
+def schema_differences(conn: sqlite3.Connection) -> list[str]:
+    """Schema objects missing, extra or altered compared with a freshly created store."""
+    want = {(t, n): row for row in expected_schema() for t, n in [row[:2]]}
+    have = {(t, n): row for row in _schema_rows(conn) for t, n in [row[:2]]}
+    out = [f"missing {t} {n}" for (t, n) in want if (t, n) not in have]
+    out += [f"extra {t} {n}" for (t, n) in have if (t, n) not in want]
+    out += [
+        f"altered {t} {n}" for (t, n), row in want.items() if (t, n) in have and have[(t, n)] != row
+    ]
+    return out
 
 
 def missing_schema(conn: sqlite3.Connection) -> list[str]:

@@ -1,0 +1,79 @@
+"""Subprocess writer for the crash and concurrency tests (run as a script, never imported
+by pytest as a test module).
+
+    python _writer.py loop PATH KEY TAG        wait for "go" on stdin, then append forever,
+                                              printing "<seq> <i>" after each COMMIT; every
+                                              16th append also journals an attempt and every
+                                              32nd writes a checkpoint
+    python _writer.py crash PATH KEY POINT OP  run OP (append|checkpoint|manifest) with a hook
+                                              that SIGKILLs this process at crash point POINT
+    python _writer.py burst PATH TAG N         wait for "go", append N records, print seqs
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from runner.store import Store, export_manifest, load_signing_key
+
+
+def _kill_at(point: str):  # type: ignore[no-untyped-def]
+    def hook(name: str) -> None:
+        if name == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def _body(tag: str, i: int) -> dict[str, object]:
+    return {"tag": tag, "i": i, "cell_id": f"{tag}-{i}", "pad": "x" * (i % 50)}
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[1]
+    if mode == "loop":
+        path, key_path, tag = argv[2], argv[3], argv[4]
+        key = load_signing_key(key_path)
+        if sys.stdin.readline().strip() != "go":
+            return 3
+        with Store.open(path, signing_key=key) as store:
+            i = 0
+            while True:
+                if i % 16 == 5:
+                    a = store.attempt_begin({"cell_id": f"{tag}-{i}", "n": i})
+                    store.attempt_end(a, {"status": 200})
+                seq = store.append(_body(tag, i))
+                sys.stdout.write(f"{seq} {i}\n")
+                sys.stdout.flush()
+                if i % 32 == 31:
+                    store.checkpoint()
+                i += 1
+    if mode == "crash":
+        path, key_path, point, op = argv[2], argv[3], argv[4], argv[5]
+        key = load_signing_key(key_path)
+        with Store.open(path, signing_key=key, hook=_kill_at(point)) as store:
+            if op == "append":
+                store.append(_body("crash", 0))
+            elif op == "checkpoint":
+                store.checkpoint()
+            elif op == "manifest":
+                rows = [r.body["schedule_row"] for r in store.records(1)]
+                export_manifest(store, rows, argv[6])
+        return 0
+    if mode == "burst":
+        path, tag, n = argv[2], argv[3], int(argv[4])
+        if sys.stdin.readline().strip() != "go":
+            return 3
+        with Store.open(path) as store:
+            for i in range(n):
+                seq = store.append(_body(tag, i))
+                sys.stdout.write(f"{seq} {i}\n")
+                sys.stdout.flush()
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
