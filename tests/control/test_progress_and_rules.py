@@ -1,0 +1,145 @@
+"""No-progress fingerprints, predicate stopping rules and directives."""
+
+from __future__ import annotations
+
+from runner.control import (
+    Budget,
+    Finish,
+    NoProgressDetector,
+    PredicateReport,
+    RepeatedAction,
+    RunController,
+    RunState,
+    StoppingRule,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    action_fingerprint,
+)
+from tests.control.conftest import merge, script, tools
+
+R = StopReason
+
+
+def test_fingerprint_uses_canonical_args() -> None:
+    a = ToolCall("t", {"x": 1, "y": [1.0, "é"]})
+    b = ToolCall("t", {"y": [1, "é"], "x": 1.0})
+    assert action_fingerprint(a) == action_fingerprint(b)  # key order, 1 vs 1.0 (RFC 8785)
+    assert action_fingerprint(a) != action_fingerprint(ToolCall("u", {"x": 1, "y": [1, "é"]}))
+    assert action_fingerprint(a, "sha256:" + "0" * 64) != action_fingerprint(a)
+    assert action_fingerprint(a).startswith("sha256:")
+
+
+def test_state_hash_lets_the_same_call_run_in_a_new_state() -> None:
+    page = {"n": 0}
+
+    def execute(call: ToolCall) -> ToolResult:
+        page["n"] += 1
+        return ToolResult.success({"cursor": page["n"]})
+
+    same = ToolCall("next_page", {})
+    plain = RunController(Budget(max_steps=5, max_tokens=99), validate=lambda s, o: True,
+                          fold=merge)
+    assert plain.run("t", script(same), execute).reason is R.NO_PROGRESS
+    keyed = RunController(Budget(max_steps=5, max_tokens=99), validate=lambda s, o: True,
+                          fold=merge,
+                          no_progress=NoProgressDetector(state_key=lambda s: s.data.get("cursor")))
+    res = keyed.run("t", script(same), execute)
+    assert res.reason is R.STEP_BUDGET and res.tool_calls == 5
+
+
+def test_repeats_threshold_is_configurable() -> None:
+    c = RunController(Budget(max_steps=9, max_tokens=99), validate=lambda s, o: True,
+                      no_progress=NoProgressDetector(repeats=2))
+    res = c.run("t", script(ToolCall("a", {})), tools({"a": ToolResult.success(1)}))
+    assert res.reason is R.NO_PROGRESS and isinstance(res.stop.condition, RepeatedAction)
+    assert res.tool_calls == 1
+
+
+def test_non_empty_result_resets_the_empty_streak() -> None:
+    results = iter([[], [], [1], [], [], []])
+    c = RunController(Budget(max_steps=9, max_tokens=99), validate=lambda s, o: True)
+    res = c.run("t", script(*[ToolCall("s", {"q": i}) for i in range(9)]),
+                lambda call: ToolResult.success(next(results)))
+    assert res.reason is R.NO_PROGRESS and res.tool_calls == 6
+
+
+def rule() -> StoppingRule:
+    return StoppingRule("ticket", {
+        "shipment_id": lambda s: s.data.get("shipment_id") is not None,
+        "eligibility_run": lambda s: "eligible" in s.data,
+        "amount_within_cap": lambda s: s.data["amount"] <= 50,  # KeyError -> not satisfied
+    })
+
+
+def test_predicates_report_satisfied_and_missing() -> None:
+    s = RunState("r", "t", data={"shipment_id": "SH-1"})
+    rep = rule().evaluate(s)
+    assert rep.satisfied == ("shipment_id",)
+    assert rep.missing == ("eligibility_run", "amount_within_cap")
+    s.data.update(eligible=True, amount=20)
+    assert rule().evaluate(s).ok
+
+
+def test_missing_list_becomes_the_directive_after_folding_before_the_model() -> None:
+    results = {"get_shipment": ToolResult.success({"shipment_id": "SH-1"}),
+               "eligibility": ToolResult.success({"eligible": True, "amount": 20})}
+    directives: list[tuple[str, ...]] = []
+
+    def decide(state: RunState) -> object:
+        # the directive the model sees reflects every result folded so far
+        directives.append(state.directive.missing if state.directive else ())
+        return [ToolCall("get_shipment", {}), ToolCall("eligibility", {}), Finish("resolved")][
+            state.step]
+
+    c = RunController(Budget(max_steps=6, max_tokens=99), rules=[rule()], fold=merge)
+    res = c.run("ticket 1", decide, tools(results))  # type: ignore[arg-type]
+    assert res.reason is R.GOAL_MET and res.output == "resolved"
+    assert directives == [
+        ("shipment_id", "eligibility_run", "amount_within_cap"),
+        ("eligibility_run", "amount_within_cap"),
+        (),
+    ]
+
+
+def test_finish_is_rejected_while_predicates_are_missing() -> None:
+    c = RunController(Budget(max_steps=4, max_tokens=99), rules=[rule()], fold=merge)
+    res = c.run("t", script(*[Finish(f"guess {i}") for i in range(4)]), tools({}))
+    assert res.reason is R.STEP_BUDGET  # the rule never went green; the budget bounded the run
+    assert [r.kind for r in res.trace] == ["finish_rejected"] * 4
+    assert "missing shipment_id" in res.trace[0].note
+
+
+def test_rule_with_output_stops_at_the_earliest_step() -> None:
+    early = StoppingRule("ticket", rule().predicates, output=lambda s: dict(s.data))
+    results = {"a": ToolResult.success({"shipment_id": "SH-1", "eligible": False, "amount": 5}),
+               "b": ToolResult.success({"more": 1})}
+    c = RunController(Budget(max_steps=6, max_tokens=99), rules=[early], fold=merge)
+    res = c.run("t", script(ToolCall("a", {}), ToolCall("b", {})), tools(results))
+    assert res.reason is R.GOAL_MET and res.steps == 1 and res.output["shipment_id"] == "SH-1"
+
+
+def test_rule_is_separate_from_the_budget() -> None:
+    # a rule that is never satisfied does not bound anything: the budget still ends the run
+    never = StoppingRule("never", {"impossible": lambda s: False}, output=lambda s: None)
+    c = RunController(Budget(max_steps=3, max_tokens=99), rules=[never])
+    res = c.run("t", script(*[ToolCall("a", {"i": i}) for i in range(9)]),
+                tools({"a": ToolResult.success({"x": 1})}))
+    assert res.reason is R.STEP_BUDGET and type(res.stop.condition).__name__ == "MaxSteps"
+
+
+def test_evaluate_form_and_failing_evaluator() -> None:
+    ok = StoppingRule("verifier", evaluate=lambda s: PredicateReport(("a",), ("b",)))
+    assert ok.evaluate(RunState("r", "t")).missing == ("b",)
+    broken = StoppingRule("verifier", evaluate=lambda s: 1 / 0)  # type: ignore[arg-type,return-value]
+    rep = broken.evaluate(RunState("r", "t"))
+    assert not rep.ok and rep.missing == ("verifier",) and "ZeroDivisionError" in rep.detail
+
+
+def test_a_rule_can_demand_a_human() -> None:
+    conflict = StoppingRule("sources", evaluate=lambda s: PredicateReport(
+        escalate="Carrier and warehouse disagree on delivery: which is right?"))
+    c = RunController(Budget(max_steps=3, max_tokens=99), rules=[conflict])
+    res = c.run("t", script(ToolCall("a", {})), tools({}))
+    assert res.reason is R.NEEDS_HUMAN and res.steps == 0
+    assert res.handoff is not None and res.handoff.question.startswith("Carrier and warehouse")
