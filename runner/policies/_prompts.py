@@ -1,0 +1,33 @@
+"""Frozen prompt files and their digests (DESIGN §8: prompts are hashed into the study lock).
+
+A prompt's digest is ``"sha256:" + sha256(file bytes)``: a plain file hash, checkable with
+``sha256sum``, because prompts are text files rather than JSON objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+
+__all__ = ["PROMPT_NAMES", "load_prompt", "prompt_digests"]
+
+# The frozen prompt set. Adding or renaming one is a protocol change (the lock pins this set).
+PROMPT_NAMES: tuple[str, ...] = ("critic_core", "full_trace_critic", "planner", "self_check")
+
+
+@cache
+def _prompt_bytes(name: str) -> bytes:
+    if name not in PROMPT_NAMES:
+        raise ValueError(f"unknown prompt {name!r}; known: {', '.join(PROMPT_NAMES)}")
+    return resources.files("runner.policies").joinpath("prompts", f"{name}.txt").read_bytes()
+
+
+def load_prompt(name: str) -> str:
+    """The text of the frozen prompt ``name`` (one of :data:`PROMPT_NAMES`)."""
+    return _prompt_bytes(name).decode("utf-8")
+
+
+def prompt_digests() -> dict[str, str]:
+    """``{name: "sha256:<hex of the file bytes>"}`` for every frozen prompt, in name order."""
+    return {n: "sha256:" + hashlib.sha256(_prompt_bytes(n)).hexdigest() for n in PROMPT_NAMES}

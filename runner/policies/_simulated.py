@@ -1,0 +1,427 @@
+"""The simulated planner and critics: the brain of the embedded default provider.
+
+:func:`simulated_responder` returns a ``Responder`` for :class:`runner.providers.SimulatedProvider`.
+It sees nothing but the request (it parses the ``<ect-view>`` block of the last user message) and
+the provider's ``rng`` (derived from the cell seed and the canonical request), so a reply is a
+pure function of (seed, request, behaviour parameters). It never reads split, fault or gold.
+
+Planner (role ``planner``), a competent but fallible agent. At each decision it works out the
+*missing calls*: for the slots :func:`runner.worlds.propose_certificate` cannot yet support, the
+calls of :func:`runner.worlds.plan_calls`, minus identical calls already made whose receipts all
+succeeded and validated. Then, drawing from ``rng`` in this order:
+
+1. with ``p_invalid_output``: a prose reply with no function call (an InvalidAction);
+2. if receipts conflict (two valid receipts with one scope key and different values): escalate
+   with ``p_escalate_on_conflict``;
+3. whether it follows the directive in the view (``p_follow_directive``; only if there is one).
+   Following means it will not finish prematurely and synthesises carefully on this decision;
+4. if calls are missing and the budget allows a call: finish anyway with ``p_premature_finish``
+   (unless following) with a *fluent* certificate that fills every slot from whatever receipts
+   look closest; otherwise make the first missing call, replaced by a repeat of the last call
+   with ``p_repeat_call`` or with a scope-shifted copy (date +1 day, or a sibling entity) with
+   ``p_wrong_scope_call``;
+5. nothing missing (or no call budget left): finish with :func:`runner.worlds.propose_certificate`
+   (slots it cannot support are filled fluently), then, unless following, corrupt one claimed
+   value with ``p_corrupt_value`` and cite a receipt id that is not in the ledger with
+   ``p_cite_missing_receipt``.
+
+Critic (roles ``critic`` / ``self_check``): it reads the proposal against what the view shows
+and notices problems: a required slot without a claim, a cited id not in the ledger, a cited
+receipt that failed or is invalid, a cited receipt outside the slot's entity/attribute/level/date
+scope, an ``identity`` claim whose value differs from its one receipt's value, or no finish
+request at all. A full-trace critic that sees a repeated last call says ``stuck`` with
+``p_stuck_on_repeat``. With problems it still accepts (a fluent but unsupported proposal) with
+``p_accept_unsupported``; without problems it rejects anyway with ``p_reject_supported``. The
+self-check reads only its own answer: it approves unless its checklist finds a required slot
+without a claim or a claim without evidence, and even then approves with
+``p_self_approve_flawed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from datetime import date, timedelta
+from typing import Any, Self
+
+from runner.canonical import canonical_bytes
+from runner.ect import (
+    CERTIFICATE_FORMAT,
+    Contract,
+    Ledger,
+    Receipt,
+    SlotSpec,
+    descriptor_digest,
+    is_iso_date,
+    ledger_digest,
+    replay,
+)
+from runner.errors import FormatError
+from runner.policies._actions import ESCALATE_TOOL, FINISH_TOOL
+from runner.policies._common import call_key
+from runner.policies._views import CRITIC_VIEW_FORMAT, PLANNER_VIEW_FORMAT, extract_view
+from runner.providers import FunctionCall, ProviderRequest, Responder, SimulatedReply
+from runner.worlds import plan_calls, propose_certificate
+
+__all__ = ["CriticBehaviour", "PlannerBehaviour", "simulated_responder"]
+
+
+def _probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FormatError(f"simulated behaviour {name}: expected a number in [0, 1]")
+    if not 0.0 <= float(value) <= 1.0:
+        raise FormatError(f"simulated behaviour {name}: {value} is outside [0, 1]")
+    return float(value)
+
+
+class _Params:
+    """Strict to_json/from_json for a dataclass of probabilities (every field is ``p_*``)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            _probability(f.name, getattr(self, f.name))
+
+    def to_json(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}  # type: ignore[call-overload]
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Self:
+        """Strict: an object whose keys are a subset of the fields (missing keys take defaults)."""
+        if not isinstance(obj, Mapping):
+            raise FormatError(f"{cls.__name__}: expected an object")
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(obj) - known)
+        if unknown:
+            raise FormatError(f"{cls.__name__}: unknown parameter(s) {unknown}")
+        return cls(**{k: _probability(k, v) for k, v in obj.items()})
+
+
+@dataclass(frozen=True)
+class PlannerBehaviour(_Params):
+    """Probabilities of the simulated planner's behaviours (defaults: see module docstring)."""
+
+    p_premature_finish: float = 0.75
+    p_wrong_scope_call: float = 0.05
+    p_corrupt_value: float = 0.05
+    p_cite_missing_receipt: float = 0.03
+    p_repeat_call: float = 0.05
+    p_follow_directive: float = 0.85
+    p_escalate_on_conflict: float = 0.25
+    p_invalid_output: float = 0.0
+
+
+@dataclass(frozen=True)
+class CriticBehaviour(_Params):
+    """Probabilities of the simulated critics' behaviours (defaults: see module docstring)."""
+
+    p_accept_unsupported: float = 0.15
+    p_reject_supported: float = 0.5
+    p_stuck_on_repeat: float = 0.4
+    p_self_approve_flawed: float = 0.9
+
+
+def simulated_responder(planner: PlannerBehaviour, critic: CriticBehaviour) -> Responder:
+    """A responder for ``SimulatedProvider``: planner requests get one function call, critic and
+    self-check requests a JSON verdict. A request without a readable view gets a text reply
+    saying so (the caller then sees an InvalidAction / unparseable verdict, never a crash)."""
+
+    def respond(request: ProviderRequest, rng: random.Random) -> SimulatedReply:
+        try:
+            fmt, view = extract_view(_last_user_text(request))
+        except FormatError:
+            return _text_reply("I cannot read the task view in this request.")
+        if request.role == "planner" and fmt == PLANNER_VIEW_FORMAT:
+            return _plan(view, rng, planner)
+        if request.role in ("critic", "self_check") and fmt == CRITIC_VIEW_FORMAT:
+            return _judge(view, rng, critic)
+        return _text_reply(f"unexpected request role {request.role!r} for view {fmt!r}")
+
+    return respond
+
+
+# --- reply construction ----------------------------------------------------------------------
+
+
+def _last_user_text(request: ProviderRequest) -> str:
+    for message in reversed(request.messages):
+        if message.role == "user":
+            texts = [p.text for p in message.parts if p.text is not None]
+            if texts:
+                return "\n".join(texts)
+    return ""
+
+
+def _text_reply(text: str) -> SimulatedReply:
+    return SimulatedReply(text=text)
+
+
+def _call_reply(name: str, args: dict[str, Any]) -> SimulatedReply:
+    return SimulatedReply(function_calls=(FunctionCall(name, args, "sim-call-1"),))
+
+
+def _verdict_reply(verdict: str, why: str) -> SimulatedReply:
+    obj = {"verdict": verdict, "reason": why}
+    return SimulatedReply(text=canonical_bytes(obj).decode("utf-8"), structured=obj)
+
+
+# --- the planner -----------------------------------------------------------------------------
+
+
+def _receipt_ok(r: Receipt) -> bool:
+    return r.exec_status == "ok" and r.validation == "valid"
+
+
+def _missing_calls(
+    contract: Contract, ledger: Ledger, trace: list[dict[str, Any]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The planned calls for the slots the honest proposal cannot support yet.
+
+    A slot is missing when :func:`runner.worlds.propose_certificate` leaves it out; its calls are
+    those :func:`runner.worlds.plan_calls` makes for it, minus calls already made whose receipts
+    all succeeded and validated (a failed or stale answer is worth asking again).
+    """
+    try:
+        claimed = {c.slot for c in propose_certificate(contract, ledger).claims}
+    except Exception:
+        claimed = set()
+    missing = {s: spec for s, spec in contract.slots.items() if s not in claimed}
+    if not missing:
+        return []
+    by_call: dict[str, list[Receipt]] = {}
+    for r in ledger.receipts:
+        by_call.setdefault(r.call_id, []).append(r)
+    satisfied = set()
+    for call in trace:
+        receipts = by_call.get(call.get("call_id", ""), [])
+        if receipts and all(_receipt_ok(r) for r in receipts):
+            satisfied.add(call_key(call.get("tool_id", ""), call.get("args", {})))
+    needed = dataclasses.replace(contract, slots=missing)
+    return [
+        (tool_id, dict(args))
+        for tool_id, args in plan_calls(needed)
+        if call_key(tool_id, args) not in satisfied
+    ]
+
+
+def _conflicting(ledger: Ledger) -> bool:
+    seen: dict[tuple[Any, ...], bytes] = {}
+    for r in ledger.receipts:
+        if not _receipt_ok(r):
+            continue
+        v = canonical_bytes(r.value)
+        if seen.setdefault(r.scope.key, v) != v:
+            return True
+    return False
+
+
+def _in_scope(spec: SlotSpec, r: Receipt) -> bool:
+    sc, rs = spec.scope, r.scope
+    if sc.entity is not None and rs.entity not in sc.entity:
+        return False
+    if sc.attribute is not None and rs.attribute not in sc.attribute:
+        return False
+    if sc.level is not None and rs.level not in sc.level:
+        return False
+    # Membership receipts (attribute "parent") are timeless.
+    return sc.dates is None or rs.attribute == "parent" or (rs.date is not None and rs.date in sc.dates)
+
+
+def _fluent_claim(slot: str, spec: SlotSpec, ledger: Ledger) -> dict[str, Any]:
+    """A claim that *looks* complete: the receipts that look closest, the first permitted op."""
+    receipts = list(ledger.receipts)
+    attr = [r for r in receipts if spec.scope.attribute is None or r.scope.attribute in spec.scope.attribute]
+    pool = [r for r in attr if _in_scope(spec, r)] or attr or receipts
+    if spec.cardinality is not None and spec.cardinality.max > 0:
+        pool = pool[: spec.cardinality.max]
+    transform = spec.transforms[0]
+    value: Any = None
+    if pool:
+        try:
+            value = replay(transform, pool)
+        except Exception:
+            value = pool[0].value
+    return {
+        "slot": slot,
+        "value": value,
+        "evidence": [r.receipt_id for r in pool],
+        "transform": transform.to_json(),
+    }
+
+
+def _certificate(contract: Contract, ledger: Ledger) -> dict[str, Any]:
+    claims: dict[str, dict[str, Any]] = {}
+    try:
+        proposed = propose_certificate(contract, ledger)
+        for c in proposed.claims:
+            claims.setdefault(c.slot, c.to_json())
+    except Exception:  # propose_certificate may refuse an unsupported ledger: stay fluent
+        claims = {}
+    for slot, spec in contract.slots.items():
+        if slot not in claims:
+            claims[slot] = _fluent_claim(slot, spec, ledger)
+    return {
+        "format": CERTIFICATE_FORMAT,
+        "task_id": contract.task_id,
+        "descriptor_digest": descriptor_digest(contract.descriptor),
+        "ledger_digest": ledger_digest(ledger),
+        "claims": [claims[s] for s in contract.descriptor.required_slots],
+    }
+
+
+def _corrupt(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 1.1 + 1.0
+    if isinstance(value, list):
+        return list(reversed(value)) if len(set(map(repr, value))) > 1 else [*value, value[0]] if value else [0]
+    if isinstance(value, str):
+        return value + "-x"
+    return 0
+
+
+def _shift_date(day: str) -> str:
+    return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
+
+
+def _wrong_scope(args: dict[str, Any], ledger: Ledger, rng: random.Random) -> dict[str, Any]:
+    out = dict(args)
+    dated = [k for k in ("date", "start", "end") if is_iso_date(out.get(k))]
+    if dated:
+        for k in dated:
+            out[k] = _shift_date(out[k])
+        return out
+    if isinstance(out.get("entity"), str):
+        others = sorted({r.scope.entity for r in ledger.receipts if r.scope.entity} - {out["entity"]})
+        if others:
+            out["entity"] = others[rng.randrange(len(others))]
+    return out
+
+
+def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
+    try:
+        contract = Contract.from_json(view["contract"])
+        ledger = Ledger.from_json(view["ledger"])
+        trace = [c for c in view["trace"] if isinstance(c, dict)]
+        calls_left = int(view["budget"]["calls_left"])
+        directive = view.get("directive")
+    except Exception:
+        return _text_reply("The task view is malformed; I cannot plan.")
+
+    if rng.random() < p.p_invalid_output:
+        return _text_reply("I believe the task is complete.")
+    if _conflicting(ledger) and rng.random() < p.p_escalate_on_conflict:
+        return _call_reply(
+            ESCALATE_TOOL, {"question": "Two receipts for the same scope disagree; which is right?"}
+        )
+    following = bool(directive) and rng.random() < p.p_follow_directive
+    missing = _missing_calls(contract, ledger, trace)
+    if missing and calls_left > 0:
+        if not following and rng.random() < p.p_premature_finish:
+            return _call_reply(FINISH_TOOL, {"certificate": _strip_format(_certificate(contract, ledger))})
+        tool_id, args = missing[0]
+        if trace and rng.random() < p.p_repeat_call:
+            tool_id, args = str(trace[-1]["tool_id"]), dict(trace[-1]["args"])
+        elif rng.random() < p.p_wrong_scope_call:
+            args = _wrong_scope(args, ledger, rng)
+        return _call_reply(tool_id, args)
+
+    cert = _certificate(contract, ledger)
+    if not following and cert["claims"]:
+        if rng.random() < p.p_corrupt_value:
+            i = rng.randrange(len(cert["claims"]))
+            cert["claims"][i] = {**cert["claims"][i], "value": _corrupt(cert["claims"][i]["value"])}
+        if rng.random() < p.p_cite_missing_receipt:
+            i = rng.randrange(len(cert["claims"]))
+            known = {r.receipt_id for r in ledger.receipts}
+            forged = next(f"r-unrecorded-{n}" for n in range(len(known) + 1) if f"r-unrecorded-{n}" not in known)
+            claim = cert["claims"][i]
+            cert["claims"][i] = {**claim, "evidence": [*claim["evidence"][:-1], forged]}
+    return _call_reply(FINISH_TOOL, {"certificate": _strip_format(cert)})
+
+
+def _strip_format(cert: dict[str, Any]) -> dict[str, Any]:
+    # The finish declaration's certificate has no format tag (the parser adds the envelope).
+    return {k: v for k, v in cert.items() if k != "format"}
+
+
+# --- the critics -----------------------------------------------------------------------------
+
+
+def _problems(view: Mapping[str, Any]) -> list[str]:
+    """What a careful reader of the view would object to (empty: nothing noticed)."""
+    problems: list[str] = []
+    proposal = view.get("proposal")
+    if not view.get("finish_requested"):
+        problems.append("the agent has not asked to finish")
+    if not isinstance(proposal, Mapping):
+        return [*problems, "there is no proposed answer"]
+    required = list(view["task"]["descriptor"]["required_slots"])
+    claims = [c for c in proposal.get("claims") or [] if isinstance(c, Mapping)]
+    by_slot = {c.get("slot"): c for c in claims}
+    problems += [f"slot {s} has no claim" for s in required if s not in by_slot]
+    if view.get("kind") == "self_check":
+        problems += [f"claim {c.get('slot')} cites no evidence" for c in claims if not c.get("evidence")]
+        return problems
+    try:
+        contract = Contract.from_json(view["contract"])
+        receipts = {r.receipt_id: r for r in Ledger.from_json(view["ledger"]).receipts}
+    except Exception:
+        return [*problems, "the task view is unreadable"]
+    for slot, claim in by_slot.items():
+        spec = contract.slots.get(slot) if isinstance(slot, str) else None
+        if spec is None:
+            continue
+        cited = [e for e in claim.get("evidence") or [] if isinstance(e, str)]
+        if not cited:
+            problems.append(f"claim {slot} cites no evidence")
+        for rid in cited:
+            r = receipts.get(rid)
+            if r is None:
+                problems.append(f"claim {slot} cites {rid}, which was never recorded")
+            elif not _receipt_ok(r):
+                problems.append(f"claim {slot} cites {rid}, whose call failed")
+            elif not _in_scope(spec, r):
+                problems.append(f"claim {slot} cites {rid}, which is about something else")
+        transform = claim.get("transform")
+        if (
+            isinstance(transform, Mapping)
+            and transform.get("op") == "identity"
+            and len(cited) == 1
+            and cited[0] in receipts
+            and receipts[cited[0]].value != claim.get("value")
+        ):
+            problems.append(f"claim {slot} does not match the value it cites")
+    return problems
+
+
+def _repeats(trace: Any) -> bool:
+    if not isinstance(trace, list) or len(trace) < 2:
+        return False
+    keys = [call_key(str(c.get("tool_id")), c.get("args") or {}) for c in trace if isinstance(c, dict)]
+    return len(keys) >= 2 and keys[-1] == keys[-2]
+
+
+def _judge(view: Any, rng: random.Random, c: CriticBehaviour) -> SimulatedReply:
+    kind = view.get("kind") if isinstance(view, Mapping) else None
+    try:
+        problems = _problems(view)
+    except Exception:
+        problems = ["the task view is unreadable"]
+    if kind == "self_check":
+        if problems and rng.random() >= c.p_self_approve_flawed:
+            return _verdict_reply("REVISE", problems[0])
+        return _verdict_reply("APPROVED", "My answer covers the task and cites its evidence.")
+    if kind == "full_trace" and _repeats(view.get("trace")) and rng.random() < c.p_stuck_on_repeat:
+        return _verdict_reply("stuck", "The agent repeats the same call without progress.")
+    if problems:
+        if rng.random() < c.p_accept_unsupported:
+            return _verdict_reply("accept", "The answer is complete and well supported.")
+        return _verdict_reply("reject", problems[0])
+    if rng.random() < c.p_reject_supported:
+        return _verdict_reply("reject", "The evidence may not be sufficient; verify the values again.")
+    return _verdict_reply("accept", "Every required slot is answered from recorded evidence.")

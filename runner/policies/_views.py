@@ -1,0 +1,157 @@
+"""What the planner and the critics see, rendered into requests (DESIGN §8).
+
+Every request carries its view twice: a short human-readable summary, and the whole view as one
+canonical JSON block between ``<ect-view>`` tags, so a model (or the simulated responder, which
+sees nothing but the request) can read it exactly. Views are built only from the task descriptor,
+the trusted contract, the trace, the ledger, a certificate proposal and the last directive: never
+from a task's split, a snapshot's condition/fault, or gold answers (a test greps for them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runner.canonical import canonical_bytes, loads_strict
+from runner.ect import Contract, Ledger, descriptor_digest, ledger_digest
+from runner.errors import FormatError
+
+__all__ = [
+    "CRITIC_VIEW_FORMAT",
+    "PLANNER_VIEW_FORMAT",
+    "CriticKind",
+    "PlannerView",
+    "critic_view_json",
+    "embed_view",
+    "extract_view",
+    "trace_json",
+]
+
+PLANNER_VIEW_FORMAT = "ect.planner-view/1"
+CRITIC_VIEW_FORMAT = "ect.critic-view/1"
+CriticKind = Literal["critic_core", "full_trace", "self_check"]
+
+_VIEW_RE = re.compile(r'<ect-view format="([a-z0-9./-]+)">\n(.*?)\n</ect-view>', re.DOTALL)
+
+
+def embed_view(fmt: str, obj: Mapping[str, Any]) -> str:
+    """The machine-readable block for ``obj`` (canonical JSON, one line)."""
+    body = canonical_bytes(dict(obj)).decode("utf-8")
+    return f'<ect-view format="{fmt}">\n{body}\n</ect-view>'
+
+
+def extract_view(text: str) -> tuple[str, Any]:
+    """``(format, object)`` of the LAST view block in ``text``.
+
+    Raises:
+        FormatError: no block, or its JSON is not strict JSON.
+    """
+    matches = list(_VIEW_RE.finditer(text))
+    if not matches:
+        raise FormatError("request carries no <ect-view> block")
+    m = matches[-1]
+    return m.group(1), loads_strict(m.group(2))
+
+
+def _call_json(call: Any, receipt_ids: Sequence[str]) -> dict[str, Any]:
+    return {
+        "call_id": call.call_id,
+        "tool_id": call.tool_id,
+        "args": dict(call.args),
+        "response": call.response,
+        "receipt_ids": list(receipt_ids),
+    }
+
+
+def trace_json(trace: Sequence[Any], ledger: Ledger) -> list[dict[str, Any]]:
+    """Each call of ``trace`` with the ids of the receipts the adapter recorded for it."""
+    by_call: dict[str, list[str]] = {}
+    for r in ledger.receipts:
+        by_call.setdefault(r.call_id, []).append(r.receipt_id)
+    return [_call_json(c, by_call.get(c.call_id, [])) for c in trace]
+
+
+def _task_json(contract: Contract) -> dict[str, Any]:
+    return {
+        "descriptor": contract.descriptor.to_json(),
+        "descriptor_digest": descriptor_digest(contract.descriptor),
+    }
+
+
+@dataclass(frozen=True)
+class PlannerView:
+    """Everything the planner sees at one decision.
+
+    ``trace`` items are ``runner.worlds.ToolCall`` (anything with ``call_id, tool_id, args,
+    response``). ``directive`` is the text of the most recent ``continue`` (kept until the next
+    finish), or ``None``.
+    """
+
+    contract: Contract
+    trace: tuple[Any, ...]
+    ledger: Ledger
+    directive: str | None = None
+    decisions_left: int = 4
+    calls_left: int = 3
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLANNER_VIEW_FORMAT,
+            "task": _task_json(self.contract),
+            "contract": self.contract.to_json(),
+            "trace": trace_json(self.trace, self.ledger),
+            "ledger": self.ledger.to_json(),
+            "ledger_digest": ledger_digest(self.ledger),
+            "budget": {"decisions_left": self.decisions_left, "calls_left": self.calls_left},
+            "directive": self.directive,
+        }
+
+    def render(self) -> str:
+        """The user message: a summary for a human reader, then the canonical view block."""
+        d = self.contract.descriptor
+        lines = [
+            f"Task {d.task_id} ({d.family}, world {d.world_id}).",
+            f"Required slots: {', '.join(d.required_slots)}.",
+            f"Trace so far: {len(self.trace)} tool call(s); ledger: {len(self.ledger.receipts)} receipt(s).",
+            f"Budget left: {self.decisions_left} decision(s), {self.calls_left} tool call(s).",
+        ]
+        if self.directive:
+            lines.append("Directive from your last attempt to finish:")
+            lines.append(self.directive)
+        lines.append("")
+        lines.append(embed_view(PLANNER_VIEW_FORMAT, self.to_json()))
+        return "\n".join(lines)
+
+
+def critic_view_json(
+    kind: CriticKind,
+    *,
+    contract: Contract,
+    trace: Sequence[Any],
+    ledger: Ledger,
+    proposal: Mapping[str, Any] | None,
+    finish_requested: bool,
+) -> dict[str, Any]:
+    """The view one critic sees.
+
+    - ``full_trace``: the whole trace with responses, every receipt, the contract, the proposal;
+    - ``critic_core``: the contract, the receipts, the proposal, and only the most recent step;
+    - ``self_check``: the agent's own task descriptor and answer, nothing else.
+    """
+    view: dict[str, Any] = {
+        "format": CRITIC_VIEW_FORMAT,
+        "kind": kind,
+        "task": _task_json(contract),
+        "finish_requested": finish_requested,
+        "proposal": None if proposal is None else dict(proposal),
+    }
+    if kind == "self_check":
+        return view
+    calls = trace_json(trace, ledger)
+    view["contract"] = contract.to_json()
+    view["ledger"] = ledger.to_json()
+    view["trace"] = calls if kind == "full_trace" else calls[-1:]
+    view["trace_length"] = len(calls)
+    return view
