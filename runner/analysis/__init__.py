@@ -7,8 +7,15 @@ from runner.analysis._closed import (
     validate_outcome,
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
-from runner.analysis._driver import build_provider, closed_loop_report, static_study
+from runner.analysis._driver import (
+    DEFAULT_REPORT_SEED,
+    build_provider,
+    closed_loop_report,
+    report_from_store,
+    static_study,
+)
 from runner.analysis._errors import FastPathInvariantBroken, InventoryIncomplete, SpecInvalid
+from runner.analysis._load import StoreOutcomes, load_outcomes_from_store, read_schedule_rows
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
 from runner.analysis._static import (
     ABLATION_TABLE,
@@ -32,6 +39,7 @@ from runner.analysis._stats import (
 __all__ = [
     "ABLATION_TABLE",
     "CLOSED_LOOP_POLICIES",
+    "DEFAULT_REPORT_SEED",
     "OUTCOME_FIELDS",
     "STATIC_POLICIES",
     "BootstrapResult",
@@ -42,6 +50,7 @@ __all__ = [
     "SpecInvalid",
     "StaticRun",
     "StaticSpec",
+    "StoreOutcomes",
     "analyse_closed_loop",
     "analyse_static",
     "build_provider",
@@ -49,11 +58,14 @@ __all__ = [
     "closed_loop_report",
     "cluster_bootstrap_diff",
     "cluster_bootstrap_mean",
+    "load_outcomes_from_store",
     "macro_f1",
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
+    "read_schedule_rows",
     "render_outputs",
+    "report_from_store",
     "results_json_bytes",
     "run_static",
     "seeded_rng",

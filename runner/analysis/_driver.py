@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,11 +13,22 @@ import anyio
 
 from runner.analysis._closed import analyse_closed_loop
 from runner.analysis._common import ProviderInfo
+from runner.analysis._load import load_outcomes_from_store, read_schedule_rows
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
 from runner.errors import AnalysisError
 
-__all__ = ["build_provider", "jsonl_bytes", "static_study"]
+__all__ = [
+    "DEFAULT_REPORT_SEED",
+    "build_provider",
+    "closed_loop_report",
+    "jsonl_bytes",
+    "report_from_store",
+    "static_study",
+]
+
+DEFAULT_REPORT_SEED = 2705
+"""Bootstrap seed of ``ect report`` unless ``--seed`` says otherwise (the paper's seed)."""
 
 
 def jsonl_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -138,3 +150,38 @@ def closed_loop_report(
     )
     write_outputs(results, Path(out_dir))
     return results
+
+
+def report_from_store(
+    store_path: str | Path,
+    schedule_path: str | Path,
+    out_dir: str | Path,
+    *,
+    seed: int = DEFAULT_REPORT_SEED,
+    replicates: int = 10_000,
+) -> dict[str, Any]:
+    """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
+
+    Raises:
+        InventoryIncomplete: a schedule row is missing, duplicated, or a record is unscheduled.
+        StoreDamaged: the store does not verify.
+        AnalysisError: a record disagrees with the schedule row it claims to have run.
+    """
+    loaded = load_outcomes_from_store(store_path)
+    schedule = read_schedule_rows(schedule_path)
+    by_row = {r.get("row"): r for r in schedule}
+    for row, recorded in sorted(loaded.recorded_schedule_rows.items()):
+        if row in by_row and recorded != by_row[row]:
+            raise AnalysisError(
+                f"store record for row {row} ran a different schedule row than the schedule given"
+            )
+    sched_sha = "sha256:" + hashlib.sha256(Path(schedule_path).read_bytes()).hexdigest()
+    return closed_loop_report(
+        loaded.outcomes,
+        schedule,
+        out_dir,
+        provider=loaded.provider,
+        seed=seed,
+        replicates=replicates,
+        inputs={**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
+    )

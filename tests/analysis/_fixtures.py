@@ -2,8 +2,8 @@
 
 24 tasks t00..t23 (worlds w10..w13, six families), faults assigned two tasks each in the order
 F1..F8, U1..U3, T1 (so t22, t23 carry T1 and leave the primary scope: 22 primary clusters),
-two checkpoints, three seeds, four policies: 576 rows in canonical order
-task -> checkpoint -> seed -> policy.
+two checkpoints, three seeds, four policies: 576 rows (numbered from 1, as runner.study
+numbers them) in canonical order task -> checkpoint -> seed -> policy.
 
 Outcome rules (primary scope, 22 tasks x 3 seeds = 66 incomplete and 66 clean rows per policy):
 
@@ -42,8 +42,8 @@ def schedule() -> list[dict[str, Any]]:
                 for policy in POLICIES:
                     rows.append(
                         {
-                            "row": n,
-                            "cell_id": f"{task}/{checkpoint}/s{seed}/{policy}",
+                            "row": n + 1,
+                            "cell_id": f"{task}:{checkpoint}:s{seed}:{policy}",
                             "task_id": task,
                             "world_id": f"w1{i // 6}",
                             "checkpoint": checkpoint,

@@ -121,15 +121,15 @@ def test_inventory_refusals_name_rows() -> None:
     outs = fx.outcomes()
     with pytest.raises(InventoryIncomplete) as e:
         run(outs[:5] + outs[6:])
-    assert e.value.missing == (5,) and "rows 5" in str(e.value)
+    assert e.value.missing == (6,) and "rows 6" in str(e.value)
     with pytest.raises(InventoryIncomplete) as e:
         run([*outs, outs[17]])
-    assert e.value.duplicate == (17,)
+    assert e.value.duplicate == (18,)
     bad = [dict(o) for o in outs]
     bad[3]["cell_id"] = "forged"
     with pytest.raises(InventoryIncomplete) as e:
         run(bad)
-    assert e.value.unexpected == ("row 3 cell forged",) and e.value.missing == (3,)
+    assert e.value.unexpected == ("row 4 cell forged",) and e.value.missing == (4,)
     with pytest.raises(InventoryIncomplete, match="576 schedule rows expected"):
         run([])
 
@@ -137,7 +137,7 @@ def test_inventory_refusals_name_rows() -> None:
 def test_malformed_outcomes_are_refused() -> None:
     outs = fx.outcomes()
     del outs[0]["turns"]
-    with pytest.raises(AnalysisError, match="outcome row 0: missing field 'turns'"):
+    with pytest.raises(AnalysisError, match="outcome row 1: missing field 'turns'"):
         run(outs)
     outs = fx.outcomes()
     outs[1]["turns"] = True

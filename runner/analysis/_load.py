@@ -1,0 +1,140 @@
+"""Reading the closed-loop inputs: cell outcomes from a run store, and the canonical schedule.
+
+The store is verified in full first (``runner.store.verify_store``); a damaged store is refused
+with its typed error. Each record body (written by ``runner.study``) carries ``row``, ``cell_id``,
+``schedule_row`` and ``result.outcome``; the loader checks that they agree with one another.
+
+The provider a report names comes from the store header's ``"provider"`` object
+(``{"name", "model", "simulated"}``) when present, else from the provider attempt records in
+the record audits (``provider``/``model``/``simulated`` fields); a store naming neither, or
+more than one provider, is refused: a report must say which provider produced it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.analysis._common import ProviderInfo
+from runner.canonical import loads_strict
+from runner.errors import AnalysisError, FormatError
+from runner.store import Store, verify_store
+
+__all__ = ["StoreOutcomes", "load_outcomes_from_store", "read_schedule_rows"]
+
+
+@dataclass(frozen=True)
+class StoreOutcomes:
+    """What a report needs from a store."""
+
+    outcomes: list[dict[str, Any]]
+    recorded_schedule_rows: dict[int, dict[str, Any]]
+    header: dict[str, Any]
+    head: tuple[int, str]
+    records: int
+    provider: ProviderInfo
+
+    def inputs(self) -> dict[str, Any]:
+        """Identifying figures for results.json (no paths, no clock)."""
+        return {
+            "store_id": str(self.header.get("store_id", "")),
+            "store_head_seq": self.head[0],
+            "store_head_chain": self.head[1],
+            "store_records": self.records,
+        }
+
+
+def _provider_triples(obj: Any) -> Iterator[tuple[str, str, bool]]:
+    if isinstance(obj, dict):
+        if (
+            isinstance(obj.get("provider"), str)
+            and isinstance(obj.get("model"), str)
+            and isinstance(obj.get("simulated"), bool)
+        ):
+            yield (obj["provider"], obj["model"], obj["simulated"])
+        for v in obj.values():
+            yield from _provider_triples(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _provider_triples(v)
+
+
+def _header_provider(header: dict[str, Any]) -> ProviderInfo | None:
+    p = header.get("provider")
+    if isinstance(p, dict) and {"name", "model", "simulated"} <= set(p):
+        if (
+            isinstance(p["name"], str)
+            and isinstance(p["model"], str)
+            and isinstance(p["simulated"], bool)
+        ):
+            return ProviderInfo(p["name"], p["model"], p["simulated"])
+    return None
+
+
+def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
+    """Verify the store in full and return its cell outcomes in record order.
+
+    Raises:
+        StoreDamaged (a runner.store error): the store does not verify.
+        AnalysisError: a record lacks an outcome, disagrees with itself, or no single provider
+            is named.
+    """
+    verify_store(path, full=True).raise_for_damage()
+    outcomes: list[dict[str, Any]] = []
+    recorded: dict[int, dict[str, Any]] = {}
+    triples: set[tuple[str, str, bool]] = set()
+    with Store.open(path) as store:
+        header = store.header
+        head = store.head
+        count = store.count
+        for rec in store.records(1):
+            body = rec.body
+            try:
+                outcome = body["result"]["outcome"]
+                row, cell_id = body["row"], body["cell_id"]
+            except (KeyError, TypeError) as e:
+                raise AnalysisError(
+                    f"store record {rec.seq} has no result.outcome/row/cell_id"
+                ) from e
+            if not isinstance(outcome, dict):
+                raise AnalysisError(f"store record {rec.seq}: result.outcome is not an object")
+            if outcome.get("row") != row or outcome.get("cell_id") != cell_id:
+                raise AnalysisError(
+                    f"store record {rec.seq}: outcome names row {outcome.get('row')} "
+                    f"{outcome.get('cell_id')!r}, the record row {row} {cell_id!r}"
+                )
+            srow = body.get("schedule_row")
+            if isinstance(srow, dict) and isinstance(row, int):
+                recorded.setdefault(row, srow)
+            triples.update(_provider_triples(body.get("audit")))
+            outcomes.append(dict(outcome))
+    provider = _header_provider(header)
+    if provider is None:
+        if len(triples) != 1:
+            named = ", ".join(f"{n}/{m}" for n, m, _ in sorted(triples)) or "none"
+            raise AnalysisError(
+                f"the store does not name exactly one provider (header: none; audits: {named})"
+            )
+        provider = ProviderInfo(*next(iter(triples)))
+    return StoreOutcomes(outcomes, recorded, header, head, count, provider)
+
+
+def read_schedule_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The canonical schedule: JSON Lines (one row object per line) or one JSON array."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise AnalysisError(f"cannot read schedule {path}: {e.strerror}") from e
+    try:
+        if data.lstrip().startswith(b"["):
+            rows = loads_strict(data)
+        else:
+            rows = [loads_strict(line) for line in data.splitlines() if line.strip()]
+    except FormatError as e:
+        raise AnalysisError(f"schedule {path}: {e}") from e
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise AnalysisError(f"schedule {path}: expected row objects")
+    return rows

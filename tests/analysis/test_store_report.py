@@ -1,0 +1,148 @@
+"""`ect report` on a real run store (runner.store) holding the fixture outcomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from runner.analysis import load_outcomes_from_store
+from runner.canonical import canonical_bytes, digest
+from runner.cli import cli
+from runner.errors import AnalysisError
+from runner.store import Store, generate_key
+from tests.analysis import _fixtures as fx
+
+PROVIDER = {"name": "simulated", "model": "simulated-1", "simulated": True}
+
+
+def make_store(
+    tmp: Path,
+    outcomes: list[dict[str, Any]],
+    *,
+    header: dict[str, Any] | None = None,
+    audit: dict[str, Any] | None = None,
+    name: str = "run.sqlite",
+) -> Path:
+    key = generate_key(tmp / f"{name}.key")
+    path = tmp / name
+    by_row = {r["row"]: r for r in fx.schedule()}
+    pins = {
+        "lock_digest": digest("ect/lock/v1", {"fixture": True}),
+        "preflight_digest": digest("ect/record/v1", {"preflight": "fixture"}),
+    }
+    head = {"provider": PROVIDER} if header is None else header
+    with Store.create(path, header={**head, **pins}, signing_key=key) as store:
+        bodies = []
+        for o in outcomes:
+            srow = by_row[o["row"]]
+            result = {"outcome": o}
+            aud = audit or {"attempts": []}
+            bodies.append(
+                {
+                    "row": o["row"],
+                    "cell_id": o["cell_id"],
+                    "schedule_row": srow,
+                    "schedule_row_digest": digest("ect/schedule-row/v1", srow),
+                    "result": result,
+                    "result_digest": digest("ect/record/v1", result),
+                    "audit": aud,
+                    "audit_digest": digest("ect/record/v1", aud),
+                    "artifacts": {},
+                    "code_version": "test",
+                }
+            )
+        store.append_batch(bodies)
+        store.checkpoint()
+    return path
+
+
+def write_schedule(tmp: Path) -> Path:
+    path = tmp / "schedule.jsonl"
+    path.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in fx.schedule()))
+    return path
+
+
+def report(store: Path, schedule: Path, out: Path, *extra: str) -> Any:
+    args = ["report", "--store", str(store), "--schedule", str(schedule), "--out", str(out)]
+    return CliRunner().invoke(cli, [*args, "--replicates", "500", *extra])
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("store")
+    return make_store(tmp, fx.outcomes()), write_schedule(tmp)
+
+
+def test_report_from_store_gives_the_known_tables(full: tuple[Path, Path], tmp_path: Path) -> None:
+    store, schedule = full
+    res = report(store, schedule, tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    assert "SIMULATED" in res.output and "H2 PASSED" in res.output
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {p: v["U"] for p, v in data["table4"].items()} == {
+        "critic_core": 66,
+        "controller": 33,
+        "full_trace": 22,
+        "ect": 0,
+    }
+    assert data["inputs"]["store_records"] == 577 and data["inputs"]["schedule_rows"] == 576
+    assert data["inputs"]["replicates"] == 500
+    assert (
+        "| ECT | 0 | 109 | 0 | 22 | 2.00 | 0.50 |" in (tmp_path / "out" / "tables.md").read_text()
+    )
+
+
+def test_report_twice_is_byte_identical(full: tuple[Path, Path], tmp_path: Path) -> None:
+    store, schedule = full
+    for d in ("a", "b"):
+        assert report(store, schedule, tmp_path / d).exit_code == 0
+    for name in ("results.json", "tables.md", "report.html"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert report(store, schedule, tmp_path / "c", "--seed", "7").exit_code == 0
+    assert (tmp_path / "c" / "results.json").read_bytes() != (
+        tmp_path / "a" / "results.json"
+    ).read_bytes()
+
+
+def test_report_refuses_missing_and_duplicate_rows(tmp_path: Path) -> None:
+    schedule = write_schedule(tmp_path)
+    outs = fx.outcomes()
+    missing = make_store(tmp_path, outs[:-1], name="missing.sqlite")
+    res = report(missing, schedule, tmp_path / "o1")
+    assert res.exit_code == 3
+    assert "inventory incomplete" in res.output and "rows 576" in res.output
+    assert not (tmp_path / "o1" / "results.json").exists()
+    dup = make_store(tmp_path, [*outs, outs[0]], name="dup.sqlite")
+    res = report(dup, schedule, tmp_path / "o2")
+    assert res.exit_code == 3 and "duplicated (rows 1)" in res.output
+
+
+def test_report_refuses_a_record_of_another_schedule_row(tmp_path: Path) -> None:
+    schedule = write_schedule(tmp_path)
+    store = make_store(tmp_path, fx.outcomes())
+    rows = fx.schedule()
+    rows[10]["seed"] = 99
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in rows))
+    res = report(store, other, tmp_path / "o")
+    assert res.exit_code == 5 and "row 11 ran a different schedule row" in res.output
+    assert report(store, schedule, tmp_path / "ok").exit_code == 0
+
+
+def test_provider_from_audits_when_header_is_silent(tmp_path: Path) -> None:
+    audit = {"attempts": [{"provider": "gemini", "model": "gemini-2.5-flash", "simulated": False}]}
+    path = make_store(tmp_path, fx.outcomes()[:4], header={}, audit=audit)
+    loaded = load_outcomes_from_store(path)
+    assert (loaded.provider.name, loaded.provider.simulated) == ("gemini", False)
+    silent = make_store(tmp_path, fx.outcomes()[:4], header={}, name="silent.sqlite")
+    with pytest.raises(AnalysisError, match="exactly one provider"):
+        load_outcomes_from_store(silent)
+
+
+def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
+    res = report(tmp_path / "nope.sqlite", write_schedule(tmp_path), tmp_path / "o")
+    assert res.exit_code in (2, 3) and "Traceback" not in res.output
