@@ -1,0 +1,160 @@
+"""Kill switch: disable flag, daily ceilings in a UTC ledger, per-run cost alert."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from runner.canonical import load_strict_file
+from runner.control import (
+    Budget,
+    CostAlert,
+    DailyRunCeiling,
+    DailySpendCeiling,
+    Finish,
+    KillSwitch,
+    KillSwitchEngaged,
+    LedgerError,
+    RunController,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
+from runner.errors import ControlError
+from tests.control.conftest import script, tools
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def controller(ks: KillSwitch) -> RunController:
+    return RunController(Budget(max_steps=5, max_tokens=1000), validate=lambda s, o: True,
+                         kill_switch=ks)
+
+
+def one_run(c: RunController, cost: float = 0.0) -> object:
+    return c.run("t", script(Turn(Finish("ok"), tokens=1, cost_usd=cost)), tools({}))
+
+
+def test_disable_file_refuses_every_run(tmp_path: Path) -> None:
+    stop = tmp_path / "STOP"
+    c = controller(KillSwitch(disable_file=stop))
+    assert one_run(c).reason is StopReason.GOAL_MET  # type: ignore[attr-defined]
+    stop.touch()
+    with pytest.raises(KillSwitchEngaged) as e:
+        one_run(c)
+    assert str(e.value) == f"kill switch engaged: {stop} exists" and "\n" not in str(e.value)
+    assert isinstance(e.value, ControlError)
+    stop.unlink()
+    assert one_run(c).reason is StopReason.GOAL_MET  # type: ignore[attr-defined]
+
+
+def test_disable_env_variable_named_explicitly() -> None:
+    env: dict[str, str] = {}
+    c = controller(KillSwitch(disable_env="AGENT_OFF", environ=env))
+    one_run(c)
+    env["AGENT_OFF"] = "0"
+    one_run(c)  # "0" and "" mean not set
+    env["AGENT_OFF"] = "1"
+    with pytest.raises(KillSwitchEngaged, match=r"\$AGENT_OFF is set"):
+        one_run(c)
+
+
+def test_step_api_checks_the_switch_at_start(tmp_path: Path) -> None:
+    (tmp_path / "STOP").touch()
+    c = controller(KillSwitch(disable_file=tmp_path / "STOP"))
+    with pytest.raises(KillSwitchEngaged):
+        c.start("t")
+
+
+def test_daily_run_ceiling_with_utc_day_rollover(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 23, 59, tzinfo=UTC))
+    ledger = tmp_path / "ledger.json"
+    c = controller(KillSwitch(ledger=ledger, max_runs_per_day=2, clock=clock))
+    one_run(c)
+    one_run(c)
+    with pytest.raises(DailyRunCeiling, match=r"2 of 2 runs on 2026-03-14 \(UTC\)"):
+        one_run(c)
+    # a refused run is not counted
+    assert load_strict_file(ledger)["days"]["2026-03-14"]["runs"] == 2
+    # local midnight elsewhere does not matter: the day is UTC
+    clock.now = datetime(2026, 3, 15, 0, 30, tzinfo=timezone(timedelta(hours=5)))  # 19:30 UTC 14th
+    with pytest.raises(DailyRunCeiling):
+        one_run(c)
+    clock.now = datetime(2026, 3, 15, 0, 1, tzinfo=UTC)
+    one_run(c)
+    assert load_strict_file(ledger) == {
+        "format": "ect.control-ledger/1",
+        "days": {"2026-03-14": {"runs": 2, "spend_usd": 0.0},
+                 "2026-03-15": {"runs": 1, "spend_usd": 0.0}},
+    }
+
+
+def test_ceiling_is_shared_by_switch_instances_on_one_ledger(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 12, tzinfo=UTC))
+    a = KillSwitch(ledger=tmp_path / "l.json", max_runs_per_day=3, clock=clock)
+    b = KillSwitch(ledger=tmp_path / "l.json", max_runs_per_day=3, clock=clock)
+    a.admit()
+    b.admit()
+    a.admit()
+    with pytest.raises(DailyRunCeiling):
+        b.admit()
+
+
+def test_daily_spend_ceiling_refuses_and_bounds_the_run(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 12, tzinfo=UTC))
+    ks = KillSwitch(ledger=tmp_path / "l.json", max_spend_per_day_usd=1.0, clock=clock)
+    c = RunController(Budget(max_steps=50, max_cost_usd=10.0), validate=lambda s, o: True,
+                      kill_switch=ks)
+    costly = [Turn(ToolCall("a", {"i": i}), cost_usd=0.3) for i in range(50)]
+    res = c.run("t", script(*costly), tools({"a": ToolResult.success({"x": 1})}))
+    # the run's own ceiling is $10, but only $1 is left today: that is what bounds it
+    assert res.reason is StopReason.TOKEN_BUDGET
+    assert type(res.stop.condition).__name__ == "DailySpendCap"
+    assert res.cost_usd == pytest.approx(1.2)
+    assert ks.usage()["spend_usd"] == pytest.approx(1.2)
+    with pytest.raises(DailySpendCeiling, match=r"\$1.2000 of \$1.0000 on 2026-03-14"):
+        one_run(c)
+
+
+def test_cost_alert_fires_once_per_run() -> None:
+    alerts: list[CostAlert] = []
+    ks = KillSwitch(cost_alert_usd=0.05, on_cost_alert=alerts.append)
+    c = RunController(Budget(max_steps=9, max_cost_usd=1.0), validate=lambda s, o: True,
+                      kill_switch=ks)
+    turns = [Turn(ToolCall("a", {"i": i}), cost_usd=0.02) for i in range(6)] + [Finish("x")]
+    res = c.run("t", script(*turns), tools({"a": ToolResult.success({"x": 1})}), run_id="r-7")
+    assert res.reason is StopReason.GOAL_MET
+    assert alerts == [CostAlert("r-7", 0.06, 0.05)]
+    c.run("t", script(Finish("x")), tools({}))
+    assert len(alerts) == 1  # a cheap run raises no alert
+
+
+def test_corrupt_ledger_fails_closed(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.json"
+    ks = KillSwitch(ledger=ledger, max_runs_per_day=5,
+                    clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
+    for bad in (b"{not json", b'{"format": "other", "days": {}}',
+                b'{"format": "ect.control-ledger/1", "days": {"2026-03-14": {"runs": -1, "spend_usd": 0}}}',
+                b'{"format": "ect.control-ledger/1", "days": {"14/03": {"runs": 1, "spend_usd": 0}}}'):
+        ledger.write_bytes(bad)
+        with pytest.raises(LedgerError) as e:
+            ks.admit()
+        assert "\n" not in str(e.value)
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(ValueError):
+        KillSwitch(max_runs_per_day=3)  # a ceiling needs a ledger
+    with pytest.raises(ValueError):
+        KillSwitch(cost_alert_usd=0)
+    with pytest.raises(ValueError):
+        KillSwitch(clock=lambda: datetime(2026, 1, 1)).admit()  # noqa: DTZ001 - naive on purpose
