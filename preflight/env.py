@@ -15,6 +15,7 @@ def report(observed):
 def errname(e):
     return _errno.errorcode.get(e.errno or 0, f"errno{e.errno}")
 
+
 ALLOWED = {"PATH", "HOME", "TMPDIR", "LANG", "PWD"}
 
 

@@ -18,6 +18,7 @@ def report(observed):
 def errname(e):
     return _errno.errorcode.get(e.errno or 0, f"errno{e.errno}")
 
+
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 _ARCH = platform.machine()

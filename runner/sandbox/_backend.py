@@ -176,4 +176,3 @@ def supervise(
         kill_reason=reason,
         cpu_s=cpu,
     )
-

@@ -127,7 +127,9 @@ class BwrapBackend:
             )
         blocked = userns_restrictions()
         if blocked:
-            raise SandboxUnavailable("this host forbids the user namespaces bwrap needs: " + "; ".join(blocked))
+            raise SandboxUnavailable(
+                "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
+            )
         self.pids_cgroup = PidsCgroup.detect()
 
     # -- policy ---------------------------------------------------------------------------------

@@ -97,7 +97,9 @@ def _write(root: Path = REPO_ROOT) -> None:
 
     source = (root / "sandbox_profiles/seccomp.toml").read_bytes()
     for arch in ARCHES:
-        (root / f"sandbox_profiles/seccomp-{arch}.bpf").write_bytes(compile_policy_file(source, arch))
+        (root / f"sandbox_profiles/seccomp-{arch}.bpf").write_bytes(
+            compile_policy_file(source, arch)
+        )
     lines = [f"{hashlib.sha256((root / f).read_bytes()).hexdigest()}  {f}\n" for f in PINNED_FILES]
     (root / PINS_FILE).write_text(_HEADER + "".join(lines), "utf-8")
 

@@ -65,7 +65,11 @@ def load_probes(preflight_dir: Path = PREFLIGHT_DIR) -> list[Probe]:
     allowed = {"name", "program", "args", "expect", "why", "kind", "context", "limits"}
     for i, p in enumerate(data.get("probe", [])):
         extra = set(p) - allowed
-        if extra or p.get("kind", "report") not in ("report", "kill") or p.get("context") not in _CONTEXTS:
+        if (
+            extra
+            or p.get("kind", "report") not in ("report", "kill")
+            or p.get("context") not in _CONTEXTS
+        ):
             raise FormatError(f"{path}: probe[{i}] has bad fields {sorted(extra) or p}")
         if not (preflight_dir / p["program"]).is_file():
             raise FormatError(f"{path}: probe {p['name']}: no program {p['program']}")
@@ -120,7 +124,9 @@ def _canary() -> Iterator[str]:
             os.environ[CANARY_ENV] = old
 
 
-def _run_one(backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits) -> ProbeResult:
+def _run_one(
+    backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits
+) -> ProbeResult:
     python = str(backend.python)
     dest = "/ect/preflight"
     binds: list[tuple[Path, str]] = [(preflight_dir, dest)]
@@ -161,7 +167,10 @@ def _run_one(backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, bas
             try:
                 conn, _ = listener.accept()
                 conn.close()
-                observed, detail = "connected", "the parent's loopback listener accepted a connection"
+                observed, detail = (
+                    "connected",
+                    "the parent's loopback listener accepted a connection",
+                )
             except BlockingIOError:
                 pass
         if secret is not None:

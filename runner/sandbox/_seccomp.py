@@ -119,7 +119,9 @@ def compile_policy(policy: Mapping[str, Any], arch: str) -> bytes:
         SeccompPolicyError: unknown format, arch, syscall, errno or constant.
     """
     if policy.get("format") != "ect.seccomp-policy/1" or policy.get("default") != "allow":
-        raise SeccompPolicyError("seccomp policy: expected format ect.seccomp-policy/1, default allow")
+        raise SeccompPolicyError(
+            "seccomp policy: expected format ect.seccomp-policy/1, default allow"
+        )
     if arch not in ARCHES:
         raise SeccompPolicyError(f"seccomp policy: unsupported architecture {arch!r}")
     audit_arch, table, reject_x32 = ARCHES[arch]

@@ -36,4 +36,6 @@ def select_backend(name: str | None = None, **options: Any) -> Any:
         from runner.sandbox._seatbelt import SandboxExecBackend
 
         return SandboxExecBackend(**options)
-    raise SandboxUnavailable(f"unknown sandbox backend {name!r} (choose from {', '.join(BACKENDS)})")
+    raise SandboxUnavailable(
+        f"unknown sandbox backend {name!r} (choose from {', '.join(BACKENDS)})"
+    )

@@ -1,0 +1,226 @@
+"""The real bwrap backend (no mocks): policy flags, env scrubbing, limits, kills, cleanup."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.sandbox import BwrapBackend, Limits
+from runner.sandbox._bwrap import SANDBOX_ENV
+
+from .conftest import linux_only
+
+pytestmark = linux_only
+
+
+def _py(be: BwrapBackend, code: str) -> list[str]:
+    return [str(be.python), "-I", "-S", "-c", code]
+
+
+def test_argv_has_every_policy_flag(bwrap: BwrapBackend) -> None:
+    argv = bwrap.bwrap_argv(Limits(tmpfs_bytes=1234567), [(Path("/etc/hostname"), "/ect/x")], 7, 8)
+    joined = " ".join(argv)
+    for flag in ("--unshare-all --unshare-user", "--uid 65534 --gid 65534", "--disable-userns",
+                 "--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
+                 "--ro-bind /usr /usr", "--size 1234567 --tmpfs /tmp", "--seccomp 7",
+                 "--ro-bind-data 8 /ect/worker.py", "--ro-bind /etc/hostname /ect/x"):  # fmt: skip
+        assert flag in joined, flag
+    assert argv.index("--remount-ro") > argv.index("--tmpfs")
+    if not str(bwrap.prefix).startswith("/usr/"):
+        assert f"--ro-bind {bwrap.prefix} {bwrap.prefix}" in joined
+    # the environment is built from nothing: only these --setenv pairs exist
+    env = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+    assert env == dict(SANDBOX_ENV)
+
+
+def test_exit_code_stdout_stderr_and_stdin(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    code = (
+        "import sys; d=sys.stdin.read(); print(d.upper()); print('e', file=sys.stderr); sys.exit(3)"
+    )
+    r = bwrap.run(_py(bwrap, code), stdin=b"hello", limits=fast_limits)
+    assert (r.exit_status, r.term_signal, r.kill_reason) == (3, None, None)
+    assert r.stdout == b"HELLO\n" and r.stderr == b"e\n"
+
+
+def test_large_stdin_and_output_do_not_deadlock(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    data = secrets.token_bytes(300_000).hex().encode()
+    code = "import sys; d=sys.stdin.buffer.read(); sys.stdout.buffer.write(d)"
+    r = bwrap.run(_py(bwrap, code), stdin=data, limits=fast_limits)
+    assert r.exit_status == 0 and r.stdout == data
+
+
+def test_canary_never_reaches_the_child(bwrap: BwrapBackend, fast_limits: Limits,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    canary = "ECTCANARY-" + secrets.token_hex(16)
+    monkeypatch.setenv("ECT_TEST_SECRET", canary)
+    code = (
+        "import os\n"
+        "print(sorted(os.environ))\n"
+        "for p in os.listdir('/proc'):\n"
+        "    if p.isdigit():\n"
+        "        for f in ('environ', 'cmdline'):\n"
+        "            try: print(open(f'/proc/{p}/{f}','rb').read())\n"
+        "            except OSError as e: print(p, f, e.errno)\n"
+    )
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=fast_limits)
+    assert r.exit_status == 0
+    assert canary.encode() not in r.stdout + r.stderr
+    assert b"ECT_TEST_SECRET" not in r.stdout
+    assert r.stdout.splitlines()[0] == b"['HOME', 'LANG', 'PATH', 'PWD', 'TMPDIR']"
+
+
+def test_host_side_environ_of_every_sandbox_process_is_clean(bwrap: BwrapBackend,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Read /proc/<pid>/environ of bwrap and its pid 1 from the host while the call runs:
+    --clearenv alone would leave the parent's variables in bwrap's own environ."""
+    canary = "ECTCANARY-" + secrets.token_hex(16)
+    monkeypatch.setenv("ECT_TEST_SECRET", canary)
+    marker = "ect-env-" + secrets.token_hex(6)
+    seen: list[bytes] = []
+
+    def scan() -> None:
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            pids = [p for p in os.listdir("/proc") if p.isdigit()]
+            hits = []
+            for p in pids:
+                try:
+                    cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+                    if marker.encode() in cmd:
+                        hits.append(Path(f"/proc/{p}/environ").read_bytes())
+                except OSError:
+                    continue
+            if len(hits) >= 2:
+                seen.extend(hits)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=scan)
+    t.start()
+    r = bwrap.run(
+        _py(bwrap, f"import time; time.sleep(3)  # {marker}"), stdin=b"", limits=Limits(wall_s=10)
+    )
+    t.join()
+    assert r.exit_status == 0
+    assert len(seen) >= 2  # the outer bwrap and the sandbox's pid 1 (and the python itself)
+    for env in seen:
+        assert canary.encode() not in env
+        assert b"ECT_TEST_SECRET" not in env
+
+
+def test_wall_clock_kills_the_process_group(bwrap: BwrapBackend) -> None:
+    r = bwrap.run(_py(bwrap, "import time; time.sleep(60)"), stdin=b"", limits=Limits(wall_s=1.0))
+    assert r.kill_reason == "timeout" and r.exit_status is None
+
+
+def test_cpu_limit(bwrap: BwrapBackend) -> None:
+    r = bwrap.run(_py(bwrap, "while True: pass"), stdin=b"", limits=Limits(cpu_s=1, wall_s=20))
+    assert r.kill_reason == "cpu" and r.term_signal == signal.SIGXCPU
+
+
+def test_output_cap_truncates_and_kills(bwrap: BwrapBackend) -> None:
+    code = "import os\nwhile True: os.write(1, b'y' * 65536)"
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=Limits(output_bytes=200_000))
+    assert r.kill_reason == "output_cap"
+    assert len(r.stdout) == 200_000 and set(r.stdout) == {ord("y")}
+
+
+def test_stderr_counts_towards_the_cap(bwrap: BwrapBackend) -> None:
+    code = "import os\nwhile True: os.write(2, b'z' * 65536)"
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=Limits(output_bytes=100_000))
+    assert r.kill_reason == "output_cap" and len(r.stderr) == 100_000
+
+
+def test_signal_death_is_reported(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    r = bwrap.run(_py(bwrap, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"), stdin=b"",
+                  limits=fast_limits)  # fmt: skip
+    assert r.exit_status is None and r.term_signal == signal.SIGSEGV and r.kill_reason == "signal"
+
+
+def test_detached_grandchild_does_not_survive(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    marker = "ect-orphan-" + secrets.token_hex(6)
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "import time; time.sleep(0.3)\n"
+    )
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=fast_limits)
+    assert r.exit_status == 0
+
+    def alive() -> bool:
+        for p in os.listdir("/proc"):
+            try:
+                if p.isdigit() and marker.encode() in Path(f"/proc/{p}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                pass
+        return False
+
+    deadline = time.monotonic() + 3
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive()
+
+
+def test_scratch_is_fresh_per_call(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    w = bwrap.run(_py(bwrap, "open('/tmp/persist','w').write('x')"), stdin=b"", limits=fast_limits)
+    assert w.exit_status == 0
+    r = bwrap.run(_py(bwrap, "import os; print(os.path.exists('/tmp/persist'))"), stdin=b"",
+                  limits=fast_limits)  # fmt: skip
+    assert r.stdout == b"False\n"
+
+
+def test_extra_binds_are_read_only(
+    bwrap: BwrapBackend, fast_limits: Limits, tmp_path: Path
+) -> None:
+    (tmp_path / "data.txt").write_text("payload")
+    code = ("print(open('/ect/data/data.txt').read())\n"
+            "try: open('/ect/data/data.txt','a')\nexcept OSError as e: print(e.errno)")  # fmt: skip
+    r = bwrap.run(
+        _py(bwrap, code), stdin=b"", limits=fast_limits, ro_binds=[(tmp_path, "/ect/data")]
+    )
+    assert r.stdout == b"payload\n30\n"  # EROFS
+    assert (tmp_path / "data.txt").read_text() == "payload"
+
+
+def test_reserved_or_relative_bind_destinations_are_refused(
+    bwrap: BwrapBackend, tmp_path: Path
+) -> None:
+    for dest in ("/usr/x", "relative", "/tmp", "/ect/worker.py", "/a/../usr"):
+        with pytest.raises(ValueError):
+            bwrap.run(["/bin/true"], stdin=b"", limits=Limits(), ro_binds=[(tmp_path, dest)])
+
+
+def test_host_files_outside_the_binds_are_invisible(
+    bwrap: BwrapBackend, fast_limits: Limits
+) -> None:
+    code = ("import os\n"
+            "for p in ('/etc/passwd', '/root', '/work', '/home'):\n"
+            "    print(p, os.path.exists(p))")  # fmt: skip
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=fast_limits)
+    assert r.stdout.split(b"\n")[:4] == [b"/etc/passwd False", b"/root " + (b"True" if str(bwrap.prefix).startswith("/root") else b"False"),
+                                         b"/work False", b"/home False"]  # fmt: skip
+
+
+def test_landlock_is_applied_inside(bwrap: BwrapBackend, fast_limits: Limits) -> None:
+    r = bwrap.run_worker({"mode": "check"}, stdin=b"", limits=fast_limits)
+    assert r.exit_status == 0
+    assert (
+        r.stdout
+        == b'{"abi": %d, "weaker": false, "net": true, "scoped": true}' % bwrap.landlock_abi
+    )
+    # listing / is not allowed by Landlock even though the mount is visible
+    r = bwrap.run(_py(bwrap, "import os\ntry: os.listdir('/')\nexcept OSError as e: print(e.errno)"),
+                  stdin=b"", limits=fast_limits)  # fmt: skip
+    assert r.stdout == b"13\n"  # EACCES

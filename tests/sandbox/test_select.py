@@ -1,0 +1,71 @@
+"""Backend selection never falls back to running without a sandbox."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import runner.sandbox as sandbox
+from runner.sandbox import BwrapBackend, SandboxUnavailable, select_backend
+
+
+def test_public_surface() -> None:
+    assert set(sandbox.__all__) == {
+        "BACKENDS", "PINNED_FILES", "Backend", "BwrapBackend", "KillReason", "Limits",
+        "PinMismatch", "Probe", "ProbeResult", "RunResult", "SandboxExecBackend",
+        "SandboxUnavailable", "ToolSandbox", "WorkerFailed", "compile_policy",
+        "compile_policy_file", "load_probes", "pins_digest", "read_pinned", "run_probes",
+        "select_backend", "verify_pins",
+    }  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux default")
+def test_linux_default_is_bwrap() -> None:
+    be = select_backend()
+    assert isinstance(be, BwrapBackend) and be.name == "bwrap"
+    assert be.describe()["landlock_abi"] >= 4
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(SandboxUnavailable, match="unknown sandbox backend 'none'"):
+        select_backend("none")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
+def test_missing_bwrap_is_unavailable_not_a_fallback() -> None:
+    with pytest.raises(SandboxUnavailable, match="bubblewrap not found"):
+        select_backend("bwrap", bwrap="/nonexistent/bwrap")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
+def test_old_landlock_is_refused_unless_explicitly_weakened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import runner.sandbox._bwrap as bw
+
+    monkeypatch.setattr(bw, "landlock_abi", lambda: 3)
+    with pytest.raises(SandboxUnavailable, match="Landlock ABI is 3"):
+        select_backend("bwrap")
+    be = select_backend("bwrap", allow_weaker_landlock_unsafe=True)
+    assert be.describe()["allow_weaker_landlock_unsafe"] is True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
+def test_forbidden_user_namespaces_are_reported_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.sandbox._bwrap as bw
+
+    monkeypatch.setattr(
+        bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
+    )
+    with pytest.raises(
+        SandboxUnavailable, match="forbids the user namespaces bwrap needs: AppArmor"
+    ):
+        select_backend("bwrap")
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError, match="wall_s"):
+        sandbox.Limits(wall_s=0)
+    with pytest.raises(ValueError, match="nproc"):
+        sandbox.Limits(nproc=-1)
