@@ -1,0 +1,119 @@
+"""Synthetic worlds, tools, six task families, dual oracles, faults and checkpoints (DESIGN §4).
+
+The benchmark half of the ECT study: every gold answer comes from two independent oracles
+(SQL over SQLite, pure Python), never from a model; every fault is a controlled intervention on
+a clean admitted task. ``runner/worlds/tools.py`` is stdlib-only: the sandbox worker loads it by
+path. docs/protocol.md describes the protocol these objects implement.
+"""
+
+from runner.worlds import tools
+from runner.worlds._adapter import (
+    TOOLS_PATH,
+    ToolCall,
+    call_id,
+    ledger_from_trace,
+    receipt_id,
+    to_receipts,
+)
+from runner.worlds._errors import OracleDisagreement, UnknownTask, UnknownWorld
+from runner.worlds._families import (
+    FAMILIES,
+    REQUIRED_SLOTS,
+    TaskSpec,
+    admit,
+    oracle_python,
+    oracle_sql,
+    world_database,
+)
+from runner.worlds._grid import (
+    CLOSED_LOOP_FAULTS,
+    STATIC_CONDITIONS,
+    STATIC_FAULTS,
+    Checkpoint,
+    Snapshot,
+    closed_loop_checkpoints,
+    fault_assignment,
+    naive_certificate,
+    static_grid,
+)
+from runner.worlds._manifest import (
+    MANIFEST_FORMAT,
+    manifest_counts,
+    task_manifest,
+    task_manifest_digest,
+)
+from runner.worlds._notes import NoteBook
+from runner.worlds._solver import in_scope, plan_calls, propose_certificate
+from runner.worlds._tasks import (
+    Split,
+    Task,
+    closed_loop_tasks,
+    execute_calls,
+    get_task,
+    static_tasks,
+    world_snapshot,
+)
+from runner.worlds._world import (
+    ATTRIBUTES,
+    LEVELS,
+    WORLDS_CLOSED_LOOP,
+    WORLDS_STATIC,
+    WORLDS_STATIC_DEV,
+    WORLDS_STATIC_HELDOUT,
+    World,
+    build_world,
+    write_snapshot,
+)
+
+__all__ = [
+    "ATTRIBUTES",
+    "CLOSED_LOOP_FAULTS",
+    "FAMILIES",
+    "LEVELS",
+    "MANIFEST_FORMAT",
+    "REQUIRED_SLOTS",
+    "STATIC_CONDITIONS",
+    "STATIC_FAULTS",
+    "TOOLS_PATH",
+    "WORLDS_CLOSED_LOOP",
+    "WORLDS_STATIC",
+    "WORLDS_STATIC_DEV",
+    "WORLDS_STATIC_HELDOUT",
+    "Checkpoint",
+    "NoteBook",
+    "OracleDisagreement",
+    "Snapshot",
+    "Split",
+    "Task",
+    "TaskSpec",
+    "ToolCall",
+    "UnknownTask",
+    "UnknownWorld",
+    "World",
+    "admit",
+    "build_world",
+    "call_id",
+    "closed_loop_checkpoints",
+    "closed_loop_tasks",
+    "execute_calls",
+    "fault_assignment",
+    "get_task",
+    "in_scope",
+    "ledger_from_trace",
+    "manifest_counts",
+    "naive_certificate",
+    "oracle_python",
+    "oracle_sql",
+    "plan_calls",
+    "propose_certificate",
+    "receipt_id",
+    "static_grid",
+    "static_tasks",
+    "task_manifest",
+    "task_manifest_digest",
+    "to_receipts",
+    "tools",
+    "world_database",
+    "world_snapshot",
+    "write_snapshot",
+]

@@ -1,0 +1,29 @@
+"""Errors of :mod:`runner.worlds` (all in the :class:`runner.errors.WorldError` family)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.errors import WorldError
+
+__all__ = ["OracleDisagreement", "UnknownTask", "UnknownWorld"]
+
+
+class UnknownWorld(WorldError):
+    """A world id that is not one of the study's worlds."""
+
+
+class UnknownTask(WorldError):
+    """A task id that is not in the static or closed-loop task set."""
+
+
+class OracleDisagreement(WorldError):
+    """The SQL and pure-Python oracles computed different gold answers: the task is refused."""
+
+    def __init__(self, task_id: str, sql_value: Any, python_value: Any) -> None:
+        self.task_id = task_id
+        self.sql_value = sql_value
+        self.python_value = python_value
+        super().__init__(
+            f"oracles disagree on task {task_id}: sql={sql_value!r} python={python_value!r}"
+        )
