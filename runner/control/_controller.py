@@ -6,15 +6,13 @@ the tool side. Step-by-step use, for an engine that drives its own loop::
 
     state = ctl.start(task)
     while True:
-        if ctl.check_before_model(state):          # rules, then budgets
+        if ctl.check_before_model(state):          # rules, then budgets (or the earlier stop)
             break
-        v = ctl.on_action(state, action, tokens=n)  # guards, no-progress, limits
+        v = ctl.on_action(state, decide(state))     # guards, no-progress, limits
         if v.kind is VerdictKind.EXECUTE:
             ctl.on_tool_result(state, v.call, execute(v.call))
         elif v.kind is VerdictKind.CHECK_FINISH:
             ctl.on_finish(state, v.finish, report=None)  # or your own (async) check's report
-        elif v.kind is VerdictKind.STOP:
-            break
     result = ctl.result(state)
 
 Order of checks (each step of the loop):
@@ -213,8 +211,12 @@ class RunController:
 
     def check_before_model(self, state: RunState) -> Stop | None:
         """Evaluate stopping rules (after tool results are folded), then budgets. Call it before
-        building every model request; a returned stop ends the run. Sets ``state.directive``."""
-        self._running(state)
+        building every model request; a returned stop ends the run. Sets ``state.directive``.
+
+        On a run that already stopped (say, ``on_finish`` accepted a finish) it returns that same
+        stop, so a loop can always test here first."""
+        if state.stop is not None:
+            return state.stop
         missing: list[str] = []
         for rule in self.rules:
             report = rule.evaluate(state)
