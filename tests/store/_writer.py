@@ -1,10 +1,13 @@
 """Subprocess writer for the crash and concurrency tests (run as a script, never imported
 by pytest as a test module).
 
-    python _writer.py loop PATH KEY TAG        wait for "go" on stdin, then append forever,
-                                              printing "<seq> <i>" after each COMMIT; every
-                                              16th append also journals an attempt and every
-                                              32nd writes a checkpoint
+    python _writer.py forkserver PATH KEY DIR  import once, then for each stdin line "fork TAG"
+                                              fork a writer child and print its pid; the child
+                                              appends forever, writing "<seq> <i>" lines to
+                                              DIR/TAG.acks after each COMMIT (every 16th append
+                                              also journals an attempt, every 32nd checkpoints);
+                                              "reap PID" waits for the child and prints its
+                                              wait status; "quit" ends the server
     python _writer.py crash PATH KEY POINT OP  run OP (append|checkpoint|manifest) with a hook
                                               that SIGKILLs this process at crash point POINT
     python _writer.py burst PATH TAG N         wait for "go", append N records, print seqs
@@ -31,25 +34,45 @@ def _body(tag: str, i: int) -> dict[str, object]:
     return {"tag": tag, "i": i, "cell_id": f"{tag}-{i}", "pad": "x" * (i % 50)}
 
 
+def _loop(path: str, key_path: str, tag: str, ack_fd: int) -> None:
+    key = load_signing_key(key_path)
+    with Store.open(path, signing_key=key) as store:
+        i = 0
+        while True:
+            if i % 16 == 5:
+                a = store.attempt_begin({"cell_id": f"{tag}-{i}", "n": i})
+                store.attempt_end(a, {"status": 200})
+            seq = store.append(_body(tag, i))
+            os.write(ack_fd, f"{seq} {i}\n".encode())  # one write: a line is whole or absent
+            if i % 32 == 31:
+                store.checkpoint()
+            i += 1
+
+
 def main(argv: list[str]) -> int:
     mode = argv[1]
-    if mode == "loop":
-        path, key_path, tag = argv[2], argv[3], argv[4]
-        key = load_signing_key(key_path)
-        if sys.stdin.readline().strip() != "go":
-            return 3
-        with Store.open(path, signing_key=key) as store:
-            i = 0
-            while True:
-                if i % 16 == 5:
-                    a = store.attempt_begin({"cell_id": f"{tag}-{i}", "n": i})
-                    store.attempt_end(a, {"status": 200})
-                seq = store.append(_body(tag, i))
-                sys.stdout.write(f"{seq} {i}\n")
+    if mode == "forkserver":
+        path, key_path, ack_dir = argv[2], argv[3], argv[4]
+        for line in sys.stdin:
+            cmd, arg = line.split()
+            if cmd == "fork":
                 sys.stdout.flush()
-                if i % 32 == 31:
-                    store.checkpoint()
-                i += 1
+                pid = os.fork()
+                if pid == 0:  # the writer child: it only ever ends by SIGKILL
+                    try:
+                        fd = os.open(
+                            os.path.join(ack_dir, f"{arg}.acks"), os.O_WRONLY | os.O_CREAT, 0o644
+                        )
+                        _loop(path, key_path, arg, fd)
+                    finally:
+                        os._exit(1)
+                print(pid, flush=True)
+            elif cmd == "reap":
+                _, status = os.waitpid(int(arg), 0)
+                print(status, flush=True)
+            else:
+                return 0
+        return 0
     if mode == "crash":
         path, key_path, point, op = argv[2], argv[3], argv[4], argv[5]
         key = load_signing_key(key_path)
@@ -64,6 +87,8 @@ def main(argv: list[str]) -> int:
         return 0
     if mode == "burst":
         path, tag, n = argv[2], argv[3], int(argv[4])
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
         if sys.stdin.readline().strip() != "go":
             return 3
         with Store.open(path) as store:
