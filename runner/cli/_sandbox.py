@@ -1,7 +1,133 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""``ect sandbox``: run a command under the worker sandbox, run the denial probes, show the pins."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-COMMANDS: list[click.Command] = []
+from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, map_errors
+from runner.sandbox import Limits, PinMismatch, SandboxUnavailable
+
+__all__ = ["COMMANDS", "sandbox_group"]
+
+_ERRORS = {PinMismatch: EXIT_REFUSED, SandboxUnavailable: EXIT_RUNTIME}
+_backend_option = click.option(
+    "--backend",
+    type=click.Choice(["bwrap", "sandbox-exec"]),
+    default=None,
+    help="Sandbox backend (default: bwrap on Linux, sandbox-exec on macOS). Never none.",
+)
+_weaker_option = click.option(
+    "--allow-weaker-landlock-unsafe",
+    is_flag=True,
+    help="Linux: accept a kernel whose Landlock ABI is below 4 (a weaker sandbox; say so in any report).",
+)
+
+
+def _backend(name: str | None, weaker: bool):  # type: ignore[no-untyped-def]
+    from runner.sandbox import select_backend
+
+    options = {"allow_weaker_landlock_unsafe": True} if weaker else {}
+    return select_backend(name, **options)
+
+
+@click.group("sandbox")
+def sandbox_group() -> None:
+    """The deny-default sandbox every synthetic tool call runs in (docs/sandbox.md)."""
+
+
+@sandbox_group.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Wall-clock limit in seconds; the whole process group is killed at the deadline.")  # fmt: skip
+@click.option("--output-cap", "output_cap", type=click.IntRange(min=1), default=Limits().output_bytes,
+              show_default=True, help="Bytes of stdout+stderr kept before the run is killed.")  # fmt: skip
+@_backend_option
+@_weaker_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@map_errors(_ERRORS)
+def run_command(
+    timeout: float,
+    output_cap: int,
+    backend: str | None,
+    allow_weaker_landlock_unsafe: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND under the same policy the tools get (for debugging profiles).
+
+    Use `--` before the command: ect sandbox run -- sh -c 'id; ls /'. Standard input is passed
+    through when it is not a terminal. The exit code is the command's; a command killed by a
+    signal exits 128+N; a kill for timeout, CPU or output cap is reported on stderr.
+    """
+    be = _backend(backend, allow_weaker_landlock_unsafe)
+    stdin = b"" if sys.stdin.isatty() else sys.stdin.buffer.read()
+    limits = Limits(wall_s=timeout, output_bytes=output_cap)
+    result = be.run(list(command), stdin=stdin, limits=limits)
+    sys.stdout.buffer.write(result.stdout)
+    sys.stdout.buffer.flush()
+    sys.stderr.buffer.write(result.stderr)
+    if result.kill_reason is not None:
+        click.echo(f"ect: sandboxed command killed ({result.kill_reason}) after {result.wall_s:.2f}s", err=True)
+    if result.exit_status is not None:
+        sys.exit(result.exit_status)
+    sys.exit(128 + (result.term_signal or 9))
+
+
+@sandbox_group.command("probe")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@_backend_option
+@_weaker_option
+@map_errors(_ERRORS)
+def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsafe: bool) -> None:
+    """Run every denial probe of preflight/probes.toml inside the sandbox.
+
+    Prints probe, expected, observed and pass; exits 1 if any probe fails, 5 if the sandbox
+    cannot run here (for example a host that forbids unprivileged user namespaces).
+    """
+    from runner.sandbox import pins_digest, run_probes
+
+    be = _backend(backend, allow_weaker_landlock_unsafe)
+    results = run_probes(be)
+    ok = all(r.passed for r in results)
+    if as_json:
+        import json
+
+        doc = {
+            "backend": be.describe(),
+            "pins_digest": pins_digest(),
+            "passed": ok,
+            "probes": [r.to_json() for r in results],
+        }
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))  # noqa: TID251 (display only)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"sandbox probes ({be.name})", title_justify="left")
+        for col in ("probe", "expected", "observed", "pass"):
+            table.add_column(col)
+        for r in results:
+            mark = "[green]pass[/]" if r.passed else "[bold red]FAIL[/]"
+            table.add_row(r.name, r.expected, r.observed + (f" ({r.detail})" if r.detail else ""), mark)
+        console = Console(highlight=False, width=120)
+        console.print(table)
+        failed = sum(not r.passed for r in results)
+        console.print(f"{len(results) - failed}/{len(results)} probes passed", markup=False)
+    sys.exit(EXIT_OK if ok else EXIT_NEGATIVE)
+
+
+@sandbox_group.command("pins")
+@map_errors(_ERRORS)
+def pins_command() -> None:
+    """Verify every pinned policy file against sandbox_profiles/PINS and print the digests.
+
+    Exits 3 naming the file and both digests if any bytes differ from their pin.
+    """
+    from runner.sandbox import pins_digest, verify_pins
+
+    for rel, sha in verify_pins().items():
+        click.echo(f"{sha}  {rel}")
+    click.echo(f"pins digest: {pins_digest()}")
+
+
+COMMANDS: list[click.Command] = [sandbox_group]

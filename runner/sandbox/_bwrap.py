@@ -27,11 +27,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from runner.canonical import canonical_bytes, loads_strict
+from runner.errors import FormatError
 from runner.sandbox._backend import Limits, RunResult, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
 from runner.sandbox._linux import PidsCgroup, landlock_abi, userns_restrictions
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch
+from runner.sandbox._tool import check_worker_result
 
 __all__ = ["SANDBOX_GID", "SANDBOX_UID", "BwrapBackend", "interpreter"]
 
@@ -131,6 +134,36 @@ class BwrapBackend:
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
             )
         self.pids_cgroup = PidsCgroup.detect()
+        self.applied = self._smoke()
+
+    def _smoke(self) -> dict[str, Any]:
+        """Start one real sandbox so a host that cannot run it fails here, plainly, not mid-study."""
+        result = self.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=30.0))
+        err = result.stderr.decode("utf-8", "replace").strip()
+        if result.exit_status != 0 and err.startswith("bwrap:"):
+            line = err.splitlines()[0]
+            hint = ""
+            if any(
+                w in line
+                for w in (
+                    "namespace",
+                    "uid map",
+                    "uid_map",
+                    "setting up",
+                    "Operation not permitted",
+                )
+            ):
+                hint = (
+                    " (this host forbids the unprivileged user namespaces bwrap needs, e.g. "
+                    "Ubuntu's kernel.apparmor_restrict_unprivileged_userns=1)"
+                )
+            raise SandboxUnavailable(f"bwrap cannot start a sandbox here: {line}{hint}")
+        check_worker_result(result, "sandbox self-check")
+        try:
+            applied = loads_strict(result.stdout)
+        except FormatError as e:
+            raise SandboxUnavailable(f"sandbox self-check returned {result.stdout[:80]!r}") from e
+        return applied if isinstance(applied, dict) else {}
 
     # -- policy ---------------------------------------------------------------------------------
 
@@ -142,6 +175,7 @@ class BwrapBackend:
             "python": str(self.python),
             "arch": self.arch,
             "landlock_abi": self.landlock_abi,
+            "landlock_applied": self.applied,
             "allow_weaker_landlock_unsafe": self.allow_weaker_landlock_unsafe,
             "nproc_enforced_by": "rlimit" if os.geteuid() != 0 else
             ("pids-cgroup" if self.pids_cgroup else "nothing (root parent, no pids cgroup)"),
@@ -221,8 +255,6 @@ class BwrapBackend:
         cfg = dict(config)
         cfg["rlimits"] = limits.rlimits()
         cfg["landlock"] = self._landlock([d for _, d in ro_binds])
-        from runner.canonical import canonical_bytes
-
         cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
         seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
         worker_fd = _memfd("ect-worker", self.worker_bytes)

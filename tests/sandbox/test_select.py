@@ -69,3 +69,13 @@ def test_limits_are_validated() -> None:
         sandbox.Limits(wall_s=0)
     with pytest.raises(ValueError, match="nproc"):
         sandbox.Limits(nproc=-1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
+def test_host_that_cannot_create_namespaces_is_named_plainly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What bwrap prints on a host whose policy forbids unprivileged user namespaces."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(SandboxUnavailable, match="forbids the unprivileged user namespaces"):
+        select_backend("bwrap", bwrap=str(fake))

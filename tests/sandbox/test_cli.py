@@ -1,0 +1,64 @@
+"""``ect sandbox run|probe|pins`` through the real backend."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from runner.cli._app import cli
+
+from .conftest import linux_only
+
+pytestmark = linux_only
+
+
+def test_help_texts() -> None:
+    runner = CliRunner()
+    for args in (["sandbox", "--help"], ["sandbox", "run", "--help"], ["sandbox", "probe", "--help"],
+                 ["sandbox", "pins", "--help"]):  # fmt: skip
+        r = runner.invoke(cli, args)
+        assert r.exit_code == 0 and "Usage:" in r.output
+
+
+def test_run_propagates_exit_code_and_output() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "run", "--", "sh", "-c", "id -u; echo err >&2; exit 7"])
+    assert r.exit_code == 7
+    assert r.stdout == "65534\n"
+
+
+def test_run_timeout_is_reported() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "run", "--timeout", "0.5", "--", "sleep", "30"])
+    assert r.exit_code == 137
+    assert "killed (timeout)" in r.stderr
+
+
+def test_run_output_is_capped() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "run", "--output-cap", "1000", "--", "yes"])
+    assert len(r.stdout) == 1000 and "killed (output_cap)" in r.stderr
+
+
+def test_run_unknown_backend_is_a_usage_error() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "run", "--backend", "none", "--", "true"])
+    assert r.exit_code == 2
+
+
+def test_pins_command() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "pins"])
+    assert (
+        r.exit_code == 0
+        and "sandbox_profiles/worker.sb" in r.stdout
+        and "pins digest: sha256:" in r.stdout
+    )
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="probes run through bwrap here")
+def test_probe_json_passes() -> None:
+    r = CliRunner().invoke(cli, ["sandbox", "probe", "--json"])
+    doc = json.loads(r.stdout)
+    failed = [p for p in doc["probes"] if not p["passed"]]
+    assert r.exit_code == 0, failed
+    assert doc["passed"] is True and doc["backend"]["backend"] == "bwrap"
+    assert len(doc["probes"]) >= 30
