@@ -1,0 +1,173 @@
+"""Outcome scoring (DESIGN §8), deliberately independent of the ECT verifier's code.
+
+It judges a finished trajectory against the dual-oracle gold answer and the recorded trace: a
+claim is *supported* when its slot is required, its value equals the gold value (within the
+contract's numeric tolerance; lists and strings exactly), and every receipt it cites exists in
+the final ledger, succeeded and was validated. It never calls :mod:`runner.ect`'s verifier, so a
+verifier bug cannot hide in its own scoring.
+
+Definitions (one cell):
+
+- ``supported_completion``: the run stopped ``goal_met`` and every required slot has exactly one
+  supported claim.
+- ``premature_unsupported``: an *incomplete* checkpoint's run stopped ``goal_met`` without
+  supported completion (the primary endpoint).
+- ``clean_false_continuation``: on a *clean* checkpoint, the pipeline answered anything but
+  ``complete`` to a proposal that was fully supported.
+- ``recoverable_stuck``: the run ended ``no_progress`` while a recovery was still possible
+  (an incomplete checkpoint whose recovery calls fit in the calls left).
+- ``successful_recovery``: on an incomplete checkpoint, after the first rejected finish the run
+  executed a tool call that produced a valid receipt inside a required slot's scope that the
+  checkpoint's ledger did not already hold.
+- ``postcondition_ok``: the recorded side effects are consistent (no idempotency-key conflict)
+  and, when the run completed, the final answer equals gold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.ect import Receipt
+from runner.loop._trajectory import Trajectory
+from runner.worlds import in_scope
+
+__all__ = ["OUTCOME_FIELDS", "score"]
+
+OUTCOME_FIELDS = (
+    "row", "cell_id", "task_id", "world_id", "family", "checkpoint", "fault", "policy", "seed",
+    "stop_reason", "final_decision", "premature_unsupported", "supported_completion",
+    "clean_false_continuation", "recoverable_stuck", "successful_recovery",
+    "recovered_then_supported", "unsupported_claims", "turns", "tool_calls", "input_tokens",
+    "output_tokens", "latency_s", "cost_usd", "postcondition_ok",
+)
+
+
+def _equal(value: Any, gold: Any, tolerance: float) -> bool:
+    if isinstance(value, bool) or isinstance(gold, bool):
+        return value is gold
+    if isinstance(value, int | float) and isinstance(gold, int | float):
+        return abs(value - gold) <= tolerance
+    return type(value) is type(gold) and value == gold
+
+
+def _claims(certificate: Any) -> list[dict[str, Any]]:
+    if not isinstance(certificate, dict) or not isinstance(certificate.get("claims"), list):
+        return []
+    return [c for c in certificate["claims"] if isinstance(c, dict)]
+
+
+def _supported_slots(trajectory: Trajectory, certificate: Any) -> tuple[set[str], int]:
+    """Slots with exactly one supported claim, and the number of unsupported claims."""
+    task = trajectory.checkpoint.task
+    receipts = {r.receipt_id: r for r in trajectory.ledger.receipts}
+    seen: dict[str, int] = {}
+    supported: set[str] = set()
+    unsupported = 0
+    for claim in _claims(certificate):
+        slot = claim.get("slot")
+        spec = task.contract.slots.get(slot) if isinstance(slot, str) else None
+        evidence = claim.get("evidence")
+        ok = (
+            spec is not None
+            and slot in task.gold
+            and isinstance(evidence, list)
+            and len(evidence) > 0
+            and all(isinstance(e, str) and _usable(receipts.get(e)) for e in evidence)
+            and _equal(claim.get("value"), task.gold[slot], spec.tolerance_abs)
+        )
+        if isinstance(slot, str):
+            seen[slot] = seen.get(slot, 0) + 1
+        if ok:
+            supported.add(slot)  # type: ignore[arg-type]
+        else:
+            unsupported += 1
+    return {s for s in supported if seen.get(s) == 1}, unsupported
+
+
+def _usable(receipt: Receipt | None) -> bool:
+    return receipt is not None and receipt.exec_status == "ok" and receipt.validation == "valid"
+
+
+def _fully_supported(trajectory: Trajectory, certificate: Any) -> bool:
+    required = set(trajectory.checkpoint.task.descriptor.required_slots)
+    slots, unsupported = _supported_slots(trajectory, certificate)
+    return unsupported == 0 and required <= slots
+
+
+def _recovered(trajectory: Trajectory) -> bool:
+    cp = trajectory.checkpoint
+    first_reject = next((d.index for d in trajectory.decisions
+                         if d.verdict.startswith("finish_") and d.verdict != "finish_complete"),
+                        None)
+    if first_reject is None:
+        return False
+    before = {(r.scope.entity, r.scope.attribute, r.scope.level, r.scope.date)
+              for r in cp.ledger.receipts if _usable(r)}
+    new_calls = {d_call_id for d_call_id in _calls_after(trajectory, first_reject)}
+    scopes = [spec.scope for spec in cp.task.contract.slots.values()]
+    for r in trajectory.ledger.receipts:
+        if r.call_id not in new_calls or not _usable(r):
+            continue
+        key = (r.scope.entity, r.scope.attribute, r.scope.level, r.scope.date)
+        if key not in before and any(in_scope(r, s) for s in scopes):
+            return True
+    return False
+
+
+def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
+    base = len(trajectory.checkpoint.trace)
+    executed = [d for d in trajectory.decisions if d.verdict == "executed"]
+    out: set[str] = set()
+    for n, d in enumerate(executed, start=1):
+        if d.index > decision_index:
+            out.add(trajectory.trace[base + n - 1].call_id)
+    return out
+
+
+def score(trajectory: Trajectory, row: dict[str, Any]) -> dict[str, Any]:
+    """The cell outcome (the shape runner.analysis reads), from the trajectory and its row."""
+    cp = trajectory.checkpoint
+    incomplete = cp.kind == "incomplete"
+    goal = trajectory.stop_reason.value == "goal_met"
+    supported = goal and _fully_supported(trajectory, trajectory.final_certificate)
+    _, unsupported_claims = _supported_slots(trajectory, trajectory.final_certificate)
+    false_continuation = False
+    if cp.kind == "clean":
+        for d in trajectory.decisions:
+            if (d.verdict.startswith("finish_") and d.verdict != "finish_complete"
+                    and _fully_supported(trajectory, d.action.get("certificate"))):
+                false_continuation = True
+                break
+    calls_left = max(0, trajectory.calls_budget - trajectory.tool_calls)
+    recoverable = (incomplete and not cp.needs_human and len(cp.recovery_calls) <= calls_left)
+    recovered = incomplete and _recovered(trajectory)
+    conflicts = "conflict" in trajectory.note_statuses
+    outcome = {
+        "row": row["row"],
+        "cell_id": row["cell_id"],
+        "task_id": cp.task.task_id,
+        "world_id": cp.task.world_id,
+        "family": cp.task.family,
+        "checkpoint": cp.kind,
+        "fault": cp.fault,
+        "policy": trajectory.policy,
+        "seed": row["seed"],
+        "stop_reason": trajectory.stop_reason.value,
+        "final_decision": trajectory.pipeline_verdicts[-1] if trajectory.pipeline_verdicts else "none",
+        "premature_unsupported": incomplete and goal and not supported,
+        "supported_completion": supported,
+        "clean_false_continuation": false_continuation,
+        "recoverable_stuck": trajectory.stop_reason.value == "no_progress" and recoverable,
+        "successful_recovery": recovered,
+        "recovered_then_supported": recovered and supported,
+        "unsupported_claims": unsupported_claims if goal else 0,
+        "turns": trajectory.turns,
+        "tool_calls": trajectory.tool_calls,
+        "input_tokens": trajectory.input_tokens,
+        "output_tokens": trajectory.output_tokens,
+        "latency_s": trajectory.latency_s,
+        "cost_usd": trajectory.cost_usd,
+        "postcondition_ok": (not conflicts) and (supported if goal else True),
+    }
+    assert tuple(outcome) == OUTCOME_FIELDS
+    return outcome

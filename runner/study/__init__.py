@@ -1,0 +1,92 @@
+"""The study: spec, canonical schedule, lock, preflight and execution (DESIGN §8).
+
+``ect schedule build|lock``, ``ect preflight``, ``ect run``, ``ect resume``, ``ect export`` and
+``ect replay`` are thin layers over this package.
+"""
+
+from runner.study._execute import (
+    Halted,
+    RunSettings,
+    RunSummary,
+    StoreNotEmpty,
+    cell_result_digest,
+    deterministic_result,
+    execute,
+    stop_file,
+)
+from runner.study._lock import (
+    LOCK_FORMAT,
+    Drift,
+    LockError,
+    LockMismatch,
+    StudyPaths,
+    build_lock,
+    check_lock,
+    generation_config,
+    lock_digest,
+    read_lock,
+    source_tree_digest,
+    study_paths,
+    write_lock,
+    write_schedule,
+)
+from runner.study._preflight import (
+    PREFLIGHT_FORMAT,
+    Check,
+    PreflightFailed,
+    PreflightReport,
+    ProviderChoice,
+    run_preflight,
+)
+from runner.study._schedule import (
+    CheckpointRef,
+    ScheduleError,
+    build_schedule,
+    cell_seed,
+    read_schedule,
+    row_digest,
+    schedule_bytes,
+)
+from runner.study._spec import SpecError, StudySpec, file_sha256, load_spec
+
+__all__ = [
+    "LOCK_FORMAT",
+    "PREFLIGHT_FORMAT",
+    "Check",
+    "CheckpointRef",
+    "Drift",
+    "Halted",
+    "LockError",
+    "LockMismatch",
+    "PreflightFailed",
+    "PreflightReport",
+    "ProviderChoice",
+    "RunSettings",
+    "RunSummary",
+    "ScheduleError",
+    "SpecError",
+    "StoreNotEmpty",
+    "StudyPaths",
+    "StudySpec",
+    "build_lock",
+    "build_schedule",
+    "cell_result_digest",
+    "cell_seed",
+    "check_lock",
+    "deterministic_result",
+    "execute",
+    "file_sha256",
+    "generation_config",
+    "load_spec",
+    "lock_digest",
+    "read_lock",
+    "read_schedule",
+    "row_digest",
+    "run_preflight",
+    "schedule_bytes",
+    "source_tree_digest",
+    "stop_file",
+    "study_paths",
+    "write_lock",
+    "write_schedule",
+]

@@ -1,0 +1,467 @@
+"""Executing a locked study: run, resume, export, replay (DESIGN §6, §8).
+
+Cells may run concurrently but are committed strictly in canonical order, each one atomically
+(``Store.append`` returns only after COMMIT). Every provider attempt is journaled before it is
+sent. Kill switches (a ``STOP`` file beside the store, a cost ceiling, a call ceiling, Ctrl-C)
+are checked before each cell starts: in-flight cells finish and commit, then the run halts with
+:class:`Halted` at a cell boundary, and ``ect resume`` continues from the verified prefix.
+"""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from runner import __version__
+from runner.canonical import digest
+from runner.ect import ledger_digest
+from runner.errors import StudyError
+from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
+from runner.providers import GenerationConfig, PriceTable, ProviderResult
+from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
+from runner.study._schedule import row_digest
+from runner.study._spec import StudySpec
+
+__all__ = [
+    "Halted",
+    "RunSettings",
+    "RunSummary",
+    "StoreNotEmpty",
+    "cell_result_digest",
+    "deterministic_result",
+    "execute",
+    "stop_file",
+]
+
+log = structlog.get_logger("ect.study")
+
+
+class Halted(StudyError):
+    """The run stopped cleanly at a cell boundary (STOP file, ceiling, Ctrl-C)."""
+
+    def __init__(self, reason: str, summary: RunSummary) -> None:
+        self.reason = reason
+        self.summary = summary
+        super().__init__(f"halted at a cell boundary: {reason}; "
+                         f"{summary.committed}/{summary.total} cells committed; "
+                         f"continue with `ect resume --store {summary.store}`")
+
+
+class StoreNotEmpty(StudyError):
+    """``run`` was pointed at a store that already has cells: use ``resume``."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    spec_path: Path
+    store_path: Path
+    provider: ProviderChoice = field(default_factory=ProviderChoice)
+    concurrency: int = 1
+    limit: int | None = None
+    max_cost_usd: float | None = None
+    max_calls: int | None = None
+    sandbox_backend: str | None = None
+    checkpoint_every: int = 32
+
+
+@dataclass
+class RunSummary:
+    store: str
+    total: int
+    committed: int = 0
+    committed_now: int = 0
+    stop_reasons: Counter[str] = field(default_factory=Counter)
+    cost_usd: float = 0.0
+    provider_attempts: int = 0
+    tool_calls: int = 0
+    wall_s: float = 0.0
+    halted: str | None = None
+    orphan_attempts: int = 0
+    provider: str = "simulated"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "total": self.total,
+            "committed": self.committed,
+            "committed_now": self.committed_now,
+            "stop_reasons": dict(sorted(self.stop_reasons.items())),
+            "cost_usd": round(self.cost_usd, 9),
+            "provider": self.provider,
+            "provider_attempts": self.provider_attempts,
+            "tool_calls": self.tool_calls,
+            "wall_s": round(self.wall_s, 3),
+            "halted": self.halted,
+            "orphan_attempts": self.orphan_attempts,
+        }
+
+
+def stop_file(store_path: Path) -> Path:
+    """The kill-switch file: ``STOP`` in the store's directory halts every run writing there."""
+    return store_path.parent / "STOP"
+
+
+def deterministic_result(result: dict[str, Any]) -> dict[str, Any]:
+    """The cell result without wall-clock fields (what the result digest covers)."""
+    out = {k: v for k, v in result.items() if k != "timing"}
+    out["outcome"] = {k: v for k, v in result["outcome"].items() if k != "latency_s"}
+    return out
+
+
+def cell_result_digest(result: dict[str, Any]) -> str:
+    return digest("ect/record/v1", deterministic_result(result))
+
+
+# --- providers ----------------------------------------------------------------------------
+
+
+def _make_provider_factory(spec: StudySpec, choice: ProviderChoice) -> Callable[[], Any]:
+    """Return a factory giving the provider for one cell (fresh per cell when simulated)."""
+    from runner.providers import (
+        GeminiProvider,
+        OpenAICompatProvider,
+        RetryPolicy,
+        SimulatedProvider,
+        load_credential,
+    )
+
+    retry = RetryPolicy(max_retries=spec.identical_retries_before_output)
+    if choice.name == "simulated":
+        from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
+
+        planner = PlannerBehaviour.from_json(spec.simulated.get("planner", {}))
+        critic = CriticBehaviour.from_json(spec.simulated.get("critic", {}))
+        return lambda: SimulatedProvider(simulated_responder(planner, critic))
+    if choice.name == "gemini":
+        cred = load_credential(file=choice.credential_file, env=choice.credential_env)
+        shared = GeminiProvider(cred, model=choice.model or spec.model.name,
+                                base_url=choice.base_url, timeout_s=spec.model.timeout_s,
+                                retry_policy=retry)
+        return lambda: shared
+    if choice.name == "openai":
+        if not choice.base_url:
+            raise StudyError("--provider openai needs --base-url")
+        cred = (load_credential(file=choice.credential_file, env=choice.credential_env)
+                if choice.credential_file or choice.credential_env else None)
+        shared_oa = OpenAICompatProvider(choice.base_url, credential=cred,
+                                         model=choice.model or spec.model.name,
+                                         timeout_s=spec.model.timeout_s, retry_policy=retry)
+        return lambda: shared_oa
+    raise StudyError(f"unknown provider {choice.name!r} (simulated, gemini, openai)")
+
+
+class _Journaled:
+    """A provider wrapper that journals every attempt in the store before it is sent."""
+
+    def __init__(self, inner: Any, store: Any, row: dict[str, Any], counter: list[int]) -> None:
+        self._inner = inner
+        self._store = store
+        self._row = row
+        self._seqs: dict[str, int] = {}
+        self._counter = counter
+        self.name = inner.name
+        self.model = inner.model
+        self.simulated = inner.simulated
+
+    async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
+        result: ProviderResult = await self._inner.generate(request, observer=self)
+        return result
+
+    async def begin(self, record: Any) -> None:
+        self._counter[0] += 1
+        self._seqs[record.attempt_id] = self._store.attempt_begin(
+            {"cell_id": self._row["cell_id"], "row": self._row["row"], "attempt": record.to_json()})
+
+    async def end(self, record: Any) -> None:
+        seq = self._seqs.pop(record.attempt_id)
+        self._store.attempt_end(seq, {"attempt": record.to_json()})
+
+
+# --- one cell -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    spec: StudySpec
+    rows: list[dict[str, Any]]
+    checkpoints: dict[str, Any]
+    provider_factory: Callable[[], Any]
+    store: Any
+    sandbox: Any
+    limiter: anyio.CapacityLimiter
+    price: PriceTable | None
+    attempts: list[int]
+    tool_calls: list[int]
+    simulated: bool
+
+
+async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dict[str, Any]]:
+    from runner.policies import PipelineParams, make_pipeline
+
+    checkpoint = ctx.checkpoints[row["checkpoint_id"]]
+    provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
+    generation = GenerationConfig(temperature=ctx.spec.model.temperature, seed=row["seed"],
+                                  max_output_tokens=ctx.spec.model.max_output_tokens)
+    metadata = {"cell_id": row["cell_id"], "seed": row["seed"]}
+    pipeline = make_pipeline(row["policy"], provider,
+                             PipelineParams(generation=generation, metadata=metadata))
+    config = TrajectoryConfig(
+        max_decisions=ctx.spec.budget.max_decisions,
+        max_additional_tool_calls=ctx.spec.budget.max_additional_tool_calls,
+        generation=generation,
+        price=ctx.price,
+    )
+
+    async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
+        ctx.tool_calls[0] += 1
+        response: dict[str, Any] = await anyio.to_thread.run_sync(
+            ctx.sandbox.call, world_id, tool_id, args, limiter=ctx.limiter)
+        return response
+
+    trajectory = await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
+                                      metadata=metadata)
+    return trajectory, _record_body(ctx, row, trajectory)
+
+
+def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory) -> dict[str, Any]:
+    base_calls = {c.call_id for c in t.checkpoint.trace}
+    result = {
+        "outcome": score(t, row),
+        "stop": {"reason": t.stop_reason.value, "detail": t.stop_detail},
+        "decisions": [d.to_json() for d in t.decisions],
+        "final_certificate": t.final_certificate,
+        "ledger_digest": ledger_digest(t.ledger),
+        "new_receipts": [r.to_json() for r in t.ledger.receipts if r.call_id not in base_calls],
+        "notes": t.notes,
+        "tokens": {"input": t.input_tokens, "output": t.output_tokens},
+        "simulated": ctx.simulated,
+        "timing": {"latency_s": t.latency_s},
+    }
+    calls = []
+    for r in t.provider_results:
+        calls.append({
+            "ok": r.ok,
+            "failure": r.failure.to_json() if r.failure is not None else None,
+            "attempts": [a.to_json() for a in r.attempts],
+            "raw": [{"request": ctx.store.put_blob(x.request_bytes),
+                     "response": (ctx.store.put_blob(x.response_bytes)
+                                  if x.response_bytes is not None else None)}
+                    for x in r.raw],
+        })
+    first = t.provider_results[0].attempts[0] if t.provider_results and \
+        t.provider_results[0].attempts else None
+    audit = {
+        "provider": first.provider if first is not None else None,
+        "model": first.model if first is not None else None,
+        "calls": calls,
+    }
+    artifacts = {"trace": ctx.store.put_blob(trace_bytes(t))}
+    return {
+        "row": row["row"],
+        "cell_id": row["cell_id"],
+        "schedule_row": row,
+        "schedule_row_digest": row_digest(row),
+        "result": result,
+        "result_digest": cell_result_digest(result),
+        "audit": audit,
+        "audit_digest": digest("ect/record/v1", audit),
+        "artifacts": artifacts,
+        "code_version": __version__,
+    }
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _sigint_flag(flag: list[str]) -> Iterator[None]:
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag[0]:
+            raise KeyboardInterrupt
+        flag[0] = "Ctrl-C (press again to abort without waiting for cells in flight)"
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no signal handling
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool) -> Any:
+    from runner.store import Store, generate_key, load_signing_key
+
+    key_path = settings.store_path.with_name(settings.store_path.name + ".key")
+    if settings.store_path.exists():
+        if not resume and report.committed_rows > 0:
+            raise StoreNotEmpty(f"{settings.store_path} already holds {report.committed_rows} "
+                                f"cells; continue it with `ect resume --store {settings.store_path}`")
+        return Store.open(settings.store_path, signing_key=load_signing_key(key_path))
+    if resume:
+        raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
+    key = load_signing_key(key_path) if key_path.exists() else generate_key(key_path)
+    header = {
+        "study": report.study,
+        "lock_digest": report.lock_digest,
+        "preflight_digest": report.digest,
+        "schedule_rows": len(report.rows),
+        "provider": report.provider.name,
+        "simulated": report.provider.name == "simulated",
+    }
+    return Store.create(settings.store_path, header=header, signing_key=key)
+
+
+def execute(
+    settings: RunSettings,
+    *,
+    resume: bool = False,
+    preflight: PreflightReport | None = None,
+    on_cell: Callable[[dict[str, Any], RunSummary], None] | None = None,
+    on_start: Callable[[RunSummary], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) the study to its end, ``settings.limit`` or a kill switch.
+
+    Raises:
+        PreflightFailed: a preflight check failed (nothing was run).
+        StoreNotEmpty: ``run`` on a store with cells (use resume).
+        Halted: a kill switch stopped the run at a cell boundary (the summary is attached).
+    """
+    from runner.sandbox import Limits, ToolSandbox, select_backend
+    from runner.worlds import closed_loop_checkpoints, write_snapshot
+
+    if settings.concurrency < 1:
+        raise StudyError("--concurrency must be at least 1")
+    report = preflight or run_preflight(settings.spec_path, settings.store_path,
+                                        settings.provider, sandbox_backend=settings.sandbox_backend)
+    if not report.passed:
+        raise PreflightFailed(report)
+    assert report.spec is not None
+    spec, rows = report.spec, report.rows
+    started = time.monotonic()
+    summary = RunSummary(store=str(settings.store_path), total=len(rows),
+                         provider=settings.provider.name)
+    store = _open_or_create_store(settings, report, resume=resume)
+    try:
+        summary.committed = store.count - 1
+        if resume:
+            summary.orphan_attempts = len(store.orphan_attempts())
+        for rec in store.records(1):
+            summary.stop_reasons[rec.body["result"]["stop"]["reason"]] += 1
+            summary.cost_usd += rec.body["result"]["outcome"]["cost_usd"]
+        end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
+        todo = rows[summary.committed:end]
+        if on_start is not None:
+            on_start(summary)
+        with tempfile.TemporaryDirectory(prefix="ect-worlds-") as tmp:
+            snapdir = Path(tmp)
+            for world in spec.worlds:
+                write_snapshot(world, snapdir)
+            limits = Limits(wall_s=float(spec.sandbox["wall_s"]), cpu_s=int(spec.sandbox["cpu_s"]),
+                            output_bytes=int(spec.sandbox["output_bytes"]))
+            ctx = _Context(
+                spec=spec,
+                rows=rows,
+                checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
+                provider_factory=_make_provider_factory(spec, settings.provider),
+                store=store,
+                sandbox=ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
+                limiter=anyio.CapacityLimiter(settings.concurrency),
+                price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
+                attempts=[0],
+                tool_calls=[0],
+                simulated=settings.provider.name == "simulated",
+            )
+            flag = [""]
+            with _sigint_flag(flag):
+                halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
+        summary.provider_attempts = ctx.attempts[0]
+        summary.tool_calls = ctx.tool_calls[0]
+        store.checkpoint()
+    finally:
+        store.close()
+    summary.wall_s = time.monotonic() - started
+    if halted:
+        summary.halted = halted
+        raise Halted(halted, summary)
+    return summary
+
+
+def _halt_reason(ctx: _Context, settings: RunSettings, summary: RunSummary,
+                 flag: list[str]) -> str | None:
+    if flag[0]:
+        return flag[0]
+    if stop_file(settings.store_path).exists():
+        return f"STOP file {stop_file(settings.store_path)} present"
+    if settings.max_cost_usd is not None and summary.cost_usd >= settings.max_cost_usd:
+        return f"cost ceiling ${settings.max_cost_usd:g} reached (${summary.cost_usd:.4f} spent)"
+    if settings.max_calls is not None and ctx.attempts[0] >= settings.max_calls:
+        return f"call ceiling {settings.max_calls} reached ({ctx.attempts[0]} provider attempts)"
+    return None
+
+
+async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]],
+                 summary: RunSummary, flag: list[str],
+                 on_cell: Callable[[dict[str, Any], RunSummary], None] | None) -> str | None:
+    """Start cells in canonical order (at most ``concurrency`` in flight); commit in order.
+
+    Returns the halt reason when a kill switch stopped the run before every cell started.
+    """
+    done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
+    ready = [anyio.Event() for _ in todo]
+    slots = anyio.Semaphore(settings.concurrency)
+    halted: list[str | None] = [None]
+
+    async def worker(i: int) -> None:
+        try:
+            done[i] = await _run_cell(ctx, todo[i])
+        finally:
+            ready[i].set()
+            slots.release()
+
+    async def launcher() -> None:
+        for i in range(len(todo)):
+            await slots.acquire()
+            reason = _halt_reason(ctx, settings, summary, flag)
+            if reason is not None:
+                halted[0] = reason
+                slots.release()
+                for event in ready[i:]:
+                    event.set()  # wake the committer: nothing more will start
+                return
+            tg.start_soon(worker, i)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(launcher)
+        for i in range(len(todo)):
+            await ready[i].wait()
+            if i not in done:
+                break  # halted before cell i started
+            trajectory, body = done.pop(i)
+            ctx.store.append(body)
+            summary.committed += 1
+            summary.committed_now += 1
+            summary.stop_reasons[trajectory.stop_reason.value] += 1
+            summary.cost_usd += trajectory.cost_usd
+            if summary.committed % settings.checkpoint_every == 0:
+                ctx.store.checkpoint()
+            log.info("cell.committed", row=body["row"], cell_id=body["cell_id"],
+                     stop_reason=trajectory.stop_reason.value,
+                     result_digest=body["result_digest"])
+            if on_cell is not None:
+                on_cell(body, summary)
+    return halted[0]

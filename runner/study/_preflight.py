@@ -1,0 +1,233 @@
+"""Path-bound preflight (DESIGN §8): every check must pass before any provider use.
+
+Checks, in order (cheap first; the sandbox probes run only when everything before them passed):
+
+1. ``lock``: the lock pins exactly the spec, schedule, task manifest, prompts, generation
+   config, sandbox pins and source tree found at the given paths; the schedule is what the
+   spec builds.
+2. ``store``: the store is absent, or a verified contiguous prefix of this lock's schedule.
+3. ``credential``: given explicitly for a live provider (a file or a named variable); none for
+   the simulated provider.
+4. ``generation``: the frozen generation config in the lock is the one the run will use.
+5. ``sandbox``: the platform backend exists and can enforce its policy (user namespaces
+   allowed, Landlock ABI >= 4, pins verified).
+6. ``probe.*``: every probe in ``preflight/``, the two mandatory denial probes (network and
+   persistent write) among them.
+
+The JSON report is hashed into the store's header (``preflight_digest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import digest
+from runner.errors import EctError, StudyError
+from runner.study._lock import check_lock, generation_config, lock_digest
+from runner.study._spec import StudySpec
+
+__all__ = [
+    "MANDATORY_PROBE_PREFIXES",
+    "PREFLIGHT_FORMAT",
+    "Check",
+    "PreflightFailed",
+    "PreflightReport",
+    "ProviderChoice",
+    "run_preflight",
+]
+
+PREFLIGHT_FORMAT = "ect.preflight/1"
+MANDATORY_PROBE_PREFIXES = ("network.", "write.")
+LIVE_PROVIDERS = ("gemini", "openai")
+
+
+class PreflightFailed(StudyError):
+    """A preflight check failed; the message names the first failing check and where."""
+
+    def __init__(self, report: PreflightReport) -> None:
+        self.report = report
+        first = next(c for c in report.checks if not c.ok)
+        super().__init__(f"preflight failed: {first.name}: {first.detail}")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """Which provider a run uses; the credential is named, never held here."""
+
+    name: str = "simulated"
+    model: str | None = None
+    base_url: str | None = None
+    credential_file: str | None = None
+    credential_env: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        # Names where the credential comes from (a path or a variable name), never its value.
+        return {"name": self.name, "model": self.model, "base_url": self.base_url,
+                "credential_file": self.credential_file, "credential_env": self.credential_env}
+
+
+@dataclass
+class PreflightReport:
+    study: str
+    spec_path: str
+    store_path: str
+    provider: ProviderChoice
+    lock_digest: str | None = None
+    committed_rows: int = 0
+    checks: list[Check] = field(default_factory=list)
+    spec: StudySpec | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    lock: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PREFLIGHT_FORMAT,
+            "study": self.study,
+            "spec": self.spec_path,
+            "store": self.store_path,
+            "provider": self.provider.to_json(),
+            "lock_digest": self.lock_digest,
+            "committed_rows": self.committed_rows,
+            "passed": self.passed,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+    @property
+    def digest(self) -> str:
+        return digest("ect/record/v1", self.to_json())
+
+
+def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> tuple[bool, str, int]:
+    from runner.store import Store, verify_store
+
+    if not store_path.exists():
+        return True, f"{store_path} is absent: a new store will be created", 0
+    report = verify_store(store_path, full=True)
+    if not report.ok:
+        return False, (f"{store_path} does not verify: {report.damage} at seq "
+                       f"{report.first_bad_seq} ({report.detail})"), 0
+    with Store.open(store_path) as store:
+        header = store.header
+        if header.get("lock_digest") != lock_d:
+            return False, (f"{store_path} was made under lock {header.get('lock_digest')}, "
+                           f"not {lock_d}"), 0
+        n = 0
+        from runner.study._schedule import row_digest
+
+        for rec in store.records(1):
+            if n >= len(rows):
+                return False, f"{store_path} holds more records than the schedule has rows", n
+            want = rows[n]
+            if rec.body.get("row") != want["row"] or rec.body.get("cell_id") != want["cell_id"] \
+                    or rec.body.get("schedule_row_digest") != row_digest(want):
+                return False, (f"{store_path} record {rec.seq} is not schedule row {want['row']} "
+                               f"({want['cell_id']})"), n
+            n += 1
+    return True, f"{store_path} is a verified prefix of {n}/{len(rows)} rows", n
+
+
+def _credential(choice: ProviderChoice) -> tuple[bool, str]:
+    if choice.name == "simulated":
+        if choice.credential_file or choice.credential_env:
+            return False, "the simulated provider takes no credential; do not pass one"
+        return True, "simulated provider: no credential needed"
+    if choice.name not in LIVE_PROVIDERS:
+        return False, f"unknown provider {choice.name!r} (simulated, gemini, openai)"
+    from runner.providers import load_credential
+
+    if choice.name == "openai" and not (choice.credential_file or choice.credential_env):
+        return True, "openai-compatible endpoint without a credential"
+    try:
+        load_credential(file=choice.credential_file, env=choice.credential_env)
+    except EctError as e:
+        return False, str(e)
+    source = (f"file {choice.credential_file}" if choice.credential_file
+              else f"variable {choice.credential_env}")
+    return True, f"credential given explicitly ({source})"
+
+
+def run_preflight(
+    spec_path: str | Path,
+    store_path: str | Path,
+    provider: ProviderChoice | None = None,
+    *,
+    sandbox_backend: str | None = None,
+    on_check: Callable[[Check], None] | None = None,
+) -> PreflightReport:
+    """Run every check and return the report (never raises for a failed check)."""
+    choice = provider or ProviderChoice()
+    report = PreflightReport(study="?", spec_path=str(spec_path), store_path=str(store_path),
+                             provider=choice)
+
+    def add(name: str, ok: bool, detail: str) -> bool:
+        check = Check(name, ok, detail)
+        report.checks.append(check)
+        if on_check is not None:
+            on_check(check)
+        return ok
+
+    try:
+        spec, paths, lock, rows = check_lock(spec_path)
+    except EctError as e:
+        add("lock", False, str(e))
+        return report
+    report.spec, report.rows, report.lock = spec, rows, lock
+    report.study = spec.name
+    report.lock_digest = lock_digest(lock)
+    ok = add("lock", True, f"{paths.lock} pins {paths.spec.name}, {paths.schedule.name} "
+                           f"({len(rows)} rows) and the source tree")
+    try:
+        good, detail, n = _store_prefix(Path(store_path), report.lock_digest, rows)
+    except EctError as e:
+        good, detail, n = False, f"{store_path}: {e}", 0
+    report.committed_rows = n
+    ok = add("store", good, detail) and ok
+    ok = add("credential", *_credential(choice)) and ok
+    frozen = lock.get("generation") == generation_config(spec)
+    model_ok = choice.model is None or choice.name == "simulated" or choice.model == spec.model.name
+    ok = add("generation", frozen and model_ok,
+             "generation config matches the lock" if frozen and model_ok else
+             (f"model {choice.model!r} differs from the frozen {spec.model.name!r}"
+              if frozen else "the lock's generation config differs from the spec")) and ok
+    try:
+        from runner.sandbox import select_backend
+
+        backend = select_backend(sandbox_backend)
+        ok = add("sandbox", True, f"backend {backend.name} ready") and ok
+    except EctError as e:
+        add("sandbox", False, str(e))
+        return report
+    if not ok:
+        add("probes", False, "not run: an earlier check failed")
+        return report
+    from runner.sandbox import run_probes
+
+    try:
+        results = run_probes(backend)
+    except EctError as e:
+        add("probes", False, str(e))
+        return report
+    for prefix in MANDATORY_PROBE_PREFIXES:
+        if not any(r.name.startswith(prefix) for r in results):
+            add(f"probe.{prefix}*", False, f"mandatory denial probe family {prefix}* is missing")
+    for r in results:
+        add(f"probe.{r.name}", r.passed, f"expected {r.expected}, observed {r.observed}"
+            + (f" ({r.detail})" if r.detail and not r.passed else ""))
+    return report

@@ -1,0 +1,129 @@
+"""The canonical schedule: spec + closed-loop checkpoints -> ordered rows with derived seeds.
+
+Order is part of the format: task (as the worlds package lists them, restricted to the spec's
+worlds) -> checkpoint kind (spec order) -> seed index -> policy (spec order). Seeds are derived
+by sha256 from the spec's ``seed_root`` and the (task, checkpoint, seed index) triple, so the
+policies of one triple see matched nominal inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import canonical_bytes, digest, loads_strict
+from runner.errors import FormatError, StudyError
+from runner.study._spec import StudySpec
+
+__all__ = [
+    "CheckpointRef",
+    "ScheduleError",
+    "build_schedule",
+    "cell_seed",
+    "read_schedule",
+    "row_digest",
+    "schedule_bytes",
+]
+
+_ROW_FIELDS = ("row", "cell_id", "task_id", "world_id", "family", "checkpoint_id", "checkpoint",
+               "fault", "seed_index", "seed", "policy")
+
+
+class ScheduleError(StudyError):
+    """The schedule file is malformed or does not match what the spec builds."""
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """What the schedule needs to know of one closed-loop checkpoint."""
+
+    task_id: str
+    world_id: str
+    family: str
+    checkpoint_id: str
+    kind: str
+    fault: str | None
+
+
+def cell_seed(seed_root: str, task_id: str, kind: str, seed_index: int) -> int:
+    material = f"{seed_root}\n{task_id}\n{kind}\n{seed_index}".encode()
+    return int.from_bytes(hashlib.sha256(material).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> list[dict[str, Any]]:
+    """Return the canonical rows for ``spec`` over ``checkpoints`` (in the order given)."""
+    by_task: dict[str, dict[str, CheckpointRef]] = {}
+    order: list[str] = []
+    for ref in checkpoints:
+        if ref.world_id not in spec.worlds:
+            continue
+        if ref.task_id not in by_task:
+            by_task[ref.task_id] = {}
+            order.append(ref.task_id)
+        if ref.kind in by_task[ref.task_id]:
+            raise ScheduleError(f"task {ref.task_id} has two {ref.kind} checkpoints")
+        by_task[ref.task_id][ref.kind] = ref
+    rows: list[dict[str, Any]] = []
+    for task_id in order:
+        for kind in spec.checkpoints:
+            ref = by_task[task_id].get(kind)
+            if ref is None:
+                raise ScheduleError(f"task {task_id} has no {kind} checkpoint")
+            for seed_index in range(spec.seeds):
+                seed = cell_seed(spec.seed_root, task_id, kind, seed_index)
+                for policy in spec.policies:
+                    rows.append({
+                        "row": len(rows) + 1,
+                        "cell_id": f"{task_id}:{kind}:s{seed_index}:{policy}",
+                        "task_id": task_id,
+                        "world_id": ref.world_id,
+                        "family": ref.family,
+                        "checkpoint_id": ref.checkpoint_id,
+                        "checkpoint": kind,
+                        "fault": ref.fault,
+                        "seed_index": seed_index,
+                        "seed": seed,
+                        "policy": policy,
+                    })
+    return rows
+
+
+def row_digest(row: dict[str, Any]) -> str:
+    return digest("ect/schedule-row/v1", row)
+
+
+def schedule_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+    """The schedule file: one canonical JSON row per line."""
+    return b"".join(canonical_bytes(r) + b"\n" for r in rows)
+
+
+def read_schedule(path: str | Path) -> list[dict[str, Any]]:
+    """Read a schedule file, checking every row's shape and numbering.
+
+    Raises:
+        ScheduleError: unreadable, malformed, or rows out of order.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ScheduleError(f"cannot read schedule {path}: {e.strerror}") from e
+    rows: list[dict[str, Any]] = []
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line:
+            continue
+        try:
+            row = loads_strict(line)
+        except FormatError as e:
+            raise ScheduleError(f"{path}:{lineno}: {e}") from e
+        if not isinstance(row, dict) or tuple(sorted(row)) != tuple(sorted(_ROW_FIELDS)):
+            raise ScheduleError(f"{path}:{lineno}: not a schedule row")
+        if row["row"] != len(rows) + 1:
+            raise ScheduleError(f"{path}:{lineno}: expected row {len(rows) + 1}, got {row['row']}")
+        if canonical_bytes(row) != line:
+            raise ScheduleError(f"{path}:{lineno}: row is not in canonical form")
+        rows.append(row)
+    return rows

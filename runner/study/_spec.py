@@ -1,0 +1,162 @@
+"""The study spec (``schedules/v2.toml``): strict parsing into a frozen object."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import StudyError
+
+__all__ = ["Budget", "ModelConfig", "SpecError", "StudySpec", "file_sha256", "load_spec"]
+
+STUDY_FORMAT = "ect.study/1"
+
+
+class SpecError(StudyError):
+    """The study spec is missing, malformed, or has unknown or mistyped fields."""
+
+
+def file_sha256(data: bytes) -> str:
+    """Digest of a file's exact bytes (files are pinned byte for byte, not re-encoded)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_decisions: int
+    max_additional_tool_calls: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    temperature: float
+    max_output_tokens: int
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    path: Path
+    raw: bytes
+    data: dict[str, Any]
+    name: str
+    worlds: tuple[str, ...]
+    checkpoints: tuple[str, ...]
+    seeds: int
+    policies: tuple[str, ...]
+    seed_root: str
+    budget: Budget
+    model: ModelConfig
+    identical_retries_before_output: int
+    price_input_per_mtok: float
+    price_output_per_mtok: float
+    sandbox: dict[str, Any]
+    simulated: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return file_sha256(self.raw)
+
+
+_TOP_KEYS = {"format", "name", "design", "budget", "model", "retry", "price", "sandbox", "simulated"}
+
+
+def _table(data: dict[str, Any], key: str, fields: dict[str, type | tuple[type, ...]],
+           *, optional: bool = False) -> dict[str, Any]:
+    table = data.get(key)
+    if table is None and optional:
+        return {}
+    if not isinstance(table, dict):
+        raise SpecError(f"spec: [{key}] table is missing")
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        raise SpecError(f"spec: [{key}] has unknown field {unknown[0]!r}")
+    for name, typ in fields.items():
+        if name not in table:
+            raise SpecError(f"spec: [{key}] is missing {name!r}")
+        value = table[name]
+        if isinstance(value, bool) and typ is not bool:
+            raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}, not a boolean")
+        if not isinstance(value, typ):
+            raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}")
+    return table
+
+
+def _typename(typ: type | tuple[type, ...]) -> str:
+    if isinstance(typ, tuple):
+        return " or ".join(t.__name__ for t in typ)
+    return typ.__name__
+
+
+def _str_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = table[key]
+    if not value or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
+        raise SpecError(f"spec: [{where}].{key} must be a non-empty list of distinct strings")
+    return tuple(value)
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Parse and validate a study spec file.
+
+    Raises:
+        SpecError: the file cannot be read or does not follow the ``ect.study/1`` format.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise SpecError(f"cannot read study spec {path}: {e.strerror}") from e
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise SpecError(f"study spec {path} is not valid TOML: {e}") from e
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise SpecError(f"spec: unknown top-level field {unknown[0]!r}")
+    if data.get("format") != STUDY_FORMAT:
+        raise SpecError(f"spec: format must be {STUDY_FORMAT!r}, got {data.get('format')!r}")
+    if not isinstance(data.get("name"), str):
+        raise SpecError("spec: name must be a string")
+    design = _table(data, "design", {"worlds": list, "checkpoints": list, "seeds": int,
+                                     "policies": list, "seed_root": str})
+    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int})
+    model = _table(data, "model", {"name": str, "temperature": (int, float),
+                                   "max_output_tokens": int, "timeout_s": (int, float)})
+    retry = _table(data, "retry", {"identical_retries_before_output": int})
+    price = _table(data, "price", {"input_per_mtok": (int, float), "output_per_mtok": (int, float)})
+    sandbox = _table(data, "sandbox", {"wall_s": (int, float), "cpu_s": int, "output_bytes": int})
+    simulated = data.get("simulated", {})
+    if not isinstance(simulated, dict):
+        raise SpecError("spec: [simulated] must be a table")
+    checkpoints = _str_list(design, "checkpoints", "design")
+    if set(checkpoints) - {"clean", "incomplete"}:
+        raise SpecError("spec: [design].checkpoints may only hold 'clean' and 'incomplete'")
+    if design["seeds"] < 1:
+        raise SpecError("spec: [design].seeds must be at least 1")
+    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0:
+        raise SpecError("spec: [budget] values must be positive")
+    if retry["identical_retries_before_output"] not in (0, 1):
+        raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
+    return StudySpec(
+        path=path,
+        raw=raw,
+        data=data,
+        name=data["name"],
+        worlds=_str_list(design, "worlds", "design"),
+        checkpoints=checkpoints,
+        seeds=design["seeds"],
+        policies=_str_list(design, "policies", "design"),
+        seed_root=design["seed_root"],
+        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"]),
+        model=ModelConfig(model["name"], float(model["temperature"]),
+                          model["max_output_tokens"], float(model["timeout_s"])),
+        identical_retries_before_output=retry["identical_retries_before_output"],
+        price_input_per_mtok=float(price["input_per_mtok"]),
+        price_output_per_mtok=float(price["output_per_mtok"]),
+        sandbox=dict(sandbox),
+        simulated=dict(simulated),
+    )
