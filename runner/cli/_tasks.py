@@ -1,7 +1,138 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""``ect tasks``: the benchmark's tasks, manifest, and an export ``ect verify`` can read."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from runner.cli._common import EXIT_USAGE, map_errors
+from runner.worlds import (
+    ExportRefused,
+    UnknownTask,
+    closed_loop_checkpoints,
+    closed_loop_tasks,
+    export_all,
+    get_task,
+    manifest_counts,
+    plan_calls,
+    static_grid,
+    static_tasks,
+    task_manifest_digest,
+)
+
+__all__ = ["COMMANDS", "tasks_group"]
+
+
+def _show(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)  # noqa: TID251  (display only)
+
+
+@click.group("tasks")
+def tasks_group() -> None:
+    """The benchmark: 48 static tasks x 9 conditions, 24 closed-loop tasks x 2 checkpoints."""
+
+
+@tasks_group.command("manifest")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (counts and digest).")
+@map_errors()
+def manifest_command(as_json: bool) -> None:
+    """Count what was built and print the task-manifest digest the study lock pins."""
+    summary = {**manifest_counts(), "digest": task_manifest_digest()}
+    if as_json:
+        click.echo(_show(summary))
+        return
+    st, cl = summary["static"], summary["closed_loop"]
+    click.echo(
+        f"static:      {st['tasks']} tasks, {st['snapshots']} snapshots "
+        f"({st['heldout_fault_snapshots']} held-out fault snapshots)"
+    )
+    click.echo(f"closed loop: {cl['tasks']} tasks, {cl['checkpoints']} checkpoints")
+    click.echo(f"digest:      {summary['digest']}")
+
+
+@tasks_group.command("list")
+@map_errors()
+def list_command() -> None:
+    """List every task id with its split, family and world."""
+    for t in (*static_tasks(), *closed_loop_tasks()):
+        click.echo(f"{t.task_id:32} {t.split:12} {t.family:20} {t.world_id}")
+
+
+def _slot_lines(task_id: str) -> list[str]:
+    task = get_task(task_id)
+    lines = []
+    for name, spec in task.contract.slots.items():
+        t = spec.transforms[0]
+        card = spec.cardinality
+        lines.append(
+            f"  {name}: {t.op} {_show(t.params)}; scope {_show(spec.scope.to_json())}; "
+            f"cardinality {card.min if card else '-'}..{card.max if card else '-'}; "
+            f"nullable {str(spec.nullable).lower()}; tolerance {spec.tolerance_abs}"
+        )
+    return lines
+
+
+@tasks_group.command("show")
+@click.argument("task_id")
+@map_errors({UnknownTask: EXIT_USAGE})
+def show_command(task_id: str) -> None:
+    """Print a task: descriptor, contract slots, gold answer, plan and checkpoints/snapshots."""
+    task = get_task(task_id)
+    click.echo(f"task      {task.task_id}")
+    click.echo(f"family    {task.family}")
+    click.echo(f"world     {task.world_id} ({task.split})")
+    click.echo(f"params    {_show(task.parameters)}")
+    click.echo("contract  (ect.contract/1; every slot required)")
+    for line in _slot_lines(task_id):
+        click.echo(line)
+    click.echo("gold      (SQL and Python oracles agree)")
+    for slot, value in task.gold.items():
+        click.echo(f"  {slot} = {_show(value)}")
+    click.echo("plan      (calls that cover the contract)")
+    for tool_id, args in plan_calls(task.contract):
+        click.echo(f"  {tool_id}({_show(args)})")
+    if task.split == "closed_loop":
+        click.echo("checkpoints")
+        for c in closed_loop_checkpoints():
+            if c.task.task_id != task_id:
+                continue
+            extra = f" fault {c.fault}" if c.fault else ""
+            click.echo(
+                f"  {c.checkpoint_id}:{extra} {len(c.trace)} calls, {len(c.ledger.receipts)} "
+                f"receipts, recovery {len(c.recovery_calls)} call(s)"
+                + (", needs_human" if c.needs_human else "")
+            )
+            for tool_id, args in c.recovery_calls:
+                click.echo(f"    recover: {tool_id}({_show(args)})")
+    else:
+        click.echo("snapshots")
+        for s in static_grid():
+            if s.task.task_id == task_id:
+                click.echo(
+                    f"  {s.snapshot_id}: gold {s.gold_decision}, {len(s.trace)} calls, "
+                    f"{len(s.ledger.receipts)} receipts, {len(s.certificate.claims)} claims"
+                )
+
+
+@tasks_group.command("export")
+@click.argument("directory", type=click.Path(path_type=Path))
+@map_errors({ExportRefused: EXIT_USAGE})
+def export_command(directory: Path) -> None:
+    """Write every snapshot's contract, ledger and certificate JSON under DIRECTORY.
+
+    Layout: DIRECTORY/static/<task>/<condition>/{contract,ledger,certificate,snapshot}.json and
+    DIRECTORY/closed_loop/<task>/<clean|incomplete>/{contract,ledger,certificate,checkpoint}.json,
+    plus worlds/<world>.json and manifest.json. Then, e.g.:
+    ect verify --contract D/contract.json --ledger D/ledger.json --certificate D/certificate.json
+    """
+    counts = export_all(directory)
+    click.echo(
+        f"wrote {counts['snapshots']} snapshots, {counts['checkpoints']} checkpoints and "
+        f"{counts['worlds']} worlds under {directory}"
+    )
+
+
+COMMANDS: list[click.Command] = [tasks_group]

@@ -15,7 +15,8 @@ from runner.worlds._adapter import (
     receipt_id,
     to_receipts,
 )
-from runner.worlds._errors import OracleDisagreement, UnknownTask, UnknownWorld
+from runner.worlds._errors import ExportRefused, OracleDisagreement, UnknownTask, UnknownWorld
+from runner.worlds._export import export_all
 from runner.worlds._families import (
     FAMILIES,
     REQUIRED_SLOTS,
@@ -80,6 +81,7 @@ __all__ = [
     "WORLDS_STATIC_DEV",
     "WORLDS_STATIC_HELDOUT",
     "Checkpoint",
+    "ExportRefused",
     "NoteBook",
     "OracleDisagreement",
     "Snapshot",
@@ -96,6 +98,7 @@ __all__ = [
     "closed_loop_checkpoints",
     "closed_loop_tasks",
     "execute_calls",
+    "export_all",
     "fault_assignment",
     "get_task",
     "in_scope",

@@ -6,7 +6,7 @@ from typing import Any
 
 from runner.errors import WorldError
 
-__all__ = ["OracleDisagreement", "UnknownTask", "UnknownWorld"]
+__all__ = ["ExportRefused", "OracleDisagreement", "UnknownTask", "UnknownWorld"]
 
 
 class UnknownWorld(WorldError):
@@ -27,3 +27,7 @@ class OracleDisagreement(WorldError):
         super().__init__(
             f"oracles disagree on task {task_id}: sql={sql_value!r} python={python_value!r}"
         )
+
+
+class ExportRefused(WorldError):
+    """``export_all`` was pointed at a path that exists and is not an empty directory."""
