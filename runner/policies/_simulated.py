@@ -6,7 +6,8 @@ the provider's ``rng`` (derived from the cell seed and the canonical request), s
 pure function of (seed, request, behaviour parameters). It never reads split, fault or gold.
 
 Planner (role ``planner``), a competent but fallible agent. At each decision it works out the
-*missing calls*: for the slots :func:`runner.worlds.propose_certificate` cannot yet support, the
+*missing calls*: for the slots :func:`runner.worlds.propose_certificate` cannot yet support
+(no claim, or fewer cited receipts than the contract's cardinality minimum), the
 calls of :func:`runner.worlds.plan_calls`, minus identical calls already made whose receipts all
 succeeded and validated. Then, drawing from ``rng`` in this order:
 
@@ -28,8 +29,10 @@ succeeded and validated. Then, drawing from ``rng`` in this order:
 Critic (roles ``critic`` / ``self_check``): it reads the proposal against what the view shows
 and notices problems: a required slot without a claim, a cited id not in the ledger, a cited
 receipt that failed or is invalid, a cited receipt outside the slot's entity/attribute/level/date
-scope, an ``identity`` claim whose value differs from its one receipt's value, or no finish
-request at all. A full-trace critic that sees a repeated last call says ``stuck`` with
+scope, fewer cited receipts than the slot's cardinality minimum, an ``identity`` claim whose
+value differs from its one receipt's value, a derived value that differs from recomputing its
+transform over the cited values (noticed only with ``p_notice_value_mismatch``: it does not
+always redo the arithmetic), or no finish request at all. A full-trace critic that sees a repeated last call says ``stuck`` with
 ``p_stuck_on_repeat``. With problems it still accepts (a fluent but unsupported proposal) with
 ``p_accept_unsupported``; without problems it rejects anyway with ``p_reject_supported``. The
 self-check reads only its own answer: it approves unless its checklist finds a required slot
@@ -53,6 +56,7 @@ from runner.ect import (
     Ledger,
     Receipt,
     SlotSpec,
+    Transform,
     descriptor_digest,
     is_iso_date,
     ledger_digest,
@@ -104,10 +108,10 @@ class PlannerBehaviour(_Params):
 
     p_premature_finish: float = 0.75
     p_wrong_scope_call: float = 0.05
-    p_corrupt_value: float = 0.05
-    p_cite_missing_receipt: float = 0.03
+    p_corrupt_value: float = 0.02
+    p_cite_missing_receipt: float = 0.01
     p_repeat_call: float = 0.05
-    p_follow_directive: float = 0.85
+    p_follow_directive: float = 0.35
     p_escalate_on_conflict: float = 0.25
     p_invalid_output: float = 0.0
 
@@ -116,9 +120,10 @@ class PlannerBehaviour(_Params):
 class CriticBehaviour(_Params):
     """Probabilities of the simulated critics' behaviours (defaults: see module docstring)."""
 
-    p_accept_unsupported: float = 0.15
-    p_reject_supported: float = 0.5
+    p_accept_unsupported: float = 0.2
+    p_reject_supported: float = 0.35
     p_stuck_on_repeat: float = 0.4
+    p_notice_value_mismatch: float = 0.6
     p_self_approve_flawed: float = 0.9
 
 
@@ -178,15 +183,20 @@ def _missing_calls(
 ) -> list[tuple[str, dict[str, Any]]]:
     """The planned calls for the slots the honest proposal cannot support yet.
 
-    A slot is missing when :func:`runner.worlds.propose_certificate` leaves it out; its calls are
+    A slot is missing when :func:`runner.worlds.propose_certificate` leaves it out or cites fewer
+    receipts than the slot's cardinality minimum; its calls are
     those :func:`runner.worlds.plan_calls` makes for it, minus calls already made whose receipts
     all succeeded and validated (a failed or stale answer is worth asking again).
     """
     try:
-        claimed = {c.slot for c in propose_certificate(contract, ledger).claims}
+        cited = {c.slot: len(c.evidence) for c in propose_certificate(contract, ledger).claims}
     except Exception:
-        claimed = set()
-    missing = {s: spec for s, spec in contract.slots.items() if s not in claimed}
+        cited = {}
+    missing = {
+        s: spec
+        for s, spec in contract.slots.items()
+        if s not in cited or (spec.cardinality is not None and cited[s] < spec.cardinality.min)
+    }
     if not missing:
         return []
     by_call: dict[str, list[Receipt]] = {}
@@ -352,7 +362,7 @@ def _strip_format(cert: dict[str, Any]) -> dict[str, Any]:
 # --- the critics -----------------------------------------------------------------------------
 
 
-def _problems(view: Mapping[str, Any]) -> list[str]:
+def _problems(view: Mapping[str, Any], rng: random.Random, notice_arithmetic: float) -> list[str]:
     """What a careful reader of the view would object to (empty: nothing noticed)."""
     problems: list[str] = []
     proposal = view.get("proposal")
@@ -379,6 +389,8 @@ def _problems(view: Mapping[str, Any]) -> list[str]:
         cited = [e for e in claim.get("evidence") or [] if isinstance(e, str)]
         if not cited:
             problems.append(f"claim {slot} cites no evidence")
+        elif spec.cardinality is not None and len(set(cited)) < spec.cardinality.min:
+            problems.append(f"claim {slot} cites fewer receipts than the task needs")
         for rid in cited:
             r = receipts.get(rid)
             if r is None:
@@ -388,14 +400,18 @@ def _problems(view: Mapping[str, Any]) -> list[str]:
             elif not _in_scope(spec, r):
                 problems.append(f"claim {slot} cites {rid}, which is about something else")
         transform = claim.get("transform")
-        if (
-            isinstance(transform, Mapping)
-            and transform.get("op") == "identity"
-            and len(cited) == 1
-            and cited[0] in receipts
-            and receipts[cited[0]].value != claim.get("value")
-        ):
-            problems.append(f"claim {slot} does not match the value it cites")
+        if not isinstance(transform, Mapping) or not cited or any(e not in receipts for e in cited):
+            continue
+        if transform.get("op") == "identity":
+            if len(cited) == 1 and receipts[cited[0]].value != claim.get("value"):
+                problems.append(f"claim {slot} does not match the value it cites")
+        elif rng.random() < notice_arithmetic:  # it redoes the arithmetic only sometimes
+            try:
+                value = replay(Transform.from_json(dict(transform)), [receipts[e] for e in cited])
+            except Exception:
+                value = None
+            if canonical_bytes(value) != canonical_bytes(claim.get("value")):
+                problems.append(f"claim {slot}: recomputing from the cited values gives {value!r}")
     return problems
 
 
@@ -409,7 +425,7 @@ def _repeats(trace: Any) -> bool:
 def _judge(view: Any, rng: random.Random, c: CriticBehaviour) -> SimulatedReply:
     kind = view.get("kind") if isinstance(view, Mapping) else None
     try:
-        problems = _problems(view)
+        problems = _problems(view, rng, c.p_notice_value_mismatch)
     except Exception:
         problems = ["the task view is unreadable"]
     if kind == "self_check":
