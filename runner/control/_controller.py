@@ -306,7 +306,10 @@ class RunController:
             state.reports[rule.name] = rep
             checks.append((rule, rep))
         if report is None and self.validate is not None:
-            value = self.validate(state, finish.output)
+            try:
+                value = self.validate(state, finish.output)
+            except Exception as e:  # a check that cannot run does not pass (fail closed)
+                value = _check_failed(e)
             if inspect.isawaitable(value):
                 if inspect.iscoroutine(value):
                     value.close()
@@ -414,8 +417,13 @@ class RunController:
                     self.on_tool_result(state, verdict.call, _sync(raw, "execute"))
                 elif verdict.kind is VerdictKind.CHECK_FINISH:
                     assert verdict.finish is not None
-                    report = (_sync(self.validate(state, verdict.finish.output), "validate")
-                              if self.validate is not None else None)
+                    report = None
+                    if self.validate is not None:
+                        try:
+                            report = self.validate(state, verdict.finish.output)
+                        except Exception as e:  # fail closed
+                            report = _check_failed(e)
+                        report = _sync(report, "validate")
                     self.on_finish(state, verdict.finish, report=report)
         finally:
             self._record_spend(state)
@@ -440,8 +448,12 @@ class RunController:
                     self.on_tool_result(state, verdict.call, result)
                 elif verdict.kind is VerdictKind.CHECK_FINISH:
                     assert verdict.finish is not None
-                    report = (await _maybe(self.validate(state, verdict.finish.output))
-                              if self.validate is not None else None)
+                    report = None
+                    if self.validate is not None:
+                        try:
+                            report = await _maybe(self.validate(state, verdict.finish.output))
+                        except Exception as e:  # fail closed
+                            report = _check_failed(e)
                     self.on_finish(state, verdict.finish, report=report)
         finally:
             self._record_spend(state)
@@ -451,6 +463,12 @@ class RunController:
 def _crashed(e: Exception) -> ToolResult:
     first = (str(e).splitlines() or [""])[0]
     return ToolResult.failure(f"{type(e).__name__}: {first}".rstrip(": "), fatal=True)
+
+
+def _check_failed(e: Exception) -> PredicateReport:
+    first = (str(e).splitlines() or [""])[0]
+    return PredicateReport(missing=("finish_check",),
+                           detail=f"the finish check raised {type(e).__name__}: {first}".rstrip(": "))
 
 
 def _sync(value: Any, what: str) -> Any:

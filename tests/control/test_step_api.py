@@ -155,3 +155,13 @@ def test_run_ids_are_deterministic() -> None:
     same = [c.run("t", lambda s: ToolCall("x", {}), lambda call: ToolResult.success(1),
                   run_id="r").to_json() for _ in range(2)]
     assert canonical_bytes(same[0]) == canonical_bytes(same[1])
+
+
+def test_a_finish_check_that_raises_rejects_the_finish() -> None:
+    def broken(state: RunState, output: object) -> bool:
+        raise KeyError("revenue")
+
+    c = RunController(Budget(max_steps=2, max_tokens=9), validate=broken)
+    res = c.run("t", lambda s: Finish({"x": s.step}), lambda call: ToolResult())
+    assert res.reason is StopReason.STEP_BUDGET
+    assert "the finish check raised KeyError" in res.trace[0].note
