@@ -26,7 +26,7 @@ def test_python_blocks_run_in_order_and_the_example_wraps_a_loop() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for block in code:
-            exec(compile(block, str(DOC), "exec"), ns)  # noqa: S102 - our own documentation
+            exec(compile(block, str(DOC), "exec"), ns)
     result = ns["result"]
     assert result.reason is StopReason.GOAL_MET  # type: ignore[attr-defined]
     assert result.output == {"revenue": 1200}  # type: ignore[attr-defined]
