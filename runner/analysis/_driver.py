@@ -98,9 +98,10 @@ def static_study(
     """Run the static study and write its outputs into ``out_dir``; returns results.json's dict.
 
     Files: results.json, tables.md, report.html (byte-identical for equal spec, provider and
-    seed), decisions.jsonl (every decision with reason codes), attempts.jsonl (provider attempt
-    records without wall-clock fields) and attempts.journal.jsonl (the same records with their
-    UTC timestamps and latencies: the one file that differs between runs).
+    seed), decisions.jsonl (every decision with reason codes and the provider label),
+    attempts.jsonl (provider attempt records without wall-clock fields) and
+    attempts.journal.jsonl (the same records with their UTC timestamps, latencies and attempt
+    ids: the one file that differs between runs).
     """
     spec = StaticSpec.load(spec_path)
     prov = build_provider(
@@ -125,8 +126,9 @@ def static_study(
     results = analyse_static(run.rows, spec=spec, provider=info, seed=seed)
     out = Path(out_dir)
     write_outputs(results, out)
+    label = f"{info.name}/{info.model}" + (" (SIMULATED)" if info.simulated else "")
     for name, rows in (
-        ("decisions.jsonl", run.rows),
+        ("decisions.jsonl", [{"provider": label, **r} for r in run.rows]),
         ("attempts.jsonl", run.attempts),
         ("attempts.journal.jsonl", run.journal),
     ):

@@ -13,7 +13,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from runner.analysis._common import POLICY_LABELS
+from runner.analysis._closed import FAULTS_CLOSED_LOOP
+from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
 from runner.analysis._svg import hbar_chart, heatmap
 from runner.errors import AnalysisError
 
@@ -26,6 +27,15 @@ def results_json_bytes(results: Mapping[str, Any]) -> bytes:
     """Pretty, key-sorted JSON (display only: digests use runner.canonical)."""
     text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # noqa: TID251
     return (text + "\n").encode("utf-8")
+
+
+SECONDARY_ORDER = ("turns", "tool_calls", "tokens", "latency_s", "cost_usd")
+
+
+def _ordered(d: Mapping[str, Any], order: Sequence[str]) -> list[tuple[str, Any]]:
+    """``d``'s items in the canonical order (results.json sorts keys; reports must not)."""
+    rank = {k: i for i, k in enumerate(order)}
+    return sorted(d.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
 
 
 def _label(p: str) -> str:
@@ -87,7 +97,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             str(v["input_tokens"] + v["output_tokens"]),
             f"{v['cost_usd']:.5f}",
         ]
-        for p, v in t2.items()
+        for p, v in _ordered(t2, STATIC_POLICIES)
     ]
     note2 = (
         "Held-out static evaluation. U: unsafe complete on fault snapshots; C: clean "
@@ -138,7 +148,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
 
 def _static_figures(r: Mapping[str, Any]) -> list[str]:
     t2 = r["table2"]
-    pols = list(t2)
+    pols = [p for p, _ in _ordered(t2, STATIC_POLICIES)]
     labels = [_label(p).replace(" (non-deployable)", "*") for p in pols]
     iv = r["intervals"]
     figs = []
@@ -236,7 +246,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             f"{v['mean_tokens']:.0f}",
             f"{v['mean_cost_usd']:.5f}",
         ]
-        for p, v in t4.items()
+        for p, v in _ordered(t4, CLOSED_LOOP_POLICIES)
     ]
     sc = r["scope"]
     note4 = (
@@ -293,7 +303,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             f"{v['diff_raw']:+.6g}",
             f"[{v['ci_raw'][0]:+.6g}, {v['ci_raw'][1]:+.6g}]",
         ]
-        for v in r["secondary"].values()
+        for _, v in _ordered(r["secondary"], SECONDARY_ORDER)
     ]
     headu = ["Stratum", "Policy", "U", "S", "FC", "R", "stop reasons"]
     rowsu = []
@@ -303,7 +313,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         (f"trust boundary T1 ({', '.join(tb['tasks'])})", tb["policies"]),
     ]
     for name, block in strata:
-        for p, v in block.items():
+        for p, v in _ordered(block, CLOSED_LOOP_POLICIES):
             rowsu.append(
                 [
                     name,
@@ -312,7 +322,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
                     f"{v['S']}/{v['S_den']}",
                     f"{v['FC']}/{v['FC_den']}",
                     f"{v['R']}/{v['R_den']}",
-                    ", ".join(f"{k} {n}" for k, n in v["stop_reasons"].items()),
+                    ", ".join(f"{k} {n}" for k, n in sorted(v["stop_reasons"].items())),
                 ]
             )
     return [
@@ -340,7 +350,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
 
 def _closed_figures(r: Mapping[str, Any]) -> list[str]:
     t4 = r["table4"]
-    pols = list(t4)
+    pols = [p for p, _ in _ordered(t4, CLOSED_LOOP_POLICIES)]
     labels = [_label(p) for p in pols]
     iv = r["intervals"]
     figs = []
@@ -363,7 +373,7 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
                 subtitle="whiskers: 95% task-cluster bootstrap interval",
             )
         )
-    faults = list(r["per_fault"])
+    faults = [f for f, _ in _ordered(r["per_fault"], FAULTS_CLOSED_LOOP)]
     cells: list[list[tuple[float, str] | None]] = []
     for p in pols:
         row: list[tuple[float, str] | None] = []

@@ -97,3 +97,10 @@ def test_chromium_check_catches_a_script_error(tmp_path: Path, results: dict[str
     opened = _chromium.open_report(broken, tmp_path)
     assert any("notDefined" in line for line in opened.console_errors)
     assert opened.sentinel.get("errors") == "1"
+
+
+def test_report_regenerates_from_results_json(results: dict[str, Any]) -> None:
+    # results.json sorts its keys; re-rendering from it must give the same report bytes.
+    first = render_outputs(results)
+    again = render_outputs(json.loads(first["results.json"]))
+    assert again == first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from runner.analysis import (
     ProviderInfo,
     StaticSpec,
     analyse_static,
+    render_outputs,
     run_static,
 )
 from runner.analysis._static import ABLATION_TABLE
@@ -170,3 +172,11 @@ def test_spec_is_strict(tmp_path: Path) -> None:
     ):
         with pytest.raises(AnalysisError, match=msg):
             StaticSpec.parse(bad.encode())
+
+
+def test_static_report_regenerates_from_results_json(scripted: tuple[Any, dict[str, Any]]) -> None:
+    _, res = scripted
+    first = render_outputs(res)
+    assert render_outputs(json.loads(first["results.json"])) == first
+    html = first["report.html"].decode()
+    assert html.count('class="chart"') == 6 and "SIMULATED" in html

@@ -1,0 +1,118 @@
+"""The static study end to end: the real grid, the real policies, the simulated provider."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from runner.analysis import StaticSpec, build_provider, run_static, static_study
+from runner.cli import cli
+from runner.ect import Certificate
+from runner.policies import CriticCoreInvariantBroken
+from runner.worlds import static_grid
+
+SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    out = tmp_path_factory.mktemp("static") / "out"
+    res = CliRunner().invoke(cli, ["static", "--spec", str(SPEC), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out, res
+
+
+def test_ect_static_reproduces_table2_and_h1_shapes(study: tuple[Path, Any]) -> None:
+    out, res = study
+    data = json.loads((out / "results.json").read_text())
+    assert "SIMULATED" in res.output and "H1 PASSED" in res.output
+    t2 = data["table2"]
+    assert set(t2) == {
+        "completion_token",
+        "self_check",
+        "heuristic",
+        "critic_core",
+        "full_trace",
+        "postconditions",
+        "ect",
+    }
+    for v in t2.values():
+        assert (v["unsafe_den"], v["clean_den"], v["stuck_den"]) == (288, 36, 288)
+        assert set(v) >= {"unsafe", "clean_noncomplete", "stuck", "macro_f1"}
+    assert (t2["ect"]["unsafe"], t2["ect"]["clean_noncomplete"]) == (0, 0)
+    assert t2["ect"]["macro_f1"] == 1.0
+    assert t2["critic_core"]["model_calls"] == 0
+    assert t2["full_trace"]["model_calls"] == 324  # one critic call per held-out snapshot
+    h1 = data["h1"]
+    assert set(h1) >= {"b_ect", "b_critic", "mcnemar_p", "diff_pp", "ci_pp", "passed"}
+    assert h1["b_ect"] == 0 and h1["b_critic"] > 0 and h1["passed"] is True
+    assert h1["ci_pp"][1] < 0 and h1["mcnemar_p"] < 0.05
+    assert [a["check"] for a in data["table3"]] == [
+        "coverage",
+        "scope",
+        "evidence",
+        "binding",
+        "replay",
+        "transform",
+        "recovery",
+    ]
+    assert data["provider"] == {"name": "simulated", "model": "simulated-1", "simulated": True}
+
+
+def test_decisions_and_attempts_are_kept(study: tuple[Path, Any]) -> None:
+    out, _ = study
+    decisions = (out / "decisions.jsonl").read_text().splitlines()
+    assert len(decisions) == 432 * (7 + 7)
+    first = json.loads(decisions[0])
+    assert first["provider"] == "simulated/simulated-1 (SIMULATED)"
+    attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    journal = (out / "attempts.journal.jsonl").read_text().splitlines()
+    assert len(attempts) == len(journal) > 432
+    assert {a["arm"] for a in attempts} == {"self_check", "full_trace"}
+    assert all(a["simulated"] and "started_utc" not in a for a in attempts)
+
+
+def test_static_outputs_are_byte_identical(study: tuple[Path, Any], tmp_path: Path) -> None:
+    # A second full run would double the time; rerun the analysis on a small real subset
+    # twice and compare, and check the full run's outputs against a re-render.
+    grid = static_grid()
+    subset = [s for s in grid if s.task.family in ("lookup", "aggregation")]
+    a = static_study(SPEC, tmp_path / "a", snapshots=subset)
+    b = static_study(SPEC, tmp_path / "b", snapshots=subset)
+    assert a == b
+    for name in ("results.json", "tables.md", "report.html", "decisions.jsonl", "attempts.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_critic_core_needing_its_model_aborts() -> None:
+    snap = next(s for s in static_grid() if s.condition == "C0" and s.task.split == "heldout")
+    empty = Certificate(
+        task_id=snap.certificate.task_id,
+        descriptor_digest=snap.certificate.descriptor_digest,
+        ledger_digest=snap.certificate.ledger_digest,
+        claims=(),
+    )
+    broken = dataclasses.replace(snap, trace=(), certificate=empty, completion_signal=True)
+    spec = StaticSpec.load(SPEC)
+    provider = build_provider("simulated", spec)
+
+    async def go() -> Any:
+        return await run_static(spec, provider, snapshots=[broken], arms=("critic_core",))
+
+    with pytest.raises(CriticCoreInvariantBroken):
+        anyio.run(go)
+
+
+def test_bad_spec_is_a_usage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "s.toml"
+    bad.write_text(
+        SPEC.read_text().replace("bootstrap_replicates = 10000", "bootstrap_replicates = 0")
+    )
+    res = CliRunner().invoke(cli, ["static", "--spec", str(bad), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "replicates" in res.output and "Traceback" not in res.output
