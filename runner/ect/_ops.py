@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 from runner.ect._errors import ReplayError
@@ -40,7 +41,14 @@ OPS: dict[str, frozenset[str]] = {
 
 def is_iso_date(value: object) -> bool:
     """True for a ``YYYY-MM-DD`` string naming a real calendar date."""
-    if not isinstance(value, str) or _DATE_RE.match(value) is None:
+    if not isinstance(value, str):
+        return False
+    return _is_iso_date(value)
+
+
+@lru_cache(maxsize=4096)
+def _is_iso_date(value: str) -> bool:
+    if _DATE_RE.match(value) is None:
         return False
     try:
         date.fromisoformat(value)

@@ -58,6 +58,10 @@ Value = Scalar | list[Scalar]
 
 
 def _fields(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    if type(obj) is dict and len(obj) == len(required) and not optional:
+        # Fast path (the common case): exactly the required keys.
+        if obj.keys() == set(required):
+            return obj
     if not isinstance(obj, dict):
         raise WireFormatError(path, f"expected an object, got {_tname(obj)}")
     for key in obj:
@@ -112,6 +116,8 @@ def _opt_str(obj: Any, path: str) -> str | None:
 
 
 def _ident(obj: Any, path: str) -> str:
+    if type(obj) is str and _ID_RE.match(obj) is not None:
+        return obj  # an ASCII identifier needs no further check
     s = _str(obj, path)
     if _ID_RE.match(s) is None:
         raise WireFormatError(path, f"invalid identifier {_short(s)!r}")
@@ -119,6 +125,8 @@ def _ident(obj: Any, path: str) -> str:
 
 
 def _digest_str(obj: Any, path: str) -> str:
+    if type(obj) is str and is_digest(obj):
+        return obj
     s = _str(obj, path)
     if not is_digest(s):
         raise WireFormatError(path, "expected a 'sha256:<64 lowercase hex>' digest")
@@ -163,6 +171,8 @@ def _list(obj: Any, path: str) -> list:
 
 
 def _enum(obj: Any, path: str, allowed: tuple[str, ...]) -> str:
+    if type(obj) is str and obj in allowed:
+        return obj
     s = _str(obj, path)
     if s not in allowed:
         raise WireFormatError(path, f"expected one of {list(allowed)}, got {_short(s)!r}")
@@ -172,6 +182,8 @@ def _enum(obj: Any, path: str, allowed: tuple[str, ...]) -> str:
 def _scalar(obj: Any, path: str) -> Scalar:
     if obj is None:
         return None
+    if type(obj) is int and -MAX_SAFE_INT <= obj <= MAX_SAFE_INT:
+        return obj
     if isinstance(obj, str):
         return _str(obj, path)
     if isinstance(obj, int | float) and not isinstance(obj, bool):
