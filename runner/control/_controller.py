@@ -111,7 +111,7 @@ class RunController:
         guard: allow-list and side-effect rules; side-effect tools get the lowest call limit.
         rules: predicate stopping rules, evaluated before each model call and on each finish.
         validate: ``(state, output) -> bool | PredicateReport`` (sync or async) checking a finish.
-        no_progress: the no-progress detector (None disables it; not recommended).
+        no_progress: the no-progress detector (default ``NoProgressDetector()``).
         tool_failure: when tool failures end the run (fatal at once, else N in a row).
         stop_when: extra conditions, checked at every checkpoint after the built-in ones.
         kill_switch: checked before every run; records spend and raises cost alerts.
@@ -236,7 +236,9 @@ class RunController:
             return self._end(state, stop)
         self._observe(point)
         notes = tuple(state._notes)
+        missing.extend(state._missing)  # what the last rejected finish lacked
         state._notes.clear()
+        state._missing.clear()
         state.directive = (Directive(tuple(dict.fromkeys(missing)), notes)
                            if missing or notes else None)
         return None
@@ -333,6 +335,7 @@ class RunController:
         details = "; ".join(rep.detail for _, rep in checks if rep.detail)
         note = "missing " + ", ".join(missing) + (f" ({details})" if details else "")
         state.trace.append(StepRecord(state.step, "finish_rejected", note=note))
+        state._missing.extend(missing)
         state._notes.append("Your finish was not accepted" + (f": {details}." if details else "."))
         return None
 

@@ -330,6 +330,7 @@ class RunState:
     stop: Stop | None = None
     _scratch: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
     _notes: list[str] = field(default_factory=list, repr=False)
+    _missing: list[str] = field(default_factory=list, repr=False)
     _idempotency: dict[str, tuple[bytes, ToolResult]] = field(default_factory=dict, repr=False)
     _output: Any = field(default=None, repr=False)
     _alerted: bool = field(default=False, repr=False)

@@ -36,7 +36,8 @@ def coverage(state: RunState) -> PredicateReport:
 async def judge(state: RunState, certificate: dict) -> PredicateReport:
     """An async termination pipeline (e.g. a verifier or critic call)."""
     await anyio.sleep(0)
-    bad = tuple(s for s in SLOTS if certificate.get(s) != state.data.get(s))
+    bad = tuple(s for s in SLOTS
+                if certificate.get(s) is None or certificate.get(s) != state.data.get(s))
     if certificate.get("conflict"):
         return PredicateReport(escalate="Two receipts disagree on revenue: which is right?")
     return PredicateReport(satisfied=tuple(s for s in SLOTS if s not in bad), missing=bad)
@@ -165,3 +166,21 @@ def test_a_finish_check_that_raises_rejects_the_finish() -> None:
     res = c.run("t", lambda s: Finish({"x": s.step}), lambda call: ToolResult())
     assert res.reason is StopReason.STEP_BUDGET
     assert "the finish check raised KeyError" in res.trace[0].note
+
+
+def test_rejected_finish_missing_list_reaches_the_next_directive() -> None:
+    seen = []
+
+    async def decide(state: RunState) -> object:
+        seen.append(state.directive)
+        return [Finish({"revenue": 3}), ToolCall("get_metric", {}),
+                Finish({"revenue": 10, "region": "north"})][state.step]
+
+    c = RunController(Budget(max_steps=3, max_tokens=99), validate=judge, fold=merge)
+    res = anyio.run(c.arun, "t", decide, lambda call: RESULTS[call.tool])
+    assert res.reason is StopReason.STEP_BUDGET  # region never found; the budget ends it
+    assert seen[0] is None
+    assert seen[1].missing == ("revenue", "region")
+    assert seen[1].text == ("Your finish was not accepted. "
+                            "Not done yet. Still missing: revenue, region.")
+    assert seen[2] is None
