@@ -34,7 +34,7 @@ from runner.policies._common import last_call_repeats, reason
 from runner.policies._critics import CriticVerdict, build_critic_request, parse_critic_verdict
 from runner.policies._errors import UnknownPolicy
 from runner.policies._static import critic_core_fast_path
-from runner.providers import GenerationConfig, Provider, ProviderResult
+from runner.providers import AttemptObserver, GenerationConfig, Provider, ProviderResult
 
 __all__ = [
     "PIPELINES",
@@ -105,13 +105,14 @@ class PipelineDecision:
 
 @dataclass(frozen=True)
 class PipelineParams:
-    """Per-cell settings: the critics' generation config and request metadata (cell_id, seed;
-    never labels)."""
+    """Per-cell settings: the critics' generation config, request metadata (cell_id, seed; never
+    labels) and the attempt observer (the study's journal) handed to every critic call."""
 
     generation: GenerationConfig = field(
         default_factory=lambda: GenerationConfig(temperature=0.2, seed=0, max_output_tokens=1024)
     )
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    observer: AttemptObserver | None = None
 
 
 class Pipeline(Protocol):
@@ -153,7 +154,7 @@ class _CriticBacked:
             generation=self._params.generation,
             metadata={**self._params.metadata, "critic": kind},
         )
-        result = await self._provider.generate(request)
+        result = await self._provider.generate(request, observer=self._params.observer)
         return _from_verdict(parse_critic_verdict(result), result)
 
 

@@ -47,7 +47,8 @@ from runner.policies._common import (
 )
 from runner.policies._critics import build_critic_request, parse_critic_verdict
 from runner.policies._errors import CriticCoreInvariantBroken, PolicyError, UnknownPolicy
-from runner.providers import GenerationConfig, Provider, ProviderResult
+from runner.policies._views import CriticKind
+from runner.providers import AttemptObserver, GenerationConfig, Provider, ProviderResult
 
 __all__ = [
     "ABLATIONS",
@@ -74,6 +75,11 @@ ABLATIONS: tuple[str, ...] = (*(f for f in CHECK_FAMILIES if f != "internal"), "
 DEFAULT_STATIC_GENERATION = GenerationConfig(temperature=0.2, seed=2705, max_output_tokens=1024)
 
 StaticVerdict = Literal["complete", "continue", "stuck"]
+_VERDICT_DECISION: dict[str, StaticVerdict] = {
+    "accept": "complete",
+    "reject": "continue",
+    "stuck": "stuck",
+}
 
 
 @dataclass(frozen=True)
@@ -142,12 +148,14 @@ async def decide_static(
     ablate: frozenset[str] = frozenset(),
     generation: GenerationConfig | None = None,
     metadata: Mapping[str, Any] | None = None,
+    observer: AttemptObserver | None = None,
 ) -> StaticDecision:
     """Decide ``snapshot`` (a :class:`runner.worlds.Snapshot`) with static arm ``arm``.
 
     ``provider`` is used only by ``self_check`` and ``full_trace``; ``generation`` defaults to
     :data:`DEFAULT_STATIC_GENERATION`; ``metadata`` (never labels) replaces the default request
-    metadata ``{"cell_id": "static/<arm>/<opaque>", "seed", "study", "arm"}``.
+    metadata ``{"cell_id": "static/<arm>/<opaque>", "seed", "study", "arm"}``; ``observer`` is
+    passed to ``provider.generate`` (attempt journaling).
 
     Raises:
         UnknownPolicy: ``arm`` or an ablation name is unknown.
@@ -224,7 +232,7 @@ async def decide_static(
     meta = dict(metadata) if metadata is not None else _metadata(arm, snapshot, gen)
     if arm == "self_check" and not signal:
         return StaticDecision("continue", (reason("policy.no_finish_request"),), 0, None)
-    kind = "self_check" if arm == "self_check" else "full_trace"
+    kind: CriticKind = "self_check" if arm == "self_check" else "full_trace"
     request = build_critic_request(
         kind,
         contract=contract,
@@ -235,7 +243,7 @@ async def decide_static(
         generation=gen,
         metadata=meta,
     )
-    result = await provider.generate(request)
+    result = await provider.generate(request, observer=observer)
     if not result.ok:
         return StaticDecision("continue", (reason("critic.provider_failure"),), 1, result)
     verdict = parse_critic_verdict(result)
@@ -246,7 +254,5 @@ async def decide_static(
             return StaticDecision("complete", (reason("self_check.approved", verdict.reason),), 1, result)
         return StaticDecision("continue", (reason("self_check.revise", verdict.reason),), 1, result)
     code = f"critic.{verdict.verdict}"
-    decision: StaticVerdict = {"accept": "complete", "reject": "continue", "stuck": "stuck"}[
-        verdict.verdict
-    ]
+    decision = _VERDICT_DECISION[verdict.verdict]
     return StaticDecision(decision, (reason(code, verdict.reason),), 1, result)

@@ -147,3 +147,24 @@ def test_make_pipeline() -> None:
         make_pipeline("vibes", None)
     with pytest.raises(TypeError):
         make_pipeline("full_trace", None)
+
+
+class _Journal:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str | None]] = []
+
+    async def begin(self, record: Any) -> None:
+        self.events.append(("begin", record.cell_id))
+
+    async def end(self, record: Any) -> None:
+        self.events.append(("end", record.cell_id))
+
+
+def test_critic_calls_are_journaled_through_the_observer() -> None:
+    journal = _Journal()
+    provider, _ = scripted("accept")
+    params = dataclasses.replace(PARAMS, observer=journal)
+    st = state()
+    d = run(make_pipeline("full_trace", provider, params), st, finish(st))
+    assert d.decision == "complete"
+    assert journal.events == [("begin", "cell-1"), ("end", "cell-1")]
