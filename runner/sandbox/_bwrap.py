@@ -265,7 +265,7 @@ class BwrapBackend:
             argv = self.bwrap_argv(limits, ro_binds, seccomp_fd, worker_fd) + cmd
             if self.pids_cgroup is not None:
                 # outer bwrap + its pid 1 + the worker, then the command's own processes
-                cg_path = self.pids_cgroup.create(int(limits.nproc) + 3)
+                cg_path = self.pids_cgroup.acquire(int(limits.nproc) + 3)
                 cg_fd, preexec = PidsCgroup.join_fn(cg_path)
             started = time.monotonic()
             proc = subprocess.Popen(
@@ -288,8 +288,8 @@ class BwrapBackend:
                 if fd is not None and fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            if cg_path is not None:
-                PidsCgroup.remove(cg_path)
+            if cg_path is not None and self.pids_cgroup is not None:
+                self.pids_cgroup.release(cg_path)
 
     def run(
         self,

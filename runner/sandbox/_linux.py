@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
 import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["PidsCgroup", "landlock_abi", "userns_restrictions"]
@@ -57,15 +60,23 @@ def _pids_mount() -> Path | None:
 
 
 class PidsCgroup:
-    """A per-call pids cgroup (v1 hierarchy) for a root parent.
+    """Per-call pids cgroups (v1 hierarchy) for a root parent, pooled across calls.
 
     Why: a root parent maps the sandbox's uid to host uid 0, and the kernel never applies
     RLIMIT_NPROC to uid 0 (``INIT_USER``), so the process-count limit needs a pids cgroup. The
-    cgroup also lets the parent kill every process of the call after it ends.
+    cgroup also lets the parent kill every process of the call after it ends. Creating and
+    removing a cgroup per call costs several milliseconds, so emptied cgroups are reused (one per
+    concurrent call) and removed at exit.
     """
+
+    _PREFIX = "ect-sandbox-"
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        self._free: list[Path] = []
+        self._all: set[Path] = set()
+        self._lock = threading.Lock()
+        atexit.register(self.close)
 
     @classmethod
     def detect(cls) -> PidsCgroup | None:
@@ -75,26 +86,47 @@ class PidsCgroup:
         mount = _pids_mount()
         if mount is None:
             return None
+        cls._remove_stale(mount)
         probe = cls(mount)
         try:
-            path = probe.create(4)
+            path = probe.acquire(4)
         except OSError:
             return None
-        probe.remove(path)
+        probe.release(path)
         return probe
 
-    def create(self, max_pids: int) -> Path:
-        path = self.base / f"ect-sandbox-{os.getpid()}-{secrets.token_hex(6)}"
-        path.mkdir()
+    @classmethod
+    def _remove_stale(cls, base: Path) -> None:
+        """Remove empty cgroups left by runner processes that no longer exist."""
         try:
-            (path / "pids.max").write_text(str(max_pids))
+            entries = list(base.glob(cls._PREFIX + "*"))
         except OSError:
-            path.rmdir()
-            raise
+            return
+        for path in entries:
+            try:
+                owner = int(path.name[len(cls._PREFIX) :].split("-", 1)[0])
+                os.kill(owner, 0)
+                continue  # owner alive
+            except (ValueError, PermissionError):
+                continue
+            except ProcessLookupError:
+                pass
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+    def acquire(self, max_pids: int) -> Path:
+        with self._lock:
+            path = self._free.pop() if self._free else None
+        if path is None:
+            path = self.base / f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+            path.mkdir()
+            with self._lock:
+                self._all.add(path)
+        (path / "pids.max").write_text(str(max_pids))
         return path
 
     @staticmethod
-    def join_fn(path: Path) -> tuple[int, object]:
+    def join_fn(path: Path) -> tuple[int, Callable[[], None]]:
         """An fd on ``cgroup.procs`` and a preexec function that moves the child into it."""
         fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
 
@@ -103,21 +135,26 @@ class PidsCgroup:
 
         return fd, join
 
-    @staticmethod
-    def remove(path: Path) -> None:
-        """Kill whatever is left in the cgroup, then remove it."""
-        for _ in range(200):
+    def release(self, path: Path) -> None:
+        """Kill whatever is left in the cgroup, wait until it is empty, and pool it."""
+        for _ in range(400):
             try:
                 pids = (path / "cgroup.procs").read_text().split()
             except OSError:
-                pids = []
+                return
+            if not pids:
+                with self._lock:
+                    self._free.append(path)
+                return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-            try:
+            time.sleep(0.005)
+        # still not empty after 2 s: do not reuse it (close() tries to remove it at exit)
+
+    def close(self) -> None:
+        with self._lock:
+            paths, self._all, self._free = list(self._all), set(), []
+        for path in paths:
+            with contextlib.suppress(OSError):
                 path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.005)
