@@ -29,6 +29,9 @@ def test_profile_is_deny_default_with_network_denied_last() -> None:
     assert "(allow default" not in body
     for param in ("PYTHON_PREFIX", "WORKER", "TOOLS", "SNAPSHOT", "SCRATCH", "RO_0", "RO_3"):
         assert f'(param "{param}")' in body
+    assert "(allow process-fork" not in body
+    # no process listing or other processes' argv/environment through sysctl
+    assert "(allow sysctl-read)" not in body and "kern.proc" not in body
     # writes only into the scratch directory (and /dev/null)
     assert body.count("file-write") == 2
 
