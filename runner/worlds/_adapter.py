@@ -169,13 +169,13 @@ def to_receipts(
     ``error``/``invalid`` receipt, so nothing it says can support a claim. (Only a response
     with no RFC 8785 encoding, e.g. an integer beyond 2**53, raises ``FormatError``.)
     """
-    b = _Builder(task_id, call_id, tool_id, args, response, first_index)
     if tool_id not in tools.TOOL_SCHEMAS or not isinstance(args, dict):
         return []
     if tool_id in tools.SIDE_EFFECT_TOOLS:
         return []
     if isinstance(response, dict) and response.get("ok") is False:
         return []  # refused before execution: no evidence either way
+    b = _Builder(task_id, call_id, tool_id, args, response, first_index)
     if tools.validate(response, tools.TOOL_SCHEMAS[tool_id]["response"]) is not None:
         scopes = _requested_scopes(tool_id, args)[:1] or [(None, None, None, None)]
         b.add("", None, scopes[0], ok=False, valid=False)

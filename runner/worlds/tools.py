@@ -105,7 +105,7 @@ def _response(result: dict[str, Any]) -> dict[str, Any]:
 # The tool catalogue. "args" are what a planner may send; "response" is what a successful or
 # nested-error call returns. Schemas use a small JSON-Schema subset (type, properties, required,
 # additionalProperties: false, enum, pattern, minLength/maxLength, minimum/maximum, items,
-# anyOf) that :func:`validate` implements with the standard library only.
+# maxItems, anyOf) that :func:`validate` implements with the standard library only.
 TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "list_entities": {
         "description": (
@@ -235,7 +235,11 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
                 "value": {
                     "type": ["string", "integer", "number", "boolean", "null", "array"],
                     "maxLength": 512,
-                    "items": {"type": ["string", "integer", "number", "boolean", "null"]},
+                    "maxItems": 32,
+                    "items": {
+                        "type": ["string", "integer", "number", "boolean", "null"],
+                        "maxLength": 512,
+                    },
                 },
                 "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 64},
             },
@@ -305,6 +309,8 @@ def validate(value: Any, schema: dict[str, Any], path: str = "") -> str | None:
             return f"{where}: below {schema['minimum']}"
         if "maximum" in schema and value > schema["maximum"]:
             return f"{where}: above {schema['maximum']}"
+    if isinstance(value, list) and len(value) > schema.get("maxItems", len(value)):
+        return f"{where}: more than {schema['maxItems']} items"
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             problem = validate(item, schema["items"], f"{path}/{i}")
