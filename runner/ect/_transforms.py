@@ -21,7 +21,7 @@ from typing import Any
 from runner.canonical import canonical_bytes
 from runner.ect._errors import ReplayError
 from runner.ect._ops import check_params
-from runner.ect._wire import MAX_SAFE_INT, Receipt, Transform, Value
+from runner.ect._wire import MAX_SAFE_INT, Receipt, Scalar, Transform, Value
 
 __all__ = ["check_transform", "replay", "replay_exact", "values_match"]
 
@@ -76,7 +76,7 @@ def _by_entity(receipts: Sequence[Receipt]) -> list[tuple[str, Fraction]]:
     return out
 
 
-def _rank(pairs: list[tuple[str, Fraction]], order: str) -> list[str]:
+def _rank(pairs: list[tuple[str, Fraction]], order: str) -> list[Scalar]:
     # Value order asc/desc; ties always by the smallest id first.
     if order == "desc":
         pairs = sorted(pairs, key=lambda p: (-p[1], p[0]))

@@ -490,7 +490,7 @@ def verify_unsafe_ablated(
     return _run(contract, ledger, certificate, without)[0]
 
 
-_PARSERS = (
+_PARSERS: tuple[tuple[str, Any, str], ...] = (
     ("contract", Contract, "adapter.malformed_contract"),
     ("ledger", Ledger, "adapter.malformed_ledger"),
     ("certificate", Certificate, "adapter.malformed_certificate"),

@@ -57,7 +57,7 @@ Value = Scalar | list[Scalar]
 # --- field helpers ---------------------------------------------------------------------------
 
 
-def _fields(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+def _fields(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
     if type(obj) is dict and len(obj) == len(required) and not optional:
         # Fast path (the common case): exactly the required keys.
         if obj.keys() == set(required):
@@ -164,7 +164,7 @@ def _bool(obj: Any, path: str) -> bool:
     return obj
 
 
-def _list(obj: Any, path: str) -> list:
+def _list(obj: Any, path: str) -> list[Any]:
     if not isinstance(obj, list):
         raise WireFormatError(path, f"expected an array, got {_tname(obj)}")
     return obj
@@ -219,7 +219,7 @@ def _json(obj: Any, path: str, depth: int = 0) -> Any:
     raise WireFormatError(path, f"not a JSON value ({type(obj).__name__})")
 
 
-def _format(obj: dict, path: str, expected: str) -> None:
+def _format(obj: dict[str, Any], path: str, expected: str) -> None:
     if obj["format"] != expected:
         raise WireFormatError(
             f"{path}.format", f"unsupported format {_short(obj['format'])!r}, expected {expected!r}"
