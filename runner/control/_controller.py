@@ -420,13 +420,14 @@ class RunController:
                     self.on_tool_result(state, verdict.call, _sync(raw, "execute"))
                 elif verdict.kind is VerdictKind.CHECK_FINISH:
                     assert verdict.finish is not None
-                    report = None
+                    report: PredicateReport | bool | None = None
                     if self.validate is not None:
+                        checked: Any
                         try:
-                            report = self.validate(state, verdict.finish.output)
+                            checked = self.validate(state, verdict.finish.output)
                         except Exception as e:  # fail closed
-                            report = _check_failed(e)
-                        report = _sync(report, "validate")
+                            checked = _check_failed(e)
+                        report = _sync(checked, "validate")
                     self.on_finish(state, verdict.finish, report=report)
         finally:
             self._record_spend(state)

@@ -11,6 +11,7 @@ the same key with different arguments is refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,9 +68,9 @@ class Guard(StopCondition):
         rules: extra plain-code rules, evaluated in order after the built-in ones.
     """
 
-    allow: frozenset[str]
+    allow: AbstractSet[str]  # stored as a frozenset
     side_effects: Mapping[str, SideEffectRule] = field(default_factory=dict)
-    approvals: frozenset[str] = frozenset()
+    approvals: AbstractSet[str] = frozenset()
     rules: tuple[GuardRule, ...] = ()
 
     def __post_init__(self) -> None:
