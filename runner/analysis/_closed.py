@@ -272,11 +272,26 @@ def analyse_closed_loop(
 
     table4 = {p: _table4_row([r for r in primary if r["policy"] == p]) for p in policies}
 
-    common = {"seed": seed, "replicates": replicates, "scale": 100.0}
-    h2 = _diff(primary, "premature_unsupported", checkpoint="incomplete", label="h2", **common)
+    h2 = _diff(
+        primary,
+        "premature_unsupported",
+        checkpoint="incomplete",
+        label="h2",
+        seed=seed,
+        replicates=replicates,
+        scale=100.0,
+    )
     h2["passed"] = bool(h2["diff_pp"] < 0 and h2["ci_pp"][1] < 0)
     h2["rule"] = "ECT-minus-controller point estimate < 0 and 95% interval wholly below 0"
-    h3 = _diff(primary, "supported_completion", checkpoint=None, label="h3", **common)
+    h3 = _diff(
+        primary,
+        "supported_completion",
+        checkpoint=None,
+        label="h3",
+        seed=seed,
+        replicates=replicates,
+        scale=100.0,
+    )
     h3["margin_pp"] = margin_pp
     h3["passed"] = noninferior(float(h3["ci_pp"][0]), margin_pp)
     h3["rule"] = f"lower bound of the 95% interval > {margin_pp:g} pp"
@@ -297,7 +312,13 @@ def analyse_closed_loop(
         key: {
             "label": text,
             **_diff(
-                primary, key, checkpoint=None, label=f"secondary/{key}", **{**common, "scale": 1.0}
+                primary,
+                key,
+                checkpoint=None,
+                label=f"secondary/{key}",
+                seed=seed,
+                replicates=replicates,
+                scale=1.0,
             ),
         }
         for key, text in SECONDARY

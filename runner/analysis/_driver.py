@@ -66,9 +66,11 @@ def build_provider(
         responder = simulated_responder(PlannerBehaviour(), CriticBehaviour.from_json(spec.critic))
         return SimulatedProvider(responder, model=model or spec.simulated_model)
     if name == "gemini":
-        cred = load_credential(credential_file, credential_env)
         return GeminiProvider(
-            cred, model=model or spec.gemini_model, base_url=base_url, timeout_s=spec.timeout_s
+            load_credential(credential_file, credential_env),
+            model=model or spec.gemini_model,
+            base_url=base_url,
+            timeout_s=spec.timeout_s,
         )
     cred = (
         load_credential(credential_file, credential_env)

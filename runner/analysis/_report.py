@@ -164,7 +164,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
                 labels,
                 vals,
                 value_text=[f"{t2[p][num_key]}/{t2[p][den_key]}" for p in pols],
-                intervals=[tuple(iv[p][key]["ci_pct"]) for p in pols],  # type: ignore[misc]
+                intervals=[(iv[p][key]["ci_pct"][0], iv[p][key]["ci_pct"][1]) for p in pols],
                 vmax=100.0,
                 highlight="ECT",
                 axis_unit="%",
@@ -366,7 +366,7 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
                 labels,
                 [iv[p][key]["rate_pct"] for p in pols],
                 value_text=[f"{t4[p][key]}/{t4[p][key + '_den']}" for p in pols],
-                intervals=[tuple(iv[p][key]["ci_pct"]) for p in pols],  # type: ignore[misc]
+                intervals=[(iv[p][key]["ci_pct"][0], iv[p][key]["ci_pct"][1]) for p in pols],
                 vmax=100.0,
                 highlight="ECT",
                 axis_unit="%",

@@ -501,14 +501,14 @@ def analyse_static(
         faults = [r for r in by_arm[a] if r["condition"] != "C0"]
         clean = [r for r in by_arm[a] if r["condition"] == "C0"]
         intervals[a] = {}
-        for key, sel, hit in (
-            ("U", faults, lambda r: r["decision"] == "complete"),
-            ("C", clean, lambda r: r["decision"] != "complete"),
-            ("S", faults, lambda r: r["decision"] == "stuck"),
+        for key, sel, wanted, positive in (
+            ("U", faults, "complete", True),
+            ("C", clean, "complete", False),
+            ("S", faults, "stuck", True),
         ):
             res = cluster_bootstrap_mean(
                 [r["task_id"] for r in sel],
-                [float(hit(r)) for r in sel],
+                [float((r["decision"] == wanted) == positive) for r in sel],
                 replicates=reps,
                 seed=seed,
                 label=f"rate/{a}/{key}",

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binomtest
+from scipy.stats import binomtest  # type: ignore[import-untyped]
 
 from runner.errors import AnalysisError
 

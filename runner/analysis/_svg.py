@@ -102,7 +102,7 @@ def nice_max(v: float) -> float:
     for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
         if m * mag >= raw * (1 - 1e-12):
             return float(f"{4 * m * mag:.12g}")
-    return 4 * 10 * mag
+    return float(4 * 10 * mag)
 
 
 def _heat_colour(v: float) -> str:
