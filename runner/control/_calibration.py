@@ -18,6 +18,7 @@ from typing import Any, Literal
 from runner.control._errors import CalibrationMismatch, NoSafeThreshold
 from runner.control._rules import StoppingRule
 from runner.control._types import PredicateReport, RunState
+from runner.errors import FormatError
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -263,6 +264,35 @@ class Calibration:
             return PredicateReport(missing=(label,))
 
         return StoppingRule(name, evaluate=evaluate, output=output)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Calibration:
+        """Load a recorded calibration (strict: format, fields and types are checked).
+
+        Raises:
+            FormatError: ``obj`` is not an ``ect.calibration/1`` object.
+        """
+        try:
+            if not isinstance(obj, dict) or obj.get("format") != CALIBRATION_FORMAT:
+                raise ValueError(f"not an {CALIBRATION_FORMAT} object")
+            if set(obj) != {"format", "model_version", "target_error_rate", "savings_by",
+                            "chosen", "rows"}:
+                raise ValueError("unexpected or missing fields")
+            rows = []
+            for row in obj["rows"]:
+                rep = RuleReport(str(row["rule"]), int(row["runs"]), int(row["firings"]),
+                                 int(row["errors"]), RunCost.from_json(row["saved"]),
+                                 RunCost.from_json(row["baseline"]))
+                rows.append(ThresholdRow(float(row["threshold"]), rep))
+            chosen = obj["chosen"]
+            cal = cls(str(obj["model_version"]), float(obj["target_error_rate"]),
+                      obj["savings_by"], tuple(rows),
+                      None if chosen is None else float(chosen))
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(f"calibration: {e}") from None
+        if cal.savings_by not in ("steps", "cost_usd", "latency_s") or not cal.model_version:
+            raise FormatError("calibration: bad savings_by or empty model_version")
+        return cal
 
     def render(self) -> str:
         chosen = "none (no threshold meets the target)" if self.chosen is None else f"{self.chosen:g}"

@@ -50,7 +50,7 @@ def grounded(state: RunState, output: object) -> bool:
     return isinstance(output, dict) and output.get("v") == state.data.get("v") is not None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(
     script=st.lists(turns, min_size=1, max_size=12),
     max_steps=st.integers(1, 8),

@@ -87,6 +87,21 @@ def test_calibration_json_is_canonical_and_deterministic() -> None:
     assert a["rows"][4]["error_rate_over_firings"] == 0.2
 
 
+def test_recorded_calibration_round_trips_and_keeps_its_model_binding() -> None:
+    from runner.canonical import loads_strict
+    from runner.errors import FormatError
+
+    cal = measure(0.2)
+    again = Calibration.from_json(loads_strict(canonical_bytes(cal.to_json())))
+    assert again == cal
+    with pytest.raises(CalibrationMismatch):
+        again.fires(0.9, model_version="sim-planner-2")
+    for bad in ({}, {**cal.to_json(), "format": "x"}, {**cal.to_json(), "extra": 1},
+                {**cal.to_json(), "rows": [{"threshold": 0.5}]}):
+        with pytest.raises(FormatError):
+            Calibration.from_json(bad)
+
+
 def test_calibrated_rule_drives_a_controller() -> None:
     rule = measure(0.20).stopping_rule(
         model_version="sim-planner-1",

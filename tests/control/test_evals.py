@@ -145,3 +145,11 @@ def test_interpreter_repeats_the_last_turn_and_last_result() -> None:
     assert out.passed and out.stop_detail == "get failed 2 times in a row: down"
     # running the same case again gives the same result (fresh run state every time)
     assert run_case(case) == out
+
+
+def test_help_texts() -> None:
+    for argv in (["evals", "--help"], ["evals", "run", "--help"]):
+        result = CliRunner().invoke(cli, argv)
+        assert result.exit_code == 0
+    assert "N passed, M failed" in CliRunner().invoke(cli, ["evals", "run", "--help"]).output
+    assert "evals" in CliRunner().invoke(cli, ["--help"]).output
