@@ -7,6 +7,7 @@ import click
 from runner import __version__
 from runner.cli import (
     _analysis,
+    _demo,
     _evals,
     _provider,
     _sandbox,
@@ -38,7 +39,7 @@ def cli() -> None:
     """
 
 
-for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals):
+for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals, _demo):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

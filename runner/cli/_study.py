@@ -1,7 +1,411 @@
-"""`ect` commands for this area (filled in by its issue)."""
+"""`ect schedule|preflight|run|resume|export|replay|demo`: the closed-loop study commands."""
 
 from __future__ import annotations
 
-import click
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-COMMANDS: list[click.Command] = []
+import click
+import structlog
+
+from runner.cli._common import (
+    EXIT_HALTED,
+    EXIT_NEGATIVE,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    die,
+    map_errors,
+)
+from runner.errors import EctError
+from runner.study import (
+    Halted,
+    LockError,
+    LockMismatch,
+    PreflightFailed,
+    ProviderChoice,
+    RunSettings,
+    RunSummary,
+    SpecError,
+    StoreNotEmpty,
+    execute,
+    load_spec,
+    run_preflight,
+    study_paths,
+    write_lock,
+    write_schedule,
+)
+
+__all__ = ["COMMANDS"]
+
+DEFAULT_SPEC = "schedules/v2.toml"
+_REFUSED: dict[type[BaseException], int] = {
+    Halted: EXIT_HALTED,
+    PreflightFailed: EXIT_REFUSED,
+    LockMismatch: EXIT_REFUSED,
+    LockError: EXIT_REFUSED,
+    StoreNotEmpty: EXIT_REFUSED,
+    SpecError: EXIT_USAGE,
+}
+
+
+def _configure_logging(log_json: bool) -> None:
+    processors: list[Any] = [structlog.processors.add_log_level,
+                             structlog.processors.TimeStamper(fmt="iso", utc=True)]
+    processors.append(structlog.processors.JSONRenderer() if log_json
+                      else structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.INFO if log_json else logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--provider", "provider_name", default="simulated", show_default=True,
+                     type=click.Choice(["simulated", "gemini", "openai"]),
+                     help="Model provider. The simulated default needs no credential or network."),
+        click.option("--model", default=None, help="Model name (must equal the locked model)."),
+        click.option("--base-url", default=None,
+                     help="Provider origin (required for openai; optional for gemini)."),
+        click.option("--credential-file", default=None, type=click.Path(dir_okay=False),
+                     help="File holding the API key (must not be group/world readable)."),
+        click.option("--credential-env", default=None, metavar="NAME",
+                     help="Name of the environment variable holding the API key."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _choice(provider_name: str, model: str | None, base_url: str | None,
+            credential_file: str | None, credential_env: str | None) -> ProviderChoice:
+    return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
+
+
+def _study_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--study", "spec", default=DEFAULT_SPEC, show_default=True,
+                        type=click.Path(dir_okay=False),
+                        help="The frozen study spec (its schedule and lock sit beside it).")(fn)
+
+
+# --- schedule -----------------------------------------------------------------------------
+
+
+@click.group("schedule")
+def schedule_group() -> None:
+    """Build the canonical schedule and the lock from a study spec."""
+
+
+@schedule_group.command("build")
+@_study_option
+@click.option("--replace", is_flag=True, help="Rewrite a schedule file whose bytes differ.")
+@map_errors(_REFUSED)
+def schedule_build(spec: str, replace: bool) -> None:
+    """Write SPEC's canonical rows to <spec>.schedule.jsonl (task -> checkpoint -> seed -> policy)."""
+    loaded = load_spec(spec)
+    paths = study_paths(spec)
+    rows = write_schedule(loaded, paths, replace=replace)
+    click.echo(f"{paths.schedule}: {len(rows)} rows")
+
+
+@schedule_group.command("lock")
+@_study_option
+@click.option("--replace", is_flag=True,
+              help="Rewrite an existing lock that differs (the old lock's runs stop resuming).")
+@map_errors(_REFUSED)
+def schedule_lock(spec: str, replace: bool) -> None:
+    """Write <spec>.lock.json pinning spec, schedule, tasks, prompts, config, pins, source.
+
+    A lock is never rewritten silently: when one exists and differs, this refuses and names
+    the first difference unless --replace is given.
+    """
+    from runner.study import lock_digest
+
+    loaded = load_spec(spec)
+    paths = study_paths(spec)
+    lock = write_lock(loaded, paths, replace=replace)
+    click.echo(f"{paths.lock}: {lock_digest(lock)}")
+
+
+# --- preflight ----------------------------------------------------------------------------
+
+
+def _print_check(check: Any) -> None:
+    mark = "ok  " if check.ok else "FAIL"
+    click.echo(f"  [{mark}] {check.name}: {check.detail}", err=True)
+
+
+@click.command("preflight")
+@_study_option
+@click.option("--store", "store", required=True, type=click.Path(dir_okay=False),
+              help="The run store the study will write (absent, or a verified prefix).")
+@_provider_options
+@click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
+              help="Override the platform's sandbox backend.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@map_errors(_REFUSED)
+def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
+                  base_url: str | None, credential_file: str | None,
+                  credential_env: str | None, sandbox_backend: str | None, as_json: bool) -> None:
+    """Check everything a run needs before any provider use; exit 3 on any failure.
+
+    Lock vs files, schedule vs lock, the store (absent or a verified prefix), an explicit
+    credential (none for simulated), the frozen generation config, the sandbox backend and
+    every probe in preflight/ (network and persistent-write denial among them).
+    """
+    report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
+                                                credential_env),
+                           sandbox_backend=sandbox_backend,
+                           on_check=None if as_json else _print_check)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
+    if not report.passed:
+        raise PreflightFailed(report)
+    if not as_json:
+        click.echo(f"preflight passed ({len(report.checks)} checks); report {report.digest}")
+
+
+# --- run / resume -------------------------------------------------------------------------
+
+
+class _Progress:
+    """A progress bar on a terminal; plain periodic lines otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._bar: Any = None
+        self._task: Any = None
+        self._started = time.monotonic()
+        self._base = 0
+        self._last_line = 0.0
+
+    def start(self, summary: RunSummary) -> None:
+        if not self.enabled:
+            return
+        self._base = summary.committed
+        self._started = time.monotonic()
+        if self.tty:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.description}"),
+                                 transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task(self._text(summary), total=summary.total,
+                                            completed=summary.committed)
+
+    @staticmethod
+    def _text(summary: RunSummary) -> str:
+        reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.stop_reasons.items()))
+        label = " (simulated)" if summary.provider == "simulated" else ""
+        return f"{reasons}  cost ${summary.cost_usd:.4f}{label}"
+
+    def update(self, body: dict[str, Any], summary: RunSummary) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=summary.committed,
+                             description=self._text(summary))
+            return
+        now = time.monotonic()
+        if now - self._last_line < 5.0 and summary.committed < summary.total:
+            return
+        self._last_line = now
+        done = summary.committed - self._base
+        rate = done / max(now - self._started, 1e-9)
+        left = summary.total - summary.committed
+        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+        click.echo(f"[{summary.committed:>4}/{summary.total}] {self._text(summary)}  ETA {eta}",
+                   err=True)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    progress = _Progress(enabled=not quiet)
+    if not quiet:
+        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)
+    report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
+                           sandbox_backend=settings.sandbox_backend,
+                           on_check=None if quiet else
+                           (lambda c: None if c.ok else _print_check(c)))
+    if not report.passed:
+        raise PreflightFailed(report)
+    if not quiet:
+        click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
+    try:
+        summary = execute(settings, resume=resume, preflight=report,
+                          on_cell=progress.update, on_start=progress.start)
+    except Halted as e:
+        progress.stop()
+        if as_json:
+            click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
+        raise
+    progress.stop()
+    if as_json:
+        click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
+    elif not quiet:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
+        click.echo(f"{summary.committed}/{summary.total} cells committed to {summary.store} "
+                   f"in {summary.wall_s:.1f}s ({reasons})", err=True)
+    return summary
+
+
+def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
+                     help="Cells in flight at once (commits stay in canonical order)."),
+        click.option("--limit", default=None, type=click.IntRange(1),
+                     help="Run only the first N rows of the canonical schedule (smoke runs)."),
+        click.option("--max-cost-usd", default=None, type=click.FloatRange(min=0, min_open=True),
+                     help="Halt at a cell boundary once this much has been spent."),
+        click.option("--max-calls", default=None, type=click.IntRange(1),
+                     help="Halt at a cell boundary after this many provider attempts."),
+        click.option("--sandbox-backend", default=None,
+                     type=click.Choice(["bwrap", "sandbox-exec"]),
+                     help="Override the platform's sandbox backend."),
+        click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@click.command("run")
+@_study_option
+@click.option("--store", "store", required=True, type=click.Path(dir_okay=False),
+              help="The new run store (e.g. stores/v2.db); a key is made beside it.")
+@_provider_options
+@_run_options
+@map_errors(_REFUSED)
+def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_url: str | None,
+            credential_file: str | None, credential_env: str | None, concurrency: int,
+            limit: int | None, max_cost_usd: float | None, max_calls: int | None,
+            sandbox_backend: str | None, log_json: bool, quiet: bool, as_json: bool) -> None:
+    """Run the locked study: preflight, then every cell, each committed to the hash chain.
+
+    Halts cleanly at a cell boundary (exit 4) when a STOP file appears beside the store, a
+    ceiling is reached, or on Ctrl-C; continue with `ect resume --store PATH`.
+    """
+    _configure_logging(log_json)
+    settings = RunSettings(Path(spec), Path(store),
+                           _choice(provider_name, model, base_url, credential_file,
+                                   credential_env),
+                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend)
+    _run(settings, resume=False, as_json=as_json, quiet=quiet)
+
+
+def _store_header(store: str) -> dict[str, Any]:
+    from runner.store import Store
+
+    with Store.open(store) as s:
+        return dict(s.header)
+
+
+@click.command("resume")
+@click.option("--store", "store", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="The store of an interrupted run.")
+@click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
+              help="The study spec (default: the one recorded in the store's header).")
+@_provider_options
+@_run_options
+@map_errors(_REFUSED)
+def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
+               base_url: str | None, credential_file: str | None, credential_env: str | None,
+               concurrency: int, limit: int | None, max_cost_usd: float | None,
+               max_calls: int | None, sandbox_backend: str | None, log_json: bool, quiet: bool,
+               as_json: bool) -> None:
+    """Continue an interrupted run from its verified prefix.
+
+    Verifies the store in full and the lock against the files; refuses on any drift, naming
+    it. Reports provider attempts that were made but whose cell never committed.
+    """
+    _configure_logging(log_json)
+    header = _store_header(store)
+    spec_path = spec or header.get("spec") or DEFAULT_SPEC
+    if header.get("provider") not in (None, provider_name):
+        die(f"{store} was run with --provider {header.get('provider')}; "
+            f"resume it with the same provider", EXIT_REFUSED)
+    from runner.store import Store
+
+    with Store.open(store) as s:
+        orphans = s.orphan_attempts()
+    if orphans and not quiet:
+        cells = sorted({a["cell_id"] for a in orphans})
+        click.echo(f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) "
+                   f"that never committed (first: {cells[0]}); those cells run again", err=True)
+    settings = RunSettings(Path(spec_path), Path(store),
+                           _choice(provider_name, model, base_url, credential_file,
+                                   credential_env),
+                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend)
+    _run(settings, resume=True, as_json=as_json, quiet=quiet)
+
+
+# --- export / replay ----------------------------------------------------------------------
+
+
+@click.command("export")
+@click.option("--store", "store", required=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the signed manifest (JSON).")
+@click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
+              help="The study spec (default: the one recorded in the store's header).")
+@map_errors(_REFUSED)
+def export_cmd(store: str, out: str, spec: str | None) -> None:
+    """Write the signed final manifest; refuses unless every schedule row committed once.
+
+    The manifest lists every cell as {row, cell_id, result_digest} (the digest leaves out
+    wall-clock fields, so two runs of one lock compare cell by cell) and every audit group.
+    """
+    from runner.study import export_study
+
+    header = _store_header(store)
+    doc = export_study(Path(store), Path(out), Path(spec or header.get("spec") or DEFAULT_SPEC))
+    m = doc["manifest"]
+    click.echo(f"{out}: {len(m['cells'])} cells, {len(m['audit_groups'])} audit groups, "
+               f"merkle root {m['merkle_root'][:16]}..., signed")
+
+
+@click.command("replay")
+@click.option("--store", "store", required=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
+@map_errors(_REFUSED)
+def replay_cmd(store: str, as_json: bool) -> None:
+    """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
+    from runner.study import replay_store
+
+    report = replay_store(Path(store))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
+    else:
+        click.echo(f"replayed {report.cells} cells: {report.reproduced} reproduced, "
+                   f"{len(report.mismatches)} differ")
+        for m in report.mismatches[:10]:
+            click.echo(f"  row {m['row']} {m['cell_id']}: {m['detail']}")
+    if report.mismatches:
+        sys.exit(EXIT_NEGATIVE)
+
+
+COMMANDS: list[click.Command] = [schedule_group, preflight_cmd, run_cmd, resume_cmd, export_cmd,
+                                 replay_cmd]
+
+_ = EctError  # re-exported for the demo module's error mapping

@@ -14,6 +14,7 @@ from runner.study._execute import (
     execute,
     stop_file,
 )
+from runner.study._export import IncompleteStore, export_study, key_path_for
 from runner.study._lock import (
     LOCK_FORMAT,
     Drift,
@@ -38,6 +39,7 @@ from runner.study._preflight import (
     ProviderChoice,
     run_preflight,
 )
+from runner.study._replay import ReplayDiverged, ReplayReport, replay_store
 from runner.study._schedule import (
     CheckpointRef,
     ScheduleError,
@@ -56,11 +58,14 @@ __all__ = [
     "CheckpointRef",
     "Drift",
     "Halted",
+    "IncompleteStore",
     "LockError",
     "LockMismatch",
     "PreflightFailed",
     "PreflightReport",
     "ProviderChoice",
+    "ReplayDiverged",
+    "ReplayReport",
     "RunSettings",
     "RunSummary",
     "ScheduleError",
@@ -75,12 +80,15 @@ __all__ = [
     "check_lock",
     "deterministic_result",
     "execute",
+    "export_study",
     "file_sha256",
     "generation_config",
+    "key_path_for",
     "load_spec",
     "lock_digest",
     "read_lock",
     "read_schedule",
+    "replay_store",
     "row_digest",
     "run_preflight",
     "schedule_bytes",

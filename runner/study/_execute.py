@@ -233,9 +233,10 @@ async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dic
     return trajectory, _record_body(ctx, row, trajectory)
 
 
-def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory) -> dict[str, Any]:
+def _record_result(row: dict[str, Any], t: Trajectory, *, simulated: bool) -> dict[str, Any]:
+    """The cell result: deterministic fields, plus ``timing`` (left out of the result digest)."""
     base_calls = {c.call_id for c in t.checkpoint.trace}
-    result = {
+    return {
         "outcome": score(t, row),
         "stop": {"reason": t.stop_reason.value, "detail": t.stop_detail},
         "decisions": [d.to_json() for d in t.decisions],
@@ -244,9 +245,13 @@ def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory) -> dict[str,
         "new_receipts": [r.to_json() for r in t.ledger.receipts if r.call_id not in base_calls],
         "notes": t.notes,
         "tokens": {"input": t.input_tokens, "output": t.output_tokens},
-        "simulated": ctx.simulated,
+        "simulated": simulated,
         "timing": {"latency_s": t.latency_s},
     }
+
+
+def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory) -> dict[str, Any]:
+    result = _record_result(row, t, simulated=ctx.simulated)
     calls = []
     for r in t.provider_results:
         calls.append({
@@ -320,6 +325,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "lock_digest": report.lock_digest,
         "preflight_digest": report.digest,
         "schedule_rows": len(report.rows),
+        "spec": str(settings.spec_path),
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
     }

@@ -87,6 +87,7 @@ class PreflightReport:
     provider: ProviderChoice
     lock_digest: str | None = None
     committed_rows: int = 0
+    probes: str = "all"
     checks: list[Check] = field(default_factory=list)
     spec: StudySpec | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -105,6 +106,7 @@ class PreflightReport:
             "provider": self.provider.to_json(),
             "lock_digest": self.lock_digest,
             "committed_rows": self.committed_rows,
+            "probes": self.probes,
             "passed": self.passed,
             "checks": [c.to_json() for c in self.checks],
         }
@@ -170,11 +172,19 @@ def run_preflight(
     *,
     sandbox_backend: str | None = None,
     on_check: Callable[[Check], None] | None = None,
+    probes: str = "all",
 ) -> PreflightReport:
-    """Run every check and return the report (never raises for a failed check)."""
+    """Run every check and return the report (never raises for a failed check).
+
+    ``probes="mandatory"`` runs only the network and persistent-write denial probes (the two
+    the protocol requires) instead of every probe; the choice is recorded in the report, and
+    therefore in the store header. It exists for test suites; ``ect`` always runs them all.
+    """
+    if probes not in ("all", "mandatory"):
+        raise ValueError("probes must be 'all' or 'mandatory'")
     choice = provider or ProviderChoice()
     report = PreflightReport(study="?", spec_path=str(spec_path), store_path=str(store_path),
-                             provider=choice)
+                             provider=choice, probes=probes)
 
     def add(name: str, ok: bool, detail: str) -> bool:
         check = Check(name, ok, detail)
@@ -217,10 +227,13 @@ def run_preflight(
     if not ok:
         add("probes", False, "not run: an earlier check failed")
         return report
-    from runner.sandbox import run_probes
+    from runner.sandbox import load_probes, run_probes
 
     try:
-        results = run_probes(backend)
+        only = None
+        if probes == "mandatory":
+            only = [p.name for p in load_probes() if p.name.startswith(MANDATORY_PROBE_PREFIXES)]
+        results = run_probes(backend, only=only)
     except EctError as e:
         add("probes", False, str(e))
         return report

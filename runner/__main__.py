@@ -1,0 +1,5 @@
+"""``python -m runner`` is the ``ect`` command."""
+
+from runner.cli import main
+
+main()

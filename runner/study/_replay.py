@@ -1,0 +1,167 @@
+"""``ect replay``: re-score every cell from the store alone (DESIGN §6 "Blobs").
+
+For each committed cell the trajectory is run again with the same code, but the provider is a
+replay of the stored raw responses (each request the engine rebuilds must hash to the recorded
+request digest, so the planner saw exactly what it saw the first time) and the tools are a replay
+of the recorded tool responses. The cell is re-scored and its result digest compared with the
+recorded one. No network, no credential and no sandbox child are needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.canonical import loads_strict
+from runner.errors import StudyError
+from runner.study._execute import cell_result_digest
+from runner.study._spec import load_spec
+
+__all__ = ["ReplayDiverged", "ReplayReport", "replay_store"]
+
+
+class ReplayDiverged(StudyError):
+    """The replayed trajectory asked for something the recorded one did not."""
+
+
+@dataclass
+class ReplayReport:
+    cells: int = 0
+    reproduced: int = 0
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cells": self.cells, "reproduced": self.reproduced,
+                "mismatches": self.mismatches}
+
+
+def _attempt(obj: dict[str, Any]) -> Any:
+    from runner.providers import AttemptRecord, Usage
+
+    fields = dict(obj)
+    fields["usage"] = Usage(**obj["usage"]) if obj.get("usage") is not None else None
+    return AttemptRecord(**fields)
+
+
+def _simulated_response(raw: bytes) -> Any:
+    from runner.providers import FunctionCall, Message, Part, ProviderResponse, Usage
+
+    obj = loads_strict(raw)
+    calls = tuple(FunctionCall(c["name"], c["args"], c.get("id")) for c in obj["function_calls"])
+    parts = ([Part.of_text(obj["text"])] if obj["text"] is not None else [])
+    parts.extend(Part(function_call=c) for c in calls)
+    return ProviderResponse(
+        text=obj["text"], structured=obj["structured"], function_calls=calls,
+        finish_reason=obj["finish_reason"], usage=Usage(**obj["usage"]),
+        model_version=obj["model_version"], response_id=obj["response_id"],
+        provider=obj["provider"], simulated=obj["simulated"],
+        message=Message("model", tuple(parts)),
+    )
+
+
+class _ReplayProvider:
+    def __init__(self, calls: list[dict[str, Any]], store: Any, header: dict[str, Any]) -> None:
+        self._calls = list(calls)
+        self._store = store
+        self.name = header.get("provider", "simulated")
+        self.model = "replay"
+        self.simulated = self.name == "simulated"
+
+    async def generate(self, request: Any, *, observer: Any = None) -> Any:
+        from runner.providers import ProviderFailure, ProviderResult, RawExchange
+
+        if not self._calls:
+            raise ReplayDiverged("the replay asked the provider more often than the run did")
+        call = self._calls.pop(0)
+        sent = "sha256:" + hashlib.sha256(request.canonical()).hexdigest()
+        attempts = tuple(_attempt(a) for a in call["attempts"])
+        if attempts and attempts[0].request_sha256 != sent:
+            raise ReplayDiverged("the rebuilt request differs from the recorded one "
+                                 f"({sent} != {attempts[0].request_sha256})")
+        raw = tuple(RawExchange(self._store.get_blob(x["request"]),
+                                self._store.get_blob(x["response"]) if x["response"] else None)
+                    for x in call["raw"])
+        if call["ok"]:
+            if not self.simulated:
+                raise StudyError(f"replay of {self.name} stores is not supported yet: only the "
+                                 "simulated provider's raw responses can be decoded offline")
+            last = raw[-1].response_bytes
+            assert last is not None
+            return ProviderResult(_simulated_response(last), None, attempts, raw)
+        f = call["failure"]
+        failure = ProviderFailure(f["kind"], f["detail"], f.get("status"), f.get("retry_after_s"),
+                                  f.get("error_class"))
+        return ProviderResult(None, failure, attempts, raw)
+
+
+async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
+                       checkpoints: dict[str, Any], spec: Any) -> str:
+    from runner.loop import TrajectoryConfig, run_trajectory
+    from runner.policies import PipelineParams, make_pipeline
+    from runner.providers import GenerationConfig, PriceTable
+    from runner.study._execute import _record_result
+
+    row = body["schedule_row"]
+    provider = _ReplayProvider(body["audit"]["calls"], store, header)
+    tools = [d for d in body["result"]["decisions"] if d["verdict"] in ("executed", "tool_failed")]
+
+    async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
+        if not tools:
+            raise ReplayDiverged("the replay made a tool call the run did not make")
+        d = tools.pop(0)
+        if d["action"].get("tool_id") != tool_id or d["action"].get("args") != args:
+            raise ReplayDiverged(f"tool call {tool_id} differs from the recorded one")
+        if d["verdict"] == "tool_failed":
+            from runner.sandbox import WorkerFailed
+
+            raise WorkerFailed(d["tool_error"])
+        response: dict[str, Any] = d["tool_response"]
+        return response
+
+    generation = GenerationConfig(temperature=spec.model.temperature, seed=row["seed"],
+                                  max_output_tokens=spec.model.max_output_tokens)
+    metadata = {"cell_id": row["cell_id"], "seed": row["seed"]}
+    pipeline = make_pipeline(row["policy"], provider,
+                             PipelineParams(generation=generation, metadata=metadata))
+    config = TrajectoryConfig(
+        max_decisions=spec.budget.max_decisions,
+        max_additional_tool_calls=spec.budget.max_additional_tool_calls,
+        generation=generation,
+        price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
+    )
+    trajectory = await run_trajectory(checkpoints[row["checkpoint_id"]], pipeline, provider,
+                                      execute_tool, config, metadata=metadata)
+    result = _record_result(row, trajectory, simulated=bool(header.get("simulated")))
+    return cell_result_digest(result)
+
+
+def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
+    """Replay every committed cell of ``store_path`` and compare result digests."""
+    from runner.store import Store
+    from runner.worlds import closed_loop_checkpoints
+
+    report = ReplayReport()
+    checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
+    with Store.open(store_path) as store:
+        header = dict(store.header)
+        spec = load_spec(spec_path or header.get("spec") or "schedules/v2.toml")
+        for rec in store.records(1):
+            body = rec.body
+            report.cells += 1
+            try:
+                got = anyio.run(_replay_cell, body, store, header, checkpoints, spec)
+            except ReplayDiverged as e:
+                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
+                                          "detail": str(e)})
+                continue
+            if got == body["result_digest"]:
+                report.reproduced += 1
+            else:
+                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
+                                          "detail": f"result digest {got} != recorded "
+                                                    f"{body['result_digest']}"})
+    return report
