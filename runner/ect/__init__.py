@@ -13,12 +13,13 @@ from runner.ect._digests import (
     response_digest,
     value_digest,
 )
-from runner.ect._errors import ReplayError, WireFormatError
+from runner.ect._errors import IncompleteCertificate, ReplayError, WireFormatError
 from runner.ect._ops import OPS, is_iso_date
 from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
 from runner.ect._transforms import check_transform, replay, replay_exact, values_match
 from runner.ect._verifier import (
     Check,
+    require_complete,
     verify,
     verify_bytes,
     verify_json,
@@ -61,6 +62,7 @@ __all__ = [
     "DateRange",
     "Decision",
     "Descriptor",
+    "IncompleteCertificate",
     "Ledger",
     "Reason",
     "Receipt",
@@ -79,6 +81,7 @@ __all__ = [
     "receipt_digest",
     "replay",
     "replay_exact",
+    "require_complete",
     "response_digest",
     "value_digest",
     "values_match",

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from runner.errors import FormatError
+from typing import TYPE_CHECKING
 
-__all__ = ["ReplayError", "WireFormatError"]
+from runner.errors import FormatError, VerificationError
+
+if TYPE_CHECKING:
+    from runner.ect._reasons import Decision
+
+__all__ = ["IncompleteCertificate", "ReplayError", "WireFormatError"]
 
 
 class WireFormatError(FormatError):
@@ -27,3 +32,12 @@ class ReplayError(FormatError):
         self.code = code
         self.detail = detail
         super().__init__(f"{code}: {detail}")
+
+
+class IncompleteCertificate(VerificationError):
+    """Raised by :func:`runner.ect.require_complete`; ``decision`` holds every reason."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        codes = ", ".join(dict.fromkeys(r.code for r in decision.reasons))
+        super().__init__(f"certificate does not license complete: {codes}")

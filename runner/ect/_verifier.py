@@ -25,7 +25,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.ect._digests import descriptor_digest, ledger_digest, value_digest
-from runner.ect._errors import ReplayError
+from runner.ect._errors import IncompleteCertificate, ReplayError
 from runner.ect._reasons import CHECK_FAMILIES, Decision, Reason
 from runner.ect._transforms import check_transform, replay_exact, values_match
 from runner.ect._wire import (
@@ -41,6 +41,7 @@ from runner.errors import FormatError
 
 __all__ = [
     "Check",
+    "require_complete",
     "verify",
     "verify_bytes",
     "verify_json",
@@ -469,6 +470,18 @@ def _run(
 def verify(contract: Contract, ledger: Ledger, certificate: Certificate) -> Decision:
     """Decide ``complete`` or ``continue`` for typed inputs (DESIGN §3.3). Never raises."""
     return _run(contract, ledger, certificate, frozenset())[0]
+
+
+def require_complete(contract: Contract, ledger: Ledger, certificate: Certificate) -> Decision:
+    """The raising form of :func:`verify` (STYLE #8): return the ``complete`` decision.
+
+    Raises:
+        IncompleteCertificate: the decision is ``continue`` (``err.decision`` has the reasons).
+    """
+    decision = verify(contract, ledger, certificate)
+    if not decision:
+        raise IncompleteCertificate(decision)
+    return decision
 
 
 def verify_unsafe_ablated(

@@ -57,7 +57,9 @@ Value = Scalar | list[Scalar]
 # --- field helpers ---------------------------------------------------------------------------
 
 
-def _fields(obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+def _fields(
+    obj: Any, path: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if type(obj) is dict and len(obj) == len(required) and not optional:
         # Fast path (the common case): exactly the required keys.
         if obj.keys() == set(required):

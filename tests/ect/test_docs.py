@@ -59,10 +59,10 @@ def test_public_surface() -> None:
     assert set(runner.ect.__all__) == {
         "CERTIFICATE_FORMAT", "CHECK_FAMILIES", "CONTRACT_FORMAT", "LEDGER_FORMAT", "OPS",
         "REASON_CODES", "Cardinality", "Certificate", "Check", "Claim", "Contract",
-        "ContractScope", "DateRange", "Decision", "Descriptor", "Ledger", "Reason", "Receipt",
+        "ContractScope", "DateRange", "Decision", "Descriptor", "IncompleteCertificate", "Ledger", "Reason", "Receipt",
         "ReceiptScope", "ReplayError", "SlotSpec", "Transform", "Value", "WireFormatError",
         "args_digest", "check_transform", "check_value", "descriptor_digest", "is_iso_date",
-        "ledger_digest", "receipt_digest", "replay", "replay_exact", "response_digest",
+        "ledger_digest", "receipt_digest", "replay", "replay_exact", "require_complete", "response_digest",
         "value_digest", "values_match", "verify", "verify_bytes", "verify_json",
         "verify_json_explained", "verify_unsafe_ablated",
     }  # fmt: skip

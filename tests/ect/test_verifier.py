@@ -504,3 +504,31 @@ def test_decision_is_deterministic_and_pure() -> None:
     first = verify_json(c, led, x)
     assert verify_json(c, led, x) == first
     assert (c, led, x) == snapshot  # inputs are not mutated
+
+
+def test_require_complete_is_the_raising_form() -> None:
+    from runner.ect import IncompleteCertificate, require_complete
+    from runner.errors import VerificationError
+
+    c, led, x = _base()
+    typed = Contract.from_json(c), Ledger.from_json(led), Certificate.from_json(x)
+    assert require_complete(*typed).complete
+    c, led, x = s_mismatch()
+    typed = Contract.from_json(c), Ledger.from_json(led), Certificate.from_json(x)
+    with pytest.raises(IncompleteCertificate) as info:
+        require_complete(*typed)
+    assert isinstance(info.value, VerificationError)
+    assert info.value.decision.codes == ("replay.mismatch",)
+    assert "replay.mismatch" in str(info.value)
+
+
+def test_explained_rows_mark_skipped_replay() -> None:
+    from runner.ect import verify_json_explained
+
+    decision, rows = verify_json_explained(*s_not_permitted())
+    assert decision.codes == ("transform.not_permitted",)
+    by_step = {(r.step, r.slot): r for r in rows}
+    assert by_step[("4c", "total")].outcome == "fail"
+    assert by_step[("4d", "total")].outcome == "skipped"
+    assert by_step[("4d", "days")].outcome == "pass"
+    assert [r.step for r in rows if r.slot is None] == ["1", "2a", "2b", "2c", "2e", "3"]
