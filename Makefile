@@ -1,20 +1,34 @@
 # Two entry points on a fresh machine (see README): `make demo` and `make test`.
+# Both install what they need first: the Python package (pip) and, when missing, Debian's
+# bubblewrap (and chromium for the test suite's report screenshot), via apt as root or sudo.
 PY ?= python3
 PIP ?= $(PY) -m pip
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install demo test check bench
+.PHONY: install sysdeps sysdeps-test demo test test-slow check bench
+
+sysdeps:
+	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap; }
+
+sysdeps-test: sysdeps
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
 install:
 	$(PIP) install -q -e '.[test]'
 
-demo: install
-	ect demo
+demo: sysdeps install
+	$(PY) -m runner demo
 
-test: install
+test: sysdeps-test install
 	$(PY) -m pytest -q
+
+test-slow: sysdeps-test install
+	$(PY) -m pytest -q -m slow
 
 check:
 	$(PY) -m ruff check runner tests benchmarks
 
-bench:
-	for b in benchmarks/*.py; do $(PY) $$b; done
+bench: install
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
