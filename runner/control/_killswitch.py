@@ -169,12 +169,12 @@ class KillSwitch:
         if self.ledger is None:
             return {"runs": 0, "spend_usd": 0.0}
         day = day or self._day()
-        with self._locked() as book:
+        with self._locked(write=False) as book:
             return dict(book.get(day, {"runs": 0, "spend_usd": 0.0}))
 
     # -- the ledger -------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[dict[str, dict[str, Any]]]:
+    def _locked(self, *, write: bool = True) -> Iterator[dict[str, dict[str, Any]]]:
         assert self.ledger is not None
         path = self.ledger
         lock_path = path.with_name(path.name + ".lock")
@@ -186,7 +186,8 @@ class KillSwitch:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             book = self._read(path)
             yield book
-            self._write(path, book)
+            if write:
+                self._write(path, book)
 
     @staticmethod
     def _read(path: Path) -> dict[str, dict[str, Any]]:

@@ -194,7 +194,9 @@ class ToolResult:
     @property
     def empty(self) -> bool:
         """A successful result that carries nothing (None, empty list/dict/string)."""
-        return self.ok and (self.data is None or self.data in ([], {}, "", ()))
+        data = self.data
+        return self.ok and (data is None or (isinstance(data, list | dict | str | tuple)
+                                             and len(data) == 0))
 
     def summary(self) -> str:
         if not self.ok:

@@ -158,3 +158,12 @@ def test_configuration_errors() -> None:
         KillSwitch(cost_alert_usd=0)
     with pytest.raises(ValueError):
         KillSwitch(clock=lambda: datetime(2026, 1, 1)).admit()  # noqa: DTZ001 - naive on purpose
+
+
+def test_reading_usage_does_not_create_the_ledger(tmp_path: Path) -> None:
+    ks = KillSwitch(ledger=tmp_path / "l.json", max_runs_per_day=1,
+                    clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
+    assert ks.usage() == {"runs": 0, "spend_usd": 0.0}
+    assert not (tmp_path / "l.json").exists()
+    ks.admit()
+    assert ks.usage() == {"runs": 1, "spend_usd": 0.0}
