@@ -179,6 +179,11 @@ def report_from_store(
             raise AnalysisError(
                 f"store record for row {row} ran a different schedule row than the schedule given"
             )
+    declared = loaded.header.get("schedule_rows")
+    if isinstance(declared, int) and declared != len(schedule):
+        raise AnalysisError(
+            f"the store was run for {declared} schedule rows, the schedule given has {len(schedule)}"
+        )
     sched_sha = "sha256:" + hashlib.sha256(Path(schedule_path).read_bytes()).hexdigest()
     return closed_loop_report(
         loaded.outcomes,

@@ -4,10 +4,12 @@ The store is verified in full first (``runner.store.verify_store``); a damaged s
 with its typed error. Each record body (written by ``runner.study``) carries ``row``, ``cell_id``,
 ``schedule_row`` and ``result.outcome``; the loader checks that they agree with one another.
 
-The provider a report names comes from the store header's ``"provider"`` object
-(``{"name", "model", "simulated"}``) when present, else from the provider attempt records in
-the record audits (``provider``/``model``/``simulated`` fields); a store naming neither, or
-more than one provider, is refused: a report must say which provider produced it.
+The provider a report names comes from the store header: either a ``"provider"`` object
+``{"name", "model", "simulated"}``, or (as ``runner.study`` writes it) a ``"provider"`` name with
+a ``"simulated"`` flag, the model then taken from the attempt records in the record audits
+(their ``provider``/``model``/``simulated`` fields), which must agree with the header. A header
+naming no provider falls back to the audits alone. Ambiguity or contradiction is refused: a
+report must say which provider produced it.
 """
 
 from __future__ import annotations
@@ -62,16 +64,38 @@ def _provider_triples(obj: Any) -> Iterator[tuple[str, str, bool]]:
             yield from _provider_triples(v)
 
 
-def _header_provider(header: dict[str, Any]) -> ProviderInfo | None:
+def _resolve_provider(header: dict[str, Any], triples: set[tuple[str, str, bool]]) -> ProviderInfo:
+    """Header ``provider`` object, or header name + ``simulated`` flag with the model from the
+    audits, or the audits alone; anything ambiguous or contradictory is refused."""
     p = header.get("provider")
-    if isinstance(p, dict) and {"name", "model", "simulated"} <= set(p):
-        if (
-            isinstance(p["name"], str)
-            and isinstance(p["model"], str)
-            and isinstance(p["simulated"], bool)
+    if isinstance(p, dict):
+        if not (
+            isinstance(p.get("name"), str)
+            and isinstance(p.get("model"), str)
+            and isinstance(p.get("simulated"), bool)
         ):
-            return ProviderInfo(p["name"], p["model"], p["simulated"])
-    return None
+            raise AnalysisError("store header: provider must be {name, model, simulated}")
+        return ProviderInfo(p["name"], p["model"], p["simulated"])
+    named = ", ".join(f"{n}/{m}" for n, m, _ in sorted(triples)) or "none"
+    if isinstance(p, str):
+        simulated = header.get("simulated")
+        if not isinstance(simulated, bool):
+            raise AnalysisError("store header names a provider but not whether it was simulated")
+        mine = {t for t in triples if t[0] == p}
+        if triples - mine or any(t[2] != simulated for t in mine):
+            raise AnalysisError(
+                f"store header names provider {p!r} (simulated={simulated}) but the audits "
+                f"record {named}"
+            )
+        models = sorted({m for _, m, _ in mine})
+        if len(models) > 1:
+            raise AnalysisError(f"the audits record several models of {p!r}: {', '.join(models)}")
+        return ProviderInfo(p, models[0] if models else "not recorded", simulated)
+    if len(triples) != 1:
+        raise AnalysisError(
+            f"the store does not name exactly one provider (header: none; audits: {named})"
+        )
+    return ProviderInfo(*next(iter(triples)))
 
 
 def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
@@ -111,14 +135,7 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
                 recorded.setdefault(row, srow)
             triples.update(_provider_triples(body.get("audit")))
             outcomes.append(dict(outcome))
-    provider = _header_provider(header)
-    if provider is None:
-        if len(triples) != 1:
-            named = ", ".join(f"{n}/{m}" for n, m, _ in sorted(triples)) or "none"
-            raise AnalysisError(
-                f"the store does not name exactly one provider (header: none; audits: {named})"
-            )
-        provider = ProviderInfo(*next(iter(triples)))
+    provider = _resolve_provider(header, triples)
     return StoreOutcomes(outcomes, recorded, header, head, count, provider)
 
 

@@ -16,7 +16,11 @@ from runner.errors import AnalysisError
 from runner.store import Store, generate_key
 from tests.analysis import _fixtures as fx
 
-PROVIDER = {"name": "simulated", "model": "simulated-1", "simulated": True}
+# As runner.study writes them: the header names the provider and whether it was simulated;
+# each record's audit keeps the provider attempt records (with provider/model/simulated).
+STUDY_HEADER = {"provider": "simulated", "simulated": True, "schedule_rows": 576}
+ATTEMPT = {"provider": "simulated", "model": "simulated-1", "simulated": True, "status": 200}
+STUDY_AUDIT = {"provider": "simulated", "model": "simulated-1", "calls": [{"attempts": [ATTEMPT]}]}
 
 
 def make_store(
@@ -34,13 +38,13 @@ def make_store(
         "lock_digest": digest("ect/lock/v1", {"fixture": True}),
         "preflight_digest": digest("ect/record/v1", {"preflight": "fixture"}),
     }
-    head = {"provider": PROVIDER} if header is None else header
+    head = STUDY_HEADER if header is None else header
     with Store.create(path, header={**head, **pins}, signing_key=key) as store:
         bodies = []
         for o in outcomes:
             srow = by_row[o["row"]]
             result = {"outcome": o}
-            aud = audit or {"attempts": []}
+            aud = STUDY_AUDIT if audit is None else audit
             bodies.append(
                 {
                     "row": o["row"],
@@ -133,14 +137,35 @@ def test_report_refuses_a_record_of_another_schedule_row(tmp_path: Path) -> None
     assert report(store, schedule, tmp_path / "ok").exit_code == 0
 
 
-def test_provider_from_audits_when_header_is_silent(tmp_path: Path) -> None:
-    audit = {"attempts": [{"provider": "gemini", "model": "gemini-2.5-flash", "simulated": False}]}
-    path = make_store(tmp_path, fx.outcomes()[:4], header={}, audit=audit)
+def test_provider_comes_from_header_and_audits(full: tuple[Path, Path]) -> None:
+    loaded = load_outcomes_from_store(full[0])
+    assert (loaded.provider.name, loaded.provider.model) == ("simulated", "simulated-1")
+    assert loaded.provider.simulated and len(loaded.outcomes) == 576
+
+
+def test_provider_fallbacks_and_contradictions(tmp_path: Path) -> None:
+    gem = {"provider": "gemini", "model": "gemini-2.5-flash", "simulated": False}
+    path = make_store(tmp_path, fx.outcomes()[:4], header={}, audit={"attempts": [gem]})
     loaded = load_outcomes_from_store(path)
     assert (loaded.provider.name, loaded.provider.simulated) == ("gemini", False)
-    silent = make_store(tmp_path, fx.outcomes()[:4], header={}, name="silent.sqlite")
+    obj = {"provider": {"name": "x", "model": "y", "simulated": False}}
+    path = make_store(tmp_path, fx.outcomes()[:4], header=obj, name="obj.sqlite")
+    assert load_outcomes_from_store(path).provider.model == "y"
+    silent = make_store(tmp_path, fx.outcomes()[:4], header={}, audit={}, name="silent.sqlite")
     with pytest.raises(AnalysisError, match="exactly one provider"):
         load_outcomes_from_store(silent)
+    liar = make_store(
+        tmp_path, fx.outcomes()[:4], audit={"calls": [{"attempts": [gem]}]}, name="liar.sqlite"
+    )
+    with pytest.raises(AnalysisError, match="but the audits record gemini"):
+        load_outcomes_from_store(liar)
+
+
+def test_report_refuses_a_schedule_of_another_size(full: tuple[Path, Path], tmp_path: Path) -> None:
+    short = tmp_path / "short.jsonl"
+    short.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in fx.schedule()[:-4]))
+    res = report(full[0], short, tmp_path / "o")
+    assert res.exit_code == 5 and "run for 576 schedule rows" in res.output
 
 
 def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
