@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -70,6 +71,29 @@ class Backend(Protocol):
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
     ) -> RunResult: ...
+
+
+def _exited_by(pid: int, deadline: float) -> bool:
+    """Wait (without reaping) until ``pid`` exits or ``deadline`` passes; True if it exited."""
+    try:
+        pfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pfd = None
+    if pfd is not None:
+        try:
+            ready, _, _ = select.select([pfd], [], [], max(deadline - time.monotonic(), 0.0))
+            return bool(ready)
+        finally:
+            os.close(pfd)
+    while time.monotonic() < deadline:  # no pidfd (macOS): poll
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        if info is not None:
+            return True
+        time.sleep(0.002)
+    return False
 
 
 def supervise(
@@ -146,6 +170,11 @@ def supervise(
     sel.close()
     if not proc.stdin.closed:
         proc.stdin.close()
+    # Both pipes are closed, but the child may live on (it can close its stdout): the deadline
+    # still applies until it exits.
+    if reason is None and not _exited_by(proc.pid, deadline):
+        reason = "timeout"
+        kill_group()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started

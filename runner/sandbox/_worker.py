@@ -175,7 +175,10 @@ def _fail(code: int, message: str) -> None:
 def _run_tool(cfg: dict) -> None:
     import importlib.util
 
-    raw = sys.stdin.buffer.read(int(cfg.get("max_call_bytes", 1 << 20)) + 1)
+    limit = int(cfg.get("max_call_bytes", 1 << 20))
+    raw = sys.stdin.buffer.read(limit + 1)
+    if len(raw) > limit:
+        _fail(EXIT_BAD_CALL, f"ect-worker: call larger than {limit} bytes")
     try:
         call = json.loads(raw)
     except ValueError as e:

@@ -119,6 +119,11 @@ def test_wall_clock_kills_the_process_group(bwrap: BwrapBackend) -> None:
     assert r.kill_reason == "timeout" and r.exit_status is None
 
 
+def test_wall_clock_applies_after_the_child_closes_its_output(bwrap: BwrapBackend) -> None:
+    r = bwrap.run(["sh", "-c", "exec >&- 2>&-; sleep 30"], stdin=b"", limits=Limits(wall_s=1.0))
+    assert r.kill_reason == "timeout" and r.exit_status is None
+
+
 def test_cpu_limit(bwrap: BwrapBackend) -> None:
     r = bwrap.run(_py(bwrap, "while True: pass"), stdin=b"", limits=Limits(cpu_s=1, wall_s=20))
     assert r.kill_reason == "cpu" and r.term_signal == signal.SIGXCPU
