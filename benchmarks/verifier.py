@@ -57,7 +57,7 @@ def _rate(fn: Callable[[], object], seconds: float, repeats: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):  # one core; the checks are single-threaded anyway
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
