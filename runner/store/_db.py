@@ -13,7 +13,8 @@ from typing import Literal
 
 import sqlite_utils
 
-from runner.store._errors import FileCorrupt, NotAStore, StoreBusy, StoreError
+from runner.errors import StoreError
+from runner.store._errors import FileCorrupt, NotAStore, StoreBusy
 
 __all__ = [
     "APPLICATION_ID",
@@ -96,6 +97,16 @@ def connect(
         conn = sqlite3.connect(
             p, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
         )
+    # Before anything reads the schema: no schema-defined functions run with trust.
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        ok = _pragma(conn, "PRAGMA trusted_schema") == 0
+    except sqlite3.Error as e:
+        conn.close()
+        raise translate(e, path) from e
+    if not ok:
+        conn.close()
+        raise StoreError(f"{path}: could not turn trusted_schema off")
     return conn
 
 

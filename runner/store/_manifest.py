@@ -65,7 +65,9 @@ def _status(result: Any) -> str:
 def _cells(
     bodies: Sequence[tuple[int, dict[str, Any]]],
 ) -> tuple[list[Any], list[Any], dict[str, int]]:
-    cells, audits, counts = [], [], {}
+    cells: list[dict[str, Any]] = []
+    audits: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
     for seq, body in bodies:
         for k in ("row", "cell_id", "result_digest", "audit_digest"):
             if k not in body:

@@ -118,8 +118,8 @@ class StoreReport:
 def _open_ro(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     conn = connect(path, busy_timeout_s=busy_timeout_s, readonly=True)
     try:
-        conn.execute("PRAGMA trusted_schema = OFF")
         conn.execute("PRAGMA cell_size_check = ON")
+        conn.execute("PRAGMA synchronous = FULL")
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
     except sqlite3.DatabaseError as e:
         conn.close()
