@@ -46,7 +46,7 @@ from runner.ect import (
     Transform,
 )
 from runner.errors import WorldError
-from runner.worlds._errors import OracleDisagreement
+from runner.worlds._errors import OracleDisagreement, UnknownWorld
 from runner.worlds._rng import Stream
 from runner.worlds._world import ATTRIBUTES, World, build_world
 
@@ -311,8 +311,8 @@ def oracle_python(task: _HasSpec, world: World) -> dict[str, Any]:
         parents = sorted({r for _, r in world.stores})
         return {"top_regions": _rank(totals, p["order"])[: p["k"]], "regions": parents}
     if f == "missing_data":
-        values = [world.value(p["entity"], p["attribute"], d) for d in _span(p["start"], p["end"])]
-        if any(v is not None for v in values):
+        window = [world.value(p["entity"], p["attribute"], d) for d in _span(p["start"], p["end"])]
+        if any(v is not None for v in window):
             raise WorldError(f"python oracle: the window of {task.task_id} is not all null")
         before = _known(world, p["entity"], p["attribute"], _shift(p["start"], -1))
         return {"window": None, "previous_day": before}
@@ -336,7 +336,7 @@ def world_database(world: World) -> sqlite3.Connection:
     )
     db.executemany("INSERT INTO entities VALUES (?, 'region', NULL)", [(r,) for r in world.regions])
     db.executemany("INSERT INTO entities VALUES (?, 'store', ?)", list(world.stores))
-    rows = []
+    rows: list[tuple[str, str, str, int | None]] = []
     for (s, a), series in world.metrics.items():
         rows.extend((s, a, d, v) for d, v in zip(world.dates, series, strict=True))
     db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)", rows)
@@ -350,7 +350,11 @@ def _database_for(world_id: str) -> sqlite3.Connection:
 
 def _cached_database(world: World) -> sqlite3.Connection:
     """One read-only database per generated world (a world passed in by a test gets its own)."""
-    if world is build_world(world.world_id):
+    try:
+        generated = build_world(world.world_id)
+    except UnknownWorld:
+        generated = None
+    if world is generated:
         return _database_for(world.world_id)
     return world_database(world)
 

@@ -164,7 +164,9 @@ def _incomplete_base(task: Task) -> tuple[list[Call], Call]:
     return list(head), (tool, dict(args))
 
 
-def _retrace(world_id: str, calls: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]]):
+def _retrace(
+    world_id: str, calls: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]]
+) -> tuple[ToolCall, ...]:
     """Execute calls in order; a given response (third item) replaces the tool's own answer."""
     out: list[ToolCall] = []
     for i, (tool, args, forced) in enumerate(calls):
@@ -464,8 +466,9 @@ def _incomplete(task: Task, fault: str) -> Checkpoint:
     elif fault == "F5":
         pass
     elif fault == "F6":
-        first = next(iter(task.contract.slots))
-        steps.append(_note("draft_answer", str(_altered(task.gold[first], task.world_id)), task))
+        first_slot = next(iter(task.contract.slots))
+        draft = str(_altered(task.gold[first_slot], task.world_id))
+        steps.append(_note("draft_answer", draft, task))
     elif fault == "F7":
         steps.append(_note("evidence", "see the receipt after the last one", task))
     elif fault == "F8":
@@ -535,8 +538,8 @@ def _incomplete(task: Task, fault: str) -> Checkpoint:
         claims = (*claims[:i], bad, *claims[i + 1 :])
     elif fault == "F7":
         forged = receipt_id(len(ledger.receipts) + 1)
-        first = claims[0]
-        claims = (dataclasses.replace(first, evidence=(*first.evidence, forged)), *claims[1:])
+        head = claims[0]
+        claims = (dataclasses.replace(head, evidence=(*head.evidence, forged)), *claims[1:])
     naive = dataclasses.replace(naive, claims=claims)
     return Checkpoint(
         checkpoint_id=f"{task.task_id}/incomplete",

@@ -84,10 +84,10 @@ def plan_calls(contract: Contract) -> list[tuple[str, dict[str, Any]]]:
     elif members:
         for level in sorted(member_levels):
             calls.append(("list_entities", {"level": level}))
-    for (ent, attr), days in sorted(needs.items()):
-        if not days:
+    for (ent, attr), wanted in sorted(needs.items()):
+        if not wanted:
             continue
-        ordered = sorted(days)
+        ordered = sorted(wanted)
         if len(ordered) == 1:
             calls.append(("get_metric", {"entity": ent, "attribute": attr, "date": ordered[0]}))
         else:

@@ -367,7 +367,9 @@ def _day_index(snapshot: dict[str, Any], day: _dt.date) -> int | None:
     return (day - start).days
 
 
-def _point(snapshot: dict[str, Any], entity: str, attribute: str, day: str, i: int) -> dict:
+def _point(
+    snapshot: dict[str, Any], entity: str, attribute: str, day: str, i: int
+) -> dict[str, Any]:
     value = snapshot["metrics"][entity][attribute][i]
     corrected = day in snapshot["corrections"].get(entity, {}).get(attribute, {})
     return {"date": day, "value": value, "revision": 2 if corrected else 1}
