@@ -61,6 +61,13 @@ def test_verify_damage_exit_1(sealed: Path) -> None:
     assert json.loads(out)["first_bad_seq"] == 4
 
 
+def test_verify_not_a_store_exit_1(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 50)
+    code, out = _run("store", "verify", str(junk))
+    assert code == 1 and "corrupt" in out
+
+
 def test_verify_usage_exit_2(tmp_path: Path) -> None:
     code, _ = _run("store", "verify", str(tmp_path / "missing.db"))
     assert code == 2

@@ -48,12 +48,20 @@ CRASH_POINTS = {
 }
 
 
-@pytest.mark.parametrize("point", sorted(CRASH_POINTS))
+@pytest.mark.parametrize(
+    ("point", "journal"),
+    [(p, "wal") for p in sorted(CRASH_POINTS)]
+    + [("append.after_insert", "rollback"), ("append.after_commit", "rollback")],
+)
 def test_crash_at_boundary(
-    point: str, new_store: Callable[..., Store], key: Ed25519PrivateKey, key_path: Path
+    point: str,
+    journal: str,
+    new_store: Callable[..., Store],
+    key: Ed25519PrivateKey,
+    key_path: Path,
 ) -> None:
     op, added, ext_moves, db_moves = CRASH_POINTS[point]
-    s = new_store(n=5)
+    s = new_store(n=5, journal=journal)
     s.checkpoint()
     s.append(cell_body(5))  # one record beyond the checkpoint, so a new one differs
     s.close()

@@ -300,3 +300,20 @@ def test_closed_store_refuses(new_store: Callable[..., Store]) -> None:
     s.close()
     with pytest.raises(StoreUsageError, match="closed"):
         s.append(cell_body(0))
+
+
+def test_wal_that_cannot_be_set_is_an_error_naming_the_fallback(tmp_path: Path) -> None:
+    from runner.store._db import configure
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)  # journal_mode stays "memory"
+    with pytest.raises(StoreError, match="journal='rollback'"):
+        configure(conn, "mem", journal="wal", busy_timeout_s=1.0)
+    conn.close()
+
+
+def test_verify_never_writes(new_store: Callable[..., Store]) -> None:
+    s = new_store(n=5)
+    s.close()
+    before = s.path.read_bytes()
+    assert verify_store(s.path, full=True).ok
+    assert s.path.read_bytes() == before
