@@ -67,7 +67,10 @@ def run_command(
     sys.stdout.buffer.flush()
     sys.stderr.buffer.write(result.stderr)
     if result.kill_reason is not None:
-        click.echo(f"ect: sandboxed command killed ({result.kill_reason}) after {result.wall_s:.2f}s", err=True)
+        click.echo(
+            f"ect: sandboxed command killed ({result.kill_reason}) after {result.wall_s:.2f}s",
+            err=True,
+        )
     if result.exit_status is not None:
         sys.exit(result.exit_status)
     sys.exit(128 + (result.term_signal or 9))
@@ -108,7 +111,9 @@ def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsa
             table.add_column(col)
         for r in results:
             mark = "[green]pass[/]" if r.passed else "[bold red]FAIL[/]"
-            table.add_row(r.name, r.expected, r.observed + (f" ({r.detail})" if r.detail else ""), mark)
+            table.add_row(
+                r.name, r.expected, r.observed + (f" ({r.detail})" if r.detail else ""), mark
+            )
         console = Console(highlight=False, width=120)
         console.print(table)
         failed = sum(not r.passed for r in results)
@@ -117,15 +122,19 @@ def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsa
 
 
 @sandbox_group.command("pins")
+@click.option("--write", "write", is_flag=True,
+              help="After a deliberate policy edit: recompile the seccomp filters and rewrite PINS.")  # fmt: skip
 @map_errors(_ERRORS)
-def pins_command() -> None:
+def pins_command(write: bool) -> None:
     """Verify every pinned policy file against sandbox_profiles/PINS and print the digests.
 
     Exits 3 naming the file and both digests if any bytes differ from their pin.
     """
     from runner.sandbox import pins_digest, verify_pins
+    from runner.sandbox._pins import write_pins
 
-    for rel, sha in verify_pins().items():
+    pins = write_pins() if write else verify_pins()
+    for rel, sha in pins.items():
         click.echo(f"{sha}  {rel}")
     click.echo(f"pins digest: {pins_digest()}")
 

@@ -215,7 +215,7 @@ class BwrapBackend:
                 argv += ["--symlink", os.readlink(p), top]
             elif p.is_dir():
                 argv += ["--ro-bind", top, top]
-        if not str(self.prefix).startswith("/usr/"):
+        if self.prefix != Path("/usr") and not str(self.prefix).startswith("/usr/"):
             argv += ["--ro-bind", str(self.prefix), str(self.prefix)]
         argv += ["--perms", "0444", "--ro-bind-data", str(worker_fd), WORKER_PATH]
         for host, dest in ro_binds:

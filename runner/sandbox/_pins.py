@@ -1,14 +1,14 @@
 """Pins: the sha256 of every sandbox policy file, recorded in ``sandbox_profiles/PINS``.
 
 A backend reads policy bytes only through :func:`read_pinned`, which refuses bytes whose digest
-differs from the pin (naming the file and both digests). ``python -m runner.sandbox._pins --write``
-recompiles the seccomp filters from their source and rewrites ``PINS`` after a deliberate edit.
+differs from the pin (naming the file and both digests). ``ect sandbox pins --write``
+(:func:`write_pins`) recompiles the seccomp filters from their source and rewrites ``PINS`` after
+a deliberate edit.
 """
 
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 from runner.canonical import digest
@@ -22,6 +22,7 @@ __all__ = [
     "read_pinned",
     "read_pins",
     "verify_pins",
+    "write_pins",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ PINNED_FILES: tuple[str, ...] = (
 )
 _HEADER = (
     "# sha256 of every sandbox policy file (DESIGN §5). A backend refuses bytes that differ.\n"
-    "# Regenerate after a deliberate edit: python -m runner.sandbox._pins --write\n"
+    "# Regenerate after a deliberate edit: ect sandbox pins --write\n"
 )
 
 
@@ -92,7 +93,8 @@ def pins_digest(root: Path = REPO_ROOT) -> str:
     return digest("ect/lock/v1", {"sandbox_pins": verify_pins(root)})
 
 
-def _write(root: Path = REPO_ROOT) -> None:
+def write_pins(root: Path = REPO_ROOT) -> dict[str, str]:
+    """Recompile both seccomp filters from ``seccomp.toml`` and rewrite ``PINS``; return the pins."""
     from runner.sandbox._seccomp import ARCHES, compile_policy_file
 
     source = (root / "sandbox_profiles/seccomp.toml").read_bytes()
@@ -102,9 +104,4 @@ def _write(root: Path = REPO_ROOT) -> None:
         )
     lines = [f"{hashlib.sha256((root / f).read_bytes()).hexdigest()}  {f}\n" for f in PINNED_FILES]
     (root / PINS_FILE).write_text(_HEADER + "".join(lines), "utf-8")
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m runner.sandbox._pins --write")
-    _write()
+    return verify_pins(root)

@@ -106,3 +106,16 @@ def test_every_arch_has_a_pinned_filter() -> None:
             compile_policy_file(source, arch)
             == (REPO / f"sandbox_profiles/seccomp-{arch}.bpf").read_bytes()
         )
+
+
+def test_write_pins_regenerates_the_committed_state(tmp_path: Path) -> None:
+    from runner.sandbox._pins import write_pins
+
+    root = _copy_policy(tmp_path)
+    for arch in ARCHES:
+        (root / f"sandbox_profiles/seccomp-{arch}.bpf").unlink()
+    (root / "sandbox_profiles/PINS").write_text("")
+    assert write_pins(root) == verify_pins()
+    assert (root / "sandbox_profiles/PINS").read_bytes() == (
+        REPO / "sandbox_profiles/PINS"
+    ).read_bytes()
