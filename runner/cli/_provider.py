@@ -155,7 +155,9 @@ def _print(result: ProviderResult, provider_name: str, as_json: bool) -> None:
             args = json.dumps(dict(c.args), sort_keys=True)  # noqa: TID251 - display only
             click.echo(f"function call: {c.name}({args})")
         u = r.usage
-        click.echo(f"usage: input {u.input_tokens}, output {u.output_tokens}, total {u.total_tokens}")
+        click.echo(
+            f"usage: input {u.input_tokens}, output {u.output_tokens}, total {u.total_tokens}"
+        )
     for a in result.attempts:
         click.echo(
             f"attempt {a.attempt_no}: status={a.status} error={a.error_class} retry={a.retry} "

@@ -96,7 +96,10 @@ class GeminiProvider:
             "trust_env": False,
             "timeout": httpx.Timeout(self.timeout_s),
             "follow_redirects": False,
-            "headers": {"accept-encoding": "identity"},
+            # One connection per attempt, closed when it ends: a stale keep-alive socket must
+            # not look like a transport failure, and a provider may outlive an event loop.
+            "limits": httpx.Limits(max_keepalive_connections=0),
+            "headers": {"accept-encoding": "identity", "connection": "close"},
         }
         self._sync_http = httpx.Client(transport=guard, **common)
         self._async_http = httpx.AsyncClient(transport=RecordingTransport(guard), **common)

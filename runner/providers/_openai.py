@@ -81,7 +81,12 @@ class OpenAICompatProvider:
         self.response_format = response_format
         self._credential = credential
         self.removed_env = scrub_environment(sdk=False)
-        headers = {"accept-encoding": "identity", "content-type": "application/json"}
+        # One connection per attempt, closed when it ends (see the Gemini adapter).
+        headers = {
+            "accept-encoding": "identity",
+            "connection": "close",
+            "content-type": "application/json",
+        }
         if credential is not None:
             headers["authorization"] = f"Bearer {credential.reveal()}"
         self._http = httpx.AsyncClient(
@@ -89,6 +94,7 @@ class OpenAICompatProvider:
             trust_env=False,
             timeout=httpx.Timeout(self.timeout_s),
             follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
             headers=headers,
         )
 
