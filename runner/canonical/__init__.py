@@ -6,7 +6,7 @@ nothing in digest code calls ``json.dumps``.
 
 from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest
 from runner.canonical._jcs import canonical_bytes
-from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, loads_strict, load_strict_file
+from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
 __all__ = [
     "DOMAINS",
