@@ -25,7 +25,7 @@ from runner.store._db import (
     chain_hash,
     check_identity,
     schema_differences,
-    translate,
+    unreadable,
 )
 from runner.store._errors import (
     AttemptJournalDamaged,
@@ -134,16 +134,13 @@ def check_connection(
 
     Quick (``full=False``): steps 1-3, 5-7 over stored leaves: the chain links, the latest
     stored checkpoint and the external checkpoint (signatures and chain head), both journals.
-    Full adds step 0 (SQLite quick_check), re-hashes every body, recomputes the Merkle root at
+    Full adds step 0 (SQLite integrity_check), re-hashes every body, recomputes the Merkle root at
     every checkpoint, checks every stored checkpoint's signature and every blob (step 8).
     """
     try:
         return _check(conn, path, full, public_key, external, require_external)
-    except sqlite3.DatabaseError as e:
-        err = translate(e, path)
-        if isinstance(err, FileCorrupt | NotAStore):
-            raise err from e
-        raise
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise unreadable(e, path) from e
 
 
 def _check(
@@ -154,11 +151,12 @@ def _check(
     external: Path | None,
     require_external: bool,
 ) -> CheckResult:
-    # 0. The file itself (full only: costs a pass over every page).
+    # 0. The file itself (full only: costs a pass over every page and index).
     if full:
-        rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
+        # integrity_check (not quick_check): it also proves every index matches its table.
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
         if rows != ["ok"]:
-            raise FileCorrupt(f"{path}: SQLite quick_check: {'; '.join(map(str, rows[:3]))}")
+            raise FileCorrupt(f"{path}: SQLite integrity_check: {'; '.join(map(str, rows[:3]))}")
     check_identity(conn, path)
     # 1. Schema: exactly the tables, index and append-only triggers a new store has.
     diffs = schema_differences(conn)

@@ -33,6 +33,7 @@ __all__ = [
     "missing_schema",
     "schema_differences",
     "translate",
+    "unreadable",
     "wrap",
 ]
 
@@ -83,6 +84,16 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
     return StoreError(f"{path}: SQLite error: {msg}")
 
 
+def unreadable(e: sqlite3.Error | UnicodeDecodeError, path: str | os.PathLike[str]) -> StoreError:
+    """Map an error raised while *reading* a store for verification: anything SQLite (or its
+    text decoding) cannot read back is damage, except a lock held by another process."""
+    if isinstance(e, sqlite3.Error):
+        err = translate(e, path)
+        if isinstance(err, StoreBusy | FileCorrupt | NotAStore):
+            return err
+    return FileCorrupt(f"{path}: unreadable: {type(e).__name__}: {str(e)[:120]}")
+
+
 def connect(
     path: str | os.PathLike[str], *, busy_timeout_s: float, readonly: bool = False
 ) -> sqlite3.Connection:
@@ -101,9 +112,9 @@ def connect(
     try:
         conn.execute("PRAGMA trusted_schema = OFF")
         ok = _pragma(conn, "PRAGMA trusted_schema") == 0
-    except sqlite3.Error as e:
+    except (sqlite3.Error, UnicodeDecodeError) as e:
         conn.close()
-        raise translate(e, path) from e
+        raise unreadable(e, path) from e
     if not ok:
         conn.close()
         raise StoreError(f"{path}: could not turn trusted_schema off")
@@ -150,8 +161,8 @@ def configure(
         conn.execute(f"PRAGMA synchronous = {sync_name}")
         if _pragma(conn, "PRAGMA synchronous") != sync_num:
             raise StoreError(f"{path}: could not set synchronous={sync_name}")
-    except sqlite3.Error as e:
-        raise translate(e, path) from e
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise unreadable(e, path) from e
 
 
 def wrap(conn: sqlite3.Connection) -> sqlite_utils.Database:
@@ -258,8 +269,8 @@ def check_identity(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> No
     try:
         app = _pragma(conn, "PRAGMA application_id")
         ver = _pragma(conn, "PRAGMA user_version")
-    except sqlite3.Error as e:
-        raise translate(e, path) from e
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise unreadable(e, path) from e
     if app != APPLICATION_ID:
         raise NotAStore(f"{path}: not an ect run store (application_id {app})")
     if ver != SCHEMA_VERSION:

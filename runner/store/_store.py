@@ -33,6 +33,7 @@ from runner.store._db import (
     connect,
     create_schema,
     translate,
+    unreadable,
     wrap,
 )
 from runner.store._errors import (
@@ -215,8 +216,8 @@ class Store:
         try:
             try:
                 row = conn.execute("SELECT body FROM records WHERE seq = 0").fetchone()
-            except sqlite3.DatabaseError as e:
-                raise translate(e, target) from e
+            except (sqlite3.Error, UnicodeDecodeError) as e:
+                raise unreadable(e, target) from e
             if row is None:
                 parse_header(b"")  # raises the header error
             header, _, _ = parse_header(row[0])

@@ -25,7 +25,7 @@ from runner.store._db import (
     configure,
     connect,
     create_schema,
-    translate,
+    unreadable,
     wrap,
 )
 from runner.store._errors import (
@@ -121,9 +121,9 @@ def _open_ro(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         conn.execute("PRAGMA cell_size_check = ON")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.Error, UnicodeDecodeError) as e:
         conn.close()
-        raise translate(e, path) from e
+        raise unreadable(e, path) from e
     return conn
 
 
@@ -318,7 +318,7 @@ def _read_prefix(
                 records.append((seq, body, leaf, chain))
                 prev = chain
                 expected += 1
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
         attempts: list[tuple[Any, ...]] = []
         aprev = GENESIS
@@ -336,14 +336,14 @@ def _read_prefix(
                     break
                 attempts.append(tuple(row))
                 aprev = chain
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
         blobs: list[tuple[Any, ...]] = []
         try:
             for d, data in conn.execute("SELECT digest, data FROM blobs ORDER BY digest"):
                 if d == "sha256:" + sha(data).hexdigest():
                     blobs.append((d, data))
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
         cps: list[tuple[Checkpoint, bytes]] = []
         try:
@@ -352,13 +352,10 @@ def _read_prefix(
                     cps.append((parse_checkpoint(loads_strict(body)), bytes(body)))
                 except FormatError:
                     continue
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
-    except sqlite3.DatabaseError as e:
-        err = translate(e, src)
-        if isinstance(err, FileCorrupt | NotAStore):
-            raise err from e
-        raise
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise unreadable(e, src) from e
     header = {**header, "_key": key}
     return records, attempts, blobs, cps, header
 

@@ -229,7 +229,7 @@ def test_random_byte_flips(sealed: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim.db"
     shutil.copy(checkpoint_path(sealed), checkpoint_path(victim))
     detected = 0
-    for trial in range(60):
+    for trial in range(150):
         data = bytearray(pristine)
         for _ in range(rng.randint(1, 3)):
             data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
