@@ -386,7 +386,9 @@ def analyse_closed_loop(
             "excluded_trust_boundary_tasks": excluded,
             "primary_clusters": len(primary_tasks),
             "primary_rows": len(primary),
-            "seeds": sorted({r["seed"] for r in primary}),
+            "seeds_per_cell_group": sorted(
+                Counter((r["task_id"], r["checkpoint"], r["policy"]) for r in primary).values()
+            )[0],
             "policies": policies,
         },
         "table4": table4,

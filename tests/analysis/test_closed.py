@@ -33,6 +33,7 @@ def test_scope_excludes_trust_boundary_clusters_from_data(res: dict[str, Any]) -
     assert res["scope"]["excluded_trust_boundary_tasks"] == ["t22", "t23"]
     assert res["scope"]["primary_clusters"] == 22
     assert res["scope"]["primary_rows"] == 528
+    assert res["scope"]["seeds_per_cell_group"] == 3
     # Move T1 to the first two tasks: the exclusion follows the data, not a constant.
     moved = ("T1", *fx.FAULTS[:-1])
     other = run(fx.outcomes(moved), replicates=50)
