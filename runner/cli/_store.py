@@ -16,6 +16,7 @@ from runner.store import (
     StoreUsageError,
     generate_key,
     load_public_key,
+    load_signing_key,
     public_key_path,
     salvage,
     verify_store,
@@ -145,10 +146,21 @@ def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
 @store_group.command("salvage")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The store's signing key: also sign a fresh checkpoint over the prefix.",
+)
 @map_errors(_CODES)
-def salvage_cmd(path: Path, new: Path) -> None:
-    """Copy the verified prefix of PATH into the new store NEW (PATH is only read)."""
-    n = salvage(path, new)
+def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
+    """Copy the verified prefix of PATH into the new store NEW (PATH is only read).
+
+    The newest signed checkpoint the prefix still satisfies comes along; with --key a fresh
+    one is signed too. Without a fitting checkpoint and without --key nothing is written.
+    """
+    n = salvage(path, new, signing_key=load_signing_key(key_path) if key_path else None)
     click.echo(f"{new}: salvaged {n} records (header included) from {path}")
 
 

@@ -42,7 +42,7 @@ from runner.store._errors import (
     TruncationDetected,
 )
 from runner.store._fsutil import atomic_write, fsync_dir
-from runner.store._keys import Ed25519PublicKey
+from runner.store._keys import Ed25519PrivateKey, Ed25519PublicKey, encode_public_key
 from runner.store.merkle import Accumulator
 
 __all__ = ["DAMAGE_KINDS", "StoreReport", "salvage", "verify_store"]
@@ -188,7 +188,11 @@ def _damaged(e: StoreDamaged, full: bool) -> StoreReport:
 
 
 def salvage(
-    path: str | os.PathLike[str], new_path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0
+    path: str | os.PathLike[str],
+    new_path: str | os.PathLike[str],
+    *,
+    signing_key: Ed25519PrivateKey | None = None,
+    busy_timeout_s: float = 10.0,
 ) -> int:
     """Copy the longest verified prefix of the store at ``path`` into a new store at
     ``new_path``; return the number of records copied (header included).
@@ -197,10 +201,14 @@ def salvage(
     first record whose body, leaf or chain link fails; the attempt journal likewise. The newest
     signed checkpoint that the prefix still satisfies is copied into the new store and written
     as its external checkpoint, so the salvaged store verifies on its own (its checkpoint is
-    older than the damage). The source is only read.
+    older than the damage). With ``signing_key`` (the store's own key) a fresh checkpoint over
+    the whole salvaged prefix is signed as well. The source is only read.
 
     Raises:
         StoreDamaged: even the header does not verify (nothing to salvage).
+        CheckpointMissing: no signed checkpoint fits the prefix and no ``signing_key`` was
+            given to sign one (nothing is written).
+        SignatureInvalid: ``signing_key`` is not the store's key.
         StoreUsageError: ``new_path`` exists.
     """
     src = Path(path)
@@ -245,6 +253,15 @@ def salvage(
         ):
             if not kept or raw != kept[-1][1]:
                 kept.append((cp, raw))
+    if signing_key is not None and encode_public_key(signing_key.public_key()) != (
+        encode_public_key(key)
+    ):
+        raise SignatureInvalid("the signing key is not this store's key", seq=0)
+    if not kept and signing_key is None:
+        raise CheckpointMissing(
+            f"no signed checkpoint of {src} fits its verified prefix of {len(records)} records; "
+            "pass the store's signing key to sign a new one"
+        )
     tmp = dst.parent / f".{dst.name}.salvaging-{secrets.token_hex(4)}"
     out = connect(tmp, busy_timeout_s=busy_timeout_s)
     try:
@@ -270,6 +287,11 @@ def salvage(
         atomic_write(checkpoint_path(dst), kept[-1][1], hook=lambda _p: None, point="salvage")
     os.replace(tmp, dst)
     fsync_dir(dst.parent)
+    if signing_key is not None:
+        from runner.store._store import Store
+
+        with Store.open(dst, signing_key=signing_key, _fresh=not kept) as fresh:
+            fresh.checkpoint()
     return len(records)
 
 

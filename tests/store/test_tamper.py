@@ -15,6 +15,7 @@ from runner.canonical import canonical_bytes
 from runner.store import (
     AttemptJournalDamaged,
     BlobCorrupt,
+    CheckpointMissing,
     FileCorrupt,
     SignatureInvalid,
     StaleCheckpoint,
@@ -265,3 +266,23 @@ def test_salvage_copies_verified_prefix(sealed: Path, tmp_path: Path) -> None:
         assert [r.seq for r in s.records()][-1] == 11
         assert s.latest_checkpoint()["checkpoint"]["size"] <= 12
         assert s.append(cell_body(12)) == 12  # the salvaged store continues
+
+
+def test_salvage_without_fitting_checkpoint_needs_the_key(
+    sealed: Path, tmp_path: Path, key: Ed25519PrivateKey
+) -> None:
+    _tamper(
+        sealed,
+        ("UPDATE records SET body = CAST('{}' AS BLOB) WHERE seq = 12", ()),
+        ("DELETE FROM checkpoints", ()),
+    )
+    checkpoint_path(sealed).unlink()
+    new = tmp_path / "salvaged.db"
+    with pytest.raises(CheckpointMissing):
+        salvage(sealed, new)
+    assert not new.exists()
+    with pytest.raises(SignatureInvalid):
+        salvage(sealed, new, signing_key=generate_key(tmp_path / "other.key"))
+    assert salvage(sealed, new, signing_key=key) == 12
+    rep = verify_store(new, full=True, public_key=key.public_key())
+    assert rep.ok and rep.checkpoint_size == 12
