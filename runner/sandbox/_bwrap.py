@@ -7,7 +7,7 @@ Layers, outermost first (DESIGN §5):
 * bwrap: new user/pid/net/ipc/uts/cgroup/mount namespaces, uid/gid 65534, no capabilities, no
   further user namespaces, a new session, death with the parent; a root filesystem built from
   read-only binds of ``/usr``, the interpreter's real prefix, the worker (passed as pinned bytes),
-  the caller's binds, a private ``/proc`` and ``/dev``, and a size-capped tmpfs ``/tmp``, then
+  the caller's binds, a private ``/proc``, four devices, and a size-capped tmpfs ``/tmp``, then
   ``--remount-ro /``;
 * the pinned seccomp filter, passed to bwrap on a memfd;
 * the worker sets rlimits and applies Landlock before running anything else;
@@ -222,7 +222,11 @@ class BwrapBackend:
             argv += ["--ro-bind", str(host), dest]
         argv += [
             "--proc", "/proc",
-            "--dev", "/dev",
+            # only the four devices a tool may need (bwrap's --dev would add pts, shm, tty, full)
+            "--dev-bind", "/dev/null", "/dev/null",
+            "--dev-bind", "/dev/zero", "/dev/zero",
+            "--dev-bind", "/dev/random", "/dev/random",
+            "--dev-bind", "/dev/urandom", "/dev/urandom",
             "--size", str(int(limits.tmpfs_bytes)), "--tmpfs", "/tmp",
             "--remount-ro", "/",
             "--chdir", "/tmp",

@@ -137,6 +137,7 @@ class PidsCgroup:
 
     def release(self, path: Path) -> None:
         """Kill whatever is left in the cgroup, wait until it is empty, and pool it."""
+        delay = 0.0002
         for _ in range(400):
             try:
                 pids = (path / "cgroup.procs").read_text().split()
@@ -149,8 +150,9 @@ class PidsCgroup:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.005)
-        # still not empty after 2 s: do not reuse it (close() tries to remove it at exit)
+            time.sleep(delay)  # usually one process still exiting: it is gone within a ms
+            delay = min(delay * 2, 0.01)
+        # still not empty after ~4 s: do not reuse it (close() tries to remove it at exit)
 
     def close(self) -> None:
         with self._lock:
