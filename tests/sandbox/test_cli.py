@@ -62,3 +62,27 @@ def test_probe_json_passes() -> None:
     assert r.exit_code == 0, failed
     assert doc["passed"] is True and doc["backend"]["backend"] == "bwrap"
     assert len(doc["probes"]) >= 30
+
+
+def test_probe_says_plainly_when_user_namespaces_are_forbidden(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import runner.sandbox._bwrap as bw
+
+    monkeypatch.setattr(
+        bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
+    )
+    r = CliRunner().invoke(cli, ["sandbox", "probe"])
+    assert r.exit_code == 5
+    assert "forbids the user namespaces bwrap needs: AppArmor" in r.stderr
+
+
+def test_pin_mismatch_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.sandbox._pins as pins
+
+    real = pins.read_pins
+    monkeypatch.setattr(
+        pins, "read_pins", lambda root=pins.REPO_ROOT: {k: "0" * 64 for k in real(root)}
+    )
+    r = CliRunner().invoke(cli, ["sandbox", "pins"])
+    assert r.exit_code == 3 and "does not match pin 0000" in r.stderr
