@@ -208,6 +208,20 @@ def test_retry_disabled_by_policy(server, credential):
     assert result.failure.kind == "closed_before_response" and len(result.attempts) == 1
 
 
+def test_observer_begin_runs_before_send_and_its_error_propagates(server, credential):
+    class Broken:
+        async def begin(self, record):
+            raise OSError("journal unavailable")
+
+        async def end(self, record):
+            raise AssertionError("never")
+
+    server.play(Reply.json(gemini_ok()))
+    with pytest.raises(OSError, match="journal unavailable"):
+        run(provider(server, credential).generate, make_request(), observer=Broken())
+    assert server.seen == []
+
+
 def test_thought_signatures_round_trip_exactly(server, credential):
     sig1 = base64.b64encode(b"\x00\x01signature-one\xff").decode()
     sig2 = base64.b64encode(b"second-signature").decode()

@@ -1,0 +1,127 @@
+"""Retry policy as data, failure classification, cost, typed values, the public surface."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+import runner.providers as providers
+from runner.errors import FormatError, ProviderError
+from runner.providers import (
+    FAILURE_KINDS,
+    PRE_RESPONSE_KINDS,
+    GenerationConfig,
+    Part,
+    PriceTable,
+    ProviderFailure,
+    RetryPolicy,
+    Usage,
+    classify_httpx_error,
+    parse_retry_after,
+)
+
+
+def test_default_policy_is_the_protocol():
+    p = RetryPolicy()
+    j = p.to_json()
+    assert j["max_retries"] == 1 and j["identical_request"] is True
+    assert set(j["retry_on"]) == PRE_RESPONSE_KINDS
+    for kind in (
+        "rate_limited",
+        "server_error",
+        "client_error",
+        "timeout_after_output",
+        "timeout_before_response",
+        "unparseable",
+        "transport_after_output",
+    ):
+        assert kind in j["final"] and not p.should_retry(kind, 0)
+    assert p.should_retry("closed_before_response", 0)
+    assert not p.should_retry("closed_before_response", 1)
+    assert RetryPolicy.from_json(j) == p
+
+
+def test_policy_refuses_retrying_after_output_or_more_than_once():
+    with pytest.raises(ValueError):
+        RetryPolicy(retry_on=frozenset({"server_error"}))
+    with pytest.raises(ValueError):
+        RetryPolicy(max_retries=2)
+    bad = RetryPolicy().to_json() | {"retry_on": ["rate_limited"]}
+    with pytest.raises(FormatError):
+        RetryPolicy.from_json(bad)
+    with pytest.raises(FormatError):
+        RetryPolicy.from_json(RetryPolicy().to_json() | {"final": []})
+
+
+def test_classification_depends_on_whether_the_response_began():
+    req = httpx.Request("POST", "http://x")
+    assert (
+        classify_httpx_error(httpx.ConnectError("refused", request=req), response_started=False)
+        == "connect_failed"
+    )
+    assert (
+        classify_httpx_error(httpx.ReadTimeout("t", request=req), response_started=False)
+        == "timeout_before_response"
+    )
+    assert (
+        classify_httpx_error(httpx.ReadTimeout("t", request=req), response_started=True)
+        == "timeout_after_output"
+    )
+    closed = httpx.RemoteProtocolError(
+        "Server disconnected without sending a response.", request=req
+    )
+    assert classify_httpx_error(closed, response_started=False) == "closed_before_response"
+    assert (
+        classify_httpx_error(httpx.RemoteProtocolError("bad header"), response_started=False)
+        == "protocol_error"
+    )
+    assert (
+        classify_httpx_error(httpx.ReadError("reset"), response_started=True)
+        == "transport_after_output"
+    )
+    for kinds in providers.HTTPX_EXCEPTION_KINDS.values():
+        assert set(kinds) <= set(FAILURE_KINDS)
+    assert {k for k in providers.GENAI_EXCEPTION_KINDS.values() if k} <= set(FAILURE_KINDS)
+
+
+def test_retry_after_forms():
+    now = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("30") == 30.0
+    assert parse_retry_after("Wed, 01 Jan 2025 12:00:45 GMT", now=now) == 45.0
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_price_table():
+    t = PriceTable(0.30, 2.50)
+    assert t.cost_usd(Usage(1_000_000, 1_000_000, 2_000_000)) == pytest.approx(2.80)
+    assert PriceTable.from_json(t.to_json()) == t
+    with pytest.raises(FormatError):
+        PriceTable.from_json({"input_per_mtok": -1, "output_per_mtok": 0})
+    with pytest.raises(FormatError):
+        PriceTable.from_json({"input_per_mtok": 1})
+
+
+def test_typed_values_validate():
+    with pytest.raises(ValueError):
+        GenerationConfig(temperature=3.0, seed=1, max_output_tokens=10)
+    with pytest.raises(TypeError):
+        GenerationConfig(temperature=0.2, seed=True, max_output_tokens=10)
+    with pytest.raises(ValueError):
+        Part()
+    with pytest.raises(ValueError):
+        ProviderFailure("nonsense", "x")
+    err = ProviderFailure("rate_limited", "quota", status=429).as_error()
+    assert isinstance(err, ProviderError) and "rate_limited (HTTP 429)" in str(err)
+
+
+def test_exported_members():
+    public = {n for n in dir(providers) if not n.startswith("_")} - _module_names()
+    assert set(providers.__all__) == public
+
+
+def _module_names() -> set[str]:
+    import types
+
+    return {n for n in dir(providers) if isinstance(getattr(providers, n), types.ModuleType)}
