@@ -71,7 +71,16 @@ class SandboxExecBackend:
 
     name = "sandbox-exec"
 
-    def __init__(self, *, policy_root: Path = REPO_ROOT, check_platform: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        policy_root: Path = REPO_ROOT,
+        check_platform: bool = True,
+        allow_weaker_landlock_unsafe: bool = False,
+    ) -> None:
+        # Landlock does not exist on macOS; the flag is accepted so callers can pass one option
+        # set to either backend, and it weakens nothing here.
+        del allow_weaker_landlock_unsafe
         if check_platform and sys.platform != "darwin":
             raise SandboxUnavailable(f"the sandbox-exec backend needs macOS, not {sys.platform}")
         if check_platform and not os.access(SANDBOX_EXEC, os.X_OK):
