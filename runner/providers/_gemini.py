@@ -268,11 +268,18 @@ class GeminiProvider:
         for cls in type(exc).__mro__:
             if cls in GENAI_EXCEPTION_KINDS:
                 return self._failure(GENAI_EXCEPTION_KINDS[cls] or "sdk_error", exc)
-        if isinstance(exc, json.JSONDecodeError | FormatError | pydantic.ValidationError):
+        if isinstance(exc, json.JSONDecodeError | FormatError):
             return self._failure(
                 "unparseable",
                 exc,
-                detail=f"response body is not valid JSON: {type(exc).__name__}",
+                detail="response body is not valid JSON",
+                status=last.status if last else None,
+            )
+        if isinstance(exc, pydantic.ValidationError):
+            return self._failure(
+                "unparseable",
+                exc,
+                detail="response body does not have the shape the API promises",
                 status=last.status if last else None,
             )
         if isinstance(exc, ValueError | TypeError | KeyError | AttributeError):

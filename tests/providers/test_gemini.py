@@ -59,7 +59,13 @@ def test_request_shape_path_key_and_body(server, credential, canary):
         {"role": "user", "parts": [{"text": "Find the revenue of store-01."}]}
     ]
     # nothing SDK-side leaks into the wire body
-    assert "automaticFunctionCalling" not in seen.body.decode()
+    for sdk_only in (
+        "automaticFunctionCalling",
+        "automatic_function_calling",
+        "automaticContinuation",
+        "automatic_continuation",
+    ):
+        assert sdk_only not in seen.body.decode()
     r = result.response
     assert r.function_calls[0].name == "get_metric"
     assert dict(r.function_calls[0].args) == {"entity": "store-01", "date": "2024-03-01"}
@@ -220,6 +226,27 @@ def test_observer_begin_runs_before_send_and_its_error_propagates(server, creden
     with pytest.raises(OSError, match="journal unavailable"):
         run(provider(server, credential).generate, make_request(), observer=Broken())
     assert server.seen == []
+
+
+def test_concurrent_calls_keep_their_own_attempts(server, credential):
+    server.play(*[Reply.json(gemini_ok()) for _ in range(4)])
+    p = provider(server, credential)
+    results: dict[int, object] = {}
+
+    async def one(seed: int) -> None:
+        results[seed] = await p.generate(make_request(seed=seed))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for seed in range(4):
+                tg.start_soon(one, seed)
+
+    anyio.run(main)
+    assert len(server.seen) == 4
+    for seed, result in results.items():
+        (a,) = result.attempts
+        assert loads_strict(result.raw[0].request_bytes)["generationConfig"]["seed"] == seed
+        assert a.request_sha256 != results[(seed + 1) % 4].attempts[0].request_sha256
 
 
 def test_thought_signatures_round_trip_exactly(server, credential):
