@@ -96,6 +96,7 @@ def static_study(
     credential_file: str | None = None,
     credential_env: str | None = None,
     snapshots: Sequence[Any] | None = None,
+    concurrency: int = 1,
 ) -> dict[str, Any]:
     """Run the static study and write its outputs into ``out_dir``; returns results.json's dict.
 
@@ -117,7 +118,7 @@ def static_study(
 
     async def go() -> StaticRun:
         try:
-            return await run_static(spec, prov, snapshots=snapshots)
+            return await run_static(spec, prov, snapshots=snapshots, concurrency=concurrency)
         finally:
             close = getattr(prov, "aclose", None)
             if close is not None:

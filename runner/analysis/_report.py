@@ -139,10 +139,39 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         ["rule", h["rule"]],
         ["H1", _verdict(h["passed"])],
     ]
+    pf = r["per_family"]
+    family_names = sorted({f for v in pf.values() for f in v})
+    headf = ["Policy", *family_names]
+    rowsf = [
+        [_label(p), *(f"{v[f]['unsafe']}/{v[f]['faults']}" for f in family_names)]
+        for p, v in _ordered(pf, STATIC_POLICIES)
+    ]
+    headr = ["Condition", "ECT decisions", "ECT reason families (snapshots)"]
+    rowsr = []
+    ect_pf = r["per_fault"]["ect"]
+    for cond in STATIC_FAULTS:
+        c = ect_pf[cond]
+        counts = ", ".join(
+            f"{k} {n}" for k, n in sorted(r["ect_reason_families"].get(cond, {}).items())
+        )
+        decided = f"complete {c['complete']}, continue {c['continue']}, stuck {c['stuck']}"
+        rowsr.append([cond, decided, counts or "-"])
     return [
         ("Table 2: held-out static evaluation", head2, rows2, note2),
         ("Table 3: single-check ablations", head3, rows3, note3),
         ("H1: ECT vs critic core", head1, rows1, ""),
+        (
+            "Unsafe complete by task family (held out)",
+            headf,
+            rowsf,
+            "Unsafe complete decisions over the family's fault snapshots.",
+        ),
+        (
+            "ECT reason localisation (held out)",
+            headr,
+            rowsr,
+            "Every reason family ECT reported on the condition's snapshots.",
+        ),
     ]
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from runner.analysis._common import STATIC_POLICIES, ProviderInfo, rnd
 from runner.analysis._errors import FastPathInvariantBroken, SpecInvalid
 from runner.analysis._stats import (
@@ -272,11 +274,14 @@ async def run_static(
     snapshots: Sequence[Any] | None = None,
     decide: Decide | None = None,
     arms: Sequence[str] = STATIC_POLICIES,
+    concurrency: int = 1,
 ) -> StaticRun:
     """Decide every snapshot with every arm, and with ECT under each ablation of Table 3.
 
     ``snapshots`` defaults to ``runner.worlds.static_grid()``, ``decide`` to
     ``runner.policies.decide_static`` (a stand-in with the same signature serves unit tests).
+    ``concurrency`` > 1 keeps that many decisions in flight (useful with a remote provider);
+    the rows come out in the same canonical order either way.
 
     Raises:
         FastPathInvariantBroken: the critic core called (or reported calling) its model.
@@ -294,38 +299,57 @@ async def run_static(
         decide = decide_static
     gen = GenerationConfig(**spec.generation)
     prices = PriceTable(**spec.price)
-    run = StaticRun()
     plan: list[tuple[str, str]] = [(arm, "") for arm in arms]
     plan += [("ect", name) for name, *_ in ABLATION_TABLE]
-    for snapshot in snapshots:
-        for arm, ablate in plan:
-            tripwire = _Tripwire() if arm == "critic_core" else None
-            decision = await decide(
-                arm,
-                snapshot,
-                tripwire if tripwire is not None else provider,
-                ablate=frozenset({ablate}) if ablate else frozenset(),
-                generation=gen,
+    jobs = [(snapshot, arm, ablate) for snapshot in snapshots for arm, ablate in plan]
+    decided: list[Any] = [None] * len(jobs)
+
+    async def one(i: int) -> None:
+        snapshot, arm, ablate = jobs[i]
+        tripwire = _Tripwire() if arm == "critic_core" else None
+        decision = await decide(
+            arm,
+            snapshot,
+            tripwire if tripwire is not None else provider,
+            ablate=frozenset({ablate}) if ablate else frozenset(),
+            generation=gen,
+        )
+        if tripwire is not None and (
+            tripwire.calls or decision.model_calls or decision.provider_result is not None
+        ):
+            raise FastPathInvariantBroken(
+                f"the critic core reported a model call on snapshot {snapshot.snapshot_id}; "
+                "the frozen static comparison is void (run aborted)"
             )
-            result = decision.provider_result
-            if tripwire is not None and (
-                tripwire.calls or decision.model_calls or result is not None
-            ):
-                raise FastPathInvariantBroken(
-                    f"the critic core reported a model call on snapshot {snapshot.snapshot_id}; "
-                    "the frozen static comparison is void (run aborted)"
-                )
-            cost = result.cost_usd(prices) if result is not None else 0.0
-            run.rows.append(_row(snapshot, arm, ablate, decision, cost))
-            if result is not None:
-                for a in result.attempts:
-                    stable = a.stable_json()
-                    stable["snapshot_id"] = str(snapshot.snapshot_id)
-                    stable["arm"] = arm
-                    run.attempts.append(stable)
-                    run.journal.append(
-                        {**a.to_json(), "snapshot_id": str(snapshot.snapshot_id), "arm": arm}
-                    )
+        decided[i] = decision
+
+    if concurrency < 1:
+        raise AnalysisError(f"concurrency must be at least 1, got {concurrency}")
+    if concurrency == 1:
+        for i in range(len(jobs)):
+            await one(i)
+    else:
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def limited(i: int) -> None:
+            async with limiter:
+                await one(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(jobs)):
+                tg.start_soon(limited, i)
+
+    # Rows and attempts in canonical job order, however the decisions interleaved.
+    run = StaticRun()
+    for (snapshot, arm, ablate), decision in zip(jobs, decided, strict=True):
+        result = decision.provider_result
+        cost = result.cost_usd(prices) if result is not None else 0.0
+        run.rows.append(_row(snapshot, arm, ablate, decision, cost))
+        if result is not None:
+            for a in result.attempts:
+                where = {"snapshot_id": str(snapshot.snapshot_id), "arm": arm}
+                run.attempts.append({**a.stable_json(), **where})
+                run.journal.append({**a.to_json(), **where})
     return run
 
 
@@ -450,6 +474,34 @@ def analyse_static(
         "95% interval wholly below 0",
     }
 
+    families = sorted({r["family"] for r in held})
+    per_family = {
+        a: {
+            fam: {
+                "unsafe": sum(
+                    1
+                    for r in by_arm[a]
+                    if r["family"] == fam and r["condition"] != "C0" and r["decision"] == "complete"
+                ),
+                "faults": sum(
+                    1 for r in by_arm[a] if r["family"] == fam and r["condition"] != "C0"
+                ),
+            }
+            for fam in families
+        }
+        for a in arms
+    }
+    ect_reasons = {
+        cond: dict(
+            sorted(
+                Counter(
+                    f for r in by_arm["ect"] if r["condition"] == cond for f in r["reason_families"]
+                ).items()
+            )
+        )
+        for cond in ("C0", *FAULTS)
+    }
+
     table3 = []
     ect_held = by_arm["ect"]
     for name, label, fault, measure in ABLATION_TABLE:
@@ -541,5 +593,7 @@ def analyse_static(
         "table3": table3,
         "h1": h1,
         "per_fault": per_fault,
+        "per_family": per_family,
+        "ect_reason_families": ect_reasons,
         "intervals": intervals,
     }

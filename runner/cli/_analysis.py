@@ -59,6 +59,13 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
 @click.option(
     "--seed", type=click.IntRange(min=0), default=None, help="Bootstrap seed [default: the spec's]."
 )
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Decisions in flight at once (for a remote provider; output order is unchanged).",
+)
 @map_errors({SpecInvalid: EXIT_USAGE, FastPathInvariantBroken: EXIT_RUNTIME})
 def static_cmd(
     spec_path: str,
@@ -69,6 +76,7 @@ def static_cmd(
     credential_file: str | None,
     credential_env: str | None,
     seed: int | None,
+    concurrency: int,
 ) -> None:
     """Run the static study: 7 policies on all 432 snapshots, Table 2, Table 3 and H1.
 
@@ -85,6 +93,7 @@ def static_cmd(
         base_url=base_url,
         credential_file=credential_file,
         credential_env=credential_env,
+        concurrency=concurrency,
     )
     click.echo(res["provider_line"])
     for name, v in res["table2"].items():

@@ -167,7 +167,7 @@ def test_spec_is_strict(tmp_path: Path) -> None:
         (text.replace("seed = 2705", "seed = -1", 1), "seed"),
         (text + "\n[extra]\nx = 1\n", "unknown key"),
         (text.replace('format = "ect.static-spec/1"', 'format = "x"'), "format"),
-        (text.replace("p_accept_unsupported = 0.25", "p_accept_unsupported = 2"), "in \\[0, 1\\]"),
+        (text.replace("p_accept_unsupported = 0.2 ", "p_accept_unsupported = 2 "), "in \\[0, 1\\]"),
         (text.replace("[price]", "[pricing]"), "unknown key"),
     ):
         with pytest.raises(AnalysisError, match=msg):
@@ -180,3 +180,27 @@ def test_static_report_regenerates_from_results_json(scripted: tuple[Any, dict[s
     assert render_outputs(json.loads(first["results.json"])) == first
     html = first["report.html"].decode()
     assert html.count('class="chart"') == 6 and "SIMULATED" in html
+
+
+def test_concurrency_keeps_canonical_order() -> None:
+    async def go(n: int) -> Any:
+        script = _standin.Script()
+        return await run_static(
+            spec(), object(), snapshots=_standin.grid()[:90], decide=script.decide, concurrency=n
+        )
+
+    one, many = anyio.run(go, 1), anyio.run(go, 8)
+    assert one.rows == many.rows and one.attempts == many.attempts
+    with pytest.raises(AnalysisError, match="concurrency"):
+        anyio.run(go, 0)
+
+
+def test_spec_freezes_every_simulated_critic_parameter() -> None:
+    # A parameter left out would silently follow the policy package's default.
+    import dataclasses
+
+    from runner.policies import CriticBehaviour
+
+    names = {f.name for f in dataclasses.fields(CriticBehaviour)}
+    assert set(spec().critic) == names
+    CriticBehaviour.from_json(spec().critic)  # and the values are accepted

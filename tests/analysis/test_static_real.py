@@ -84,7 +84,7 @@ def test_static_outputs_are_byte_identical(study: tuple[Path, Any], tmp_path: Pa
     grid = static_grid()
     subset = [s for s in grid if s.task.family == "lookup"]
     a = static_study(SPEC, tmp_path / "a", snapshots=subset)
-    b = static_study(SPEC, tmp_path / "b", snapshots=subset)
+    b = static_study(SPEC, tmp_path / "b", snapshots=subset, concurrency=4)  # same bytes
     assert a == b
     for name in ("results.json", "tables.md", "report.html", "decisions.jsonl", "attempts.jsonl"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
