@@ -13,8 +13,6 @@ __all__ = [
     "POLICY_LABELS",
     "STATIC_POLICIES",
     "ProviderInfo",
-    "fmt_pp",
-    "fmt_rate",
     "rnd",
 ]
 
@@ -74,11 +72,3 @@ def rnd(x: float, digits: int = 10) -> float:
     if not math.isfinite(x):
         raise AnalysisError(f"non-finite figure {x!r}")
     return float(f"{x:.{digits}g}") + 0.0  # + 0.0 turns -0.0 into 0.0
-
-
-def fmt_pp(x: float) -> str:
-    return f"{x:+.2f}" if x != 0 else "0.00"
-
-
-def fmt_rate(n: int, d: int) -> str:
-    return f"{n}/{d}"

@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 SPEC_FORMAT = "ect.static-spec/1"
+PROVIDERS = ("simulated", "gemini", "openai")
 FAULTS = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
 FAULT_LABELS = {
     "F1": "false completion",
@@ -200,9 +201,6 @@ class StaticSpec:
             "simulated_critic": dict(self.critic),
             "price_usd_per_mtok": dict(self.price),
         }
-
-
-PROVIDERS = ("simulated", "gemini", "openai")
 
 
 # ------------------------------------------------------------------------------- the run
