@@ -1,0 +1,96 @@
+"""End to end through the shipped CLI (every sandbox probe), a real bwrap sandbox and a real store.
+
+One run of the small study: every row committed in canonical order, the store verifies in full,
+export writes a manifest the store package accepts, and replay reproduces every cell. The CLI run
+(concurrency 2, all probes) gives the same per-cell result digests as the in-process reference
+run (concurrency 1, mandatory probes): the probe set and the concurrency change nothing a result
+digest covers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.canonical import digest, load_strict_file
+from runner.sandbox import load_probes
+from runner.store import public_key_path, verify_manifest, verify_store
+from runner.study import cell_result_digest, read_schedule, replay_store, study_paths
+from tests.study.conftest import Reference
+from tests.study.support import SMALL_ROWS, bodies, ect, make_study
+
+
+def test_cli_run_export_replay_end_to_end(tmp_path: Path, reference: Reference) -> None:
+    spec = make_study(tmp_path / "study")
+    store = tmp_path / "runs" / "v2.db"
+    store.parent.mkdir()
+
+    done = ect("run", "--study", str(spec), "--store", str(store), "--concurrency", "2",
+               "--json", all_probes=True)
+    assert done.returncode == 0, done.stderr
+    # `ect run` ran the whole preflight first: the five checks and every probe in preflight/.
+    assert f"preflight passed ({5 + len(load_probes())} checks)" in done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["committed"] == summary["total"] == SMALL_ROWS
+    assert summary["halted"] is None and summary["provider"] == "simulated"
+    assert summary["tool_calls"] > 0, "no tool call went through the sandbox"
+    assert sum(summary["stop_reasons"].values()) == SMALL_ROWS
+
+    # Every row, in canonical order, with its schedule row and consistent digests.
+    rows = read_schedule(study_paths(spec).schedule)
+    recorded = bodies(store)
+    assert [b["row"] for b in recorded] == list(range(1, SMALL_ROWS + 1))
+    for want, body in zip(rows, recorded, strict=True):
+        assert body["schedule_row"] == want and body["cell_id"] == want["cell_id"]
+        assert body["schedule_row_digest"] == digest("ect/schedule-row/v1", want)
+        assert body["result_digest"] == cell_result_digest(body["result"])
+        assert body["audit_digest"] == digest("ect/record/v1", body["audit"])
+        assert body["result"]["outcome"]["policy"] == want["policy"]
+        assert body["result"]["simulated"] is True
+        assert set(body) == {"row", "cell_id", "schedule_row", "schedule_row_digest", "result",
+                             "result_digest", "audit", "audit_digest", "artifacts",
+                             "code_version"}
+
+    # Same lock, other concurrency and probe set: identical per-cell result digests.
+    assert {b["cell_id"]: b["result_digest"] for b in recorded} == reference.digests
+
+    full = ect("store", "verify", "--full", str(store))
+    assert full.returncode == 0, full.stdout + full.stderr
+    assert verify_store(store, full=True).ok
+
+    manifest = tmp_path / "manifest.json"
+    exported = ect("export", "--store", str(store), "--out", str(manifest))
+    assert exported.returncode == 0, exported.stderr
+    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    doc = load_strict_file(manifest)
+    cells = doc["manifest"]["cells"]
+    assert cells == [{"row": b["row"], "cell_id": b["cell_id"],
+                      "result_digest": b["result_digest"]} for b in recorded]
+
+    replayed = ect("replay", "--store", str(store), "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout) == {"cells": SMALL_ROWS, "reproduced": SMALL_ROWS,
+                                           "mismatches": []}
+
+
+def test_replay_rescores_with_the_current_code(reference: Reference,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay re-runs and re-scores each cell (it does not just re-read stored digests): with the
+    scoring changed, every cell is reported as differing, naming the row."""
+    import runner.study._execute as execute_module
+
+    real = execute_module.score
+
+    def skewed(trajectory: Any, row: dict[str, Any]) -> dict[str, Any]:
+        outcome = real(trajectory, row)
+        outcome["turns"] += 1
+        return outcome
+
+    monkeypatch.setattr(execute_module, "score", skewed)
+    report = replay_store(reference.store, reference.spec)
+    assert report.cells == SMALL_ROWS and report.reproduced == 0
+    assert [m["row"] for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))
+    assert all("result digest" in m["detail"] for m in report.mismatches)
