@@ -485,7 +485,8 @@ def _html(
     )
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title>",
         f"<style>{_CSS}</style>",
         f"<script>{_SENTINEL_JS}</script>",
