@@ -349,6 +349,15 @@ def analyse_closed_loop(
                 "rate_pct": rnd(res.estimate * 100),
                 "ci_pct": [rnd(res.lo * 100), rnd(res.hi * 100)],
             }
+        for key in ("turns", "tool_calls", "tokens", "cost_usd"):
+            res = cluster_bootstrap_mean(
+                [r["task_id"] for r in prow],
+                [_value(r, key) for r in prow],
+                replicates=replicates,
+                seed=seed,
+                label=f"mean/{p}/{key}",
+            )
+            intervals[p][key] = {"mean": rnd(res.estimate), "ci": [rnd(res.lo), rnd(res.hi)]}
 
     strata = _strata(rows, faults)
     unseen = {f: strata[f] for f in UNSEEN if f in strata}

@@ -425,20 +425,23 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
         )
     )
     for key, title, fmt in (
-        ("mean_turns", "Decision turns per trajectory (mean)", "{:.2f}"),
-        ("mean_calls", "Tool calls per trajectory (mean)", "{:.2f}"),
-        ("mean_tokens", "Tokens per trajectory (mean)", "{:.0f}"),
-        ("mean_cost_usd", "Estimated cost per trajectory (USD, mean)", "{:.5f}"),
+        ("turns", "Decision turns per trajectory", "{:.2f}"),
+        ("tool_calls", "Tool calls per trajectory", "{:.2f}"),
+        ("tokens", "Tokens per trajectory", "{:.0f}"),
+        ("cost_usd", "Estimated cost per trajectory (USD)", "{:.5f}"),
     ):
-        vals = [float(t4[p][key]) for p in pols]
+        vals = [float(iv[p][key]["mean"]) for p in pols]
+        cis = [(float(iv[p][key]["ci"][0]), float(iv[p][key]["ci"][1])) for p in pols]
         figs.append(
             hbar_chart(
                 title,
                 labels,
                 vals,
                 value_text=[fmt.format(v) for v in vals],
-                vmax=max([*vals, 0.0]),
+                intervals=cis,
+                vmax=max([*vals, *(hi for _, hi in cis), 0.0]),
                 highlight="ECT",
+                subtitle="mean; whiskers: 95% task-cluster bootstrap interval",
             )
         )
     return figs
