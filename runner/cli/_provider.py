@@ -100,29 +100,11 @@ def smoke(
     Exit 0 when the provider answered; 5 with a one-line reason when it failed. The simulated
     provider needs no flags and no network.
     """
-    has_credential = credential_file is not None or credential_env is not None
-    if provider_name == "simulated":
-        if has_credential or base_url:
-            die("the simulated provider takes no credential and no --base-url", EXIT_USAGE)
-        provider: Any = SimulatedProvider(model=model or "simulated-1")
-    elif provider_name == "gemini":
-        if not has_credential:
-            die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)
-        credential = load_credential(file=credential_file, env=credential_env)
-        provider = GeminiProvider(
-            credential, model=model or "gemini-2.5-flash", base_url=base_url, timeout_s=timeout_s
-        )
-    else:
-        if not base_url:
-            die("openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
-        if not model:
-            die("openai needs --model", EXIT_USAGE)
-        credential = (
-            load_credential(file=credential_file, env=credential_env) if has_credential else None
-        )
-        provider = OpenAICompatProvider(
-            base_url, credential=credential, model=model, timeout_s=timeout_s
-        )
+    provider = _build_provider(
+        provider_name, base_url, model, credential_file, credential_env, timeout_s
+    )
+    if provider is None:
+        return  # _build_provider already exited with a usage error
 
     async def _run() -> ProviderResult:
         try:
@@ -137,6 +119,38 @@ def smoke(
         f = result.failure
         status = f" (HTTP {f.status})" if f.status is not None else ""
         die(f"provider call failed: {f.kind}{status}: {f.detail}", EXIT_RUNTIME)
+
+
+def _build_provider(
+    provider_name: str,
+    base_url: str | None,
+    model: str | None,
+    credential_file: str | None,
+    credential_env: str | None,
+    timeout_s: float,
+) -> Any:
+    has_credential = credential_file is not None or credential_env is not None
+    if provider_name == "simulated":
+        if has_credential or base_url:
+            die("the simulated provider takes no credential and no --base-url", EXIT_USAGE)
+            return None
+        return SimulatedProvider(model=model or "simulated-1")
+    if provider_name == "gemini":
+        if not has_credential:
+            die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)
+            return None
+        credential = load_credential(file=credential_file, env=credential_env)
+        return GeminiProvider(
+            credential, model=model or "gemini-2.5-flash", base_url=base_url, timeout_s=timeout_s
+        )
+    if not base_url:
+        die("openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
+        return None
+    if not model:
+        die("openai needs --model", EXIT_USAGE)
+        return None
+    optional = load_credential(file=credential_file, env=credential_env) if has_credential else None
+    return OpenAICompatProvider(base_url, credential=optional, model=model, timeout_s=timeout_s)
 
 
 def _print(result: ProviderResult, provider_name: str, as_json: bool) -> None:

@@ -167,7 +167,7 @@ def classify_httpx_error(exc: BaseException, *, response_started: bool) -> str:
     if isinstance(exc, httpx.HTTPStatusError):
         return kind_for_status(exc.response.status_code)
     for cls in type(exc).__mro__:
-        kinds = HTTPX_EXCEPTION_KINDS.get(cls)  # type: ignore[call-overload]
+        kinds = HTTPX_EXCEPTION_KINDS.get(cls)
         if kinds is not None:
             return kinds[1] if response_started else kinds[0]
     return "sdk_error"

@@ -25,7 +25,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes
 from runner.providers._errors import ProviderFailure
-from runner.providers._http import CallLog
+from runner.providers._http import CallLog, ObserverFailed
 from runner.providers._retry import RetryPolicy
 from runner.providers._types import (
     AttemptObserver,
@@ -107,7 +107,10 @@ class SimulatedProvider:
             id_factory=lambda n: f"sim-{request_digest[:24]}-{n}",
             clock=lambda: 0.0,
         )
-        slot = await log.begin(request_bytes, retry=False)
+        try:
+            slot = await log.begin(request_bytes, retry=False)
+        except ObserverFailed as e:
+            raise e.original from None
         reply = self.responder(request, simulated_rng(request_bytes))
         if not isinstance(reply, SimulatedReply):
             raise TypeError("a responder must return a SimulatedReply")
@@ -151,7 +154,10 @@ class SimulatedProvider:
             slot.response_bytes = canonical_bytes(response.to_json())
             slot.status = 200
         log.mark_end(slot, latency=0.0)
-        await log.finish(failure, usage)
+        try:
+            await log.finish(failure, usage)
+        except ObserverFailed as e:
+            raise e.original from None
         return ProviderResult(response, failure, log.attempts(), log.raw())
 
 
