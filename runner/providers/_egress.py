@@ -7,6 +7,7 @@ that opens its own sockets is not confined by it.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 import httpx
@@ -42,6 +43,22 @@ class Origin:
         if not u.host:
             raise EgressRefused(f"URL {str(u)[:200]!r} has no host")
         return cls(scheme, u.host.lower(), u.port or _DEFAULT_PORTS[scheme])
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def check_credential_transport(self) -> None:
+        """Refuse to send a credential in clear text anywhere but this machine."""
+        if self.scheme != "https" and not self.is_loopback:
+            raise EgressRefused(
+                f"refusing to send a credential over plain {self.scheme} to {self}; use https"
+            )
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

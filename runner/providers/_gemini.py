@@ -80,6 +80,7 @@ class GeminiProvider:
         self.model = model
         self.base_url = (base_url or DEFAULT_GEMINI_BASE_URL).rstrip("/")
         origin = Origin.parse(self.base_url)
+        origin.check_credential_transport()
         if guard is None:
             guard = EgressGuardTransport(origin)
         elif guard.allowed != origin:

@@ -68,6 +68,8 @@ class OpenAICompatProvider:
             raise ValueError("response_format must be 'json_schema' or 'json_object'")
         self.base_url = base_url.rstrip("/")
         origin = Origin.parse(self.base_url)
+        if credential is not None:
+            origin.check_credential_transport()
         if guard is None:
             guard = EgressGuardTransport(origin)
         elif guard.allowed != origin:

@@ -74,3 +74,16 @@ def test_guard_refusal_through_the_provider_is_a_typed_failure(two_servers, cred
     assert result.attempts[0].error_class == "egress_refused"
     assert result.attempts[0].status is None and result.raw[0].response_bytes is None
     assert allowed.seen == [] and other.seen == []
+
+
+def test_credential_never_sent_in_clear_text_off_this_machine(credential):
+    from runner.providers import GeminiProvider, OpenAICompatProvider
+
+    with pytest.raises(EgressRefused, match="plain http"):
+        GeminiProvider(credential, base_url="http://generativelanguage.googleapis.com")
+    with pytest.raises(EgressRefused, match="plain http"):
+        OpenAICompatProvider("http://10.1.2.3:8000/v1", credential=credential, model="m")
+    # loopback is fine, and without a credential any origin is
+    OpenAICompatProvider("http://10.1.2.3:8000/v1", model="m")
+    GeminiProvider(credential, base_url="http://[::1]:8080")
+    GeminiProvider(credential, base_url="http://localhost:8080")
