@@ -125,8 +125,13 @@ def cell_result_digest(result: dict[str, Any]) -> str:
 # --- providers ----------------------------------------------------------------------------
 
 
-def _make_provider_factory(spec: StudySpec, choice: ProviderChoice) -> Callable[[], Any]:
-    """Return a factory giving the provider for one cell (fresh per cell when simulated)."""
+def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
+                           credential: Any = None) -> Callable[[], Any]:
+    """Return a factory giving the provider for one cell (fresh per cell when simulated).
+
+    ``credential`` is the one preflight loaded (a variable is removed from the environment when
+    read, so it cannot be read twice); without it the credential is loaded here.
+    """
     from runner.providers import (
         GeminiProvider,
         OpenAICompatProvider,
@@ -143,7 +148,8 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice) -> Callable[
         critic = CriticBehaviour.from_json(spec.simulated.get("critic", {}))
         return lambda: SimulatedProvider(simulated_responder(planner, critic))
     if choice.name == "gemini":
-        cred = load_credential(file=choice.credential_file, env=choice.credential_env)
+        cred = credential or load_credential(file=choice.credential_file,
+                                             env=choice.credential_env)
         shared = GeminiProvider(cred, model=choice.model or spec.model.name,
                                 base_url=choice.base_url, timeout_s=spec.model.timeout_s,
                                 retry_policy=retry)
@@ -151,8 +157,9 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice) -> Callable[
     if choice.name == "openai":
         if not choice.base_url:
             raise StudyError("--provider openai needs --base-url")
-        cred = (load_credential(file=choice.credential_file, env=choice.credential_env)
-                if choice.credential_file or choice.credential_env else None)
+        cred = credential or (load_credential(file=choice.credential_file,
+                                              env=choice.credential_env)
+                              if choice.credential_file or choice.credential_env else None)
         shared_oa = OpenAICompatProvider(choice.base_url, credential=cred,
                                          model=choice.model or spec.model.name,
                                          timeout_s=spec.model.timeout_s, retry_policy=retry)
@@ -383,7 +390,7 @@ def execute(
                 spec=spec,
                 rows=rows,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
-                provider_factory=_make_provider_factory(spec, settings.provider),
+                provider_factory=_make_provider_factory(spec, settings.provider, report.credential),
                 store=store,
                 sandbox=ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
                 limiter=anyio.CapacityLimiter(settings.concurrency),

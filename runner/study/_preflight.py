@@ -92,6 +92,9 @@ class PreflightReport:
     spec: StudySpec | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     lock: dict[str, Any] = field(default_factory=dict)
+    # The loaded credential (a redacting runner.providers.Credential), for the run; never
+    # serialised: to_json names only where it came from.
+    credential: Any = field(default=None, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -145,24 +148,27 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> 
     return True, f"{store_path} is a verified prefix of {n}/{len(rows)} rows", n
 
 
-def _credential(choice: ProviderChoice) -> tuple[bool, str]:
+def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
+    """(ok, detail, the loaded Credential or None). The credential is loaded here once and
+    handed to the run through the report: loading from a variable removes it from the
+    environment (so no child inherits it), so it cannot be loaded a second time."""
     if choice.name == "simulated":
         if choice.credential_file or choice.credential_env:
-            return False, "the simulated provider takes no credential; do not pass one"
-        return True, "simulated provider: no credential needed"
+            return False, "the simulated provider takes no credential; do not pass one", None
+        return True, "simulated provider: no credential needed", None
     if choice.name not in LIVE_PROVIDERS:
-        return False, f"unknown provider {choice.name!r} (simulated, gemini, openai)"
+        return False, f"unknown provider {choice.name!r} (simulated, gemini, openai)", None
     from runner.providers import load_credential
 
     if choice.name == "openai" and not (choice.credential_file or choice.credential_env):
-        return True, "openai-compatible endpoint without a credential"
+        return True, "openai-compatible endpoint without a credential", None
     try:
-        load_credential(file=choice.credential_file, env=choice.credential_env)
+        credential = load_credential(file=choice.credential_file, env=choice.credential_env)
     except EctError as e:
-        return False, str(e)
+        return False, str(e), None
     source = (f"file {choice.credential_file}" if choice.credential_file
               else f"variable {choice.credential_env}")
-    return True, f"credential given explicitly ({source})"
+    return True, f"credential given explicitly ({source})", credential
 
 
 def run_preflight(
@@ -209,7 +215,8 @@ def run_preflight(
         good, detail, n = False, f"{store_path}: {e}", 0
     report.committed_rows = n
     ok = add("store", good, detail) and ok
-    ok = add("credential", *_credential(choice)) and ok
+    cred_ok, cred_detail, report.credential = _credential(choice)
+    ok = add("credential", cred_ok, cred_detail) and ok
     frozen = lock.get("generation") == generation_config(spec)
     model_ok = choice.model is None or choice.name == "simulated" or choice.model == spec.model.name
     ok = add("generation", frozen and model_ok,

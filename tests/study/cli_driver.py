@@ -5,16 +5,41 @@ exit codes, signal handling and logging matter but running all ~20 s of sandbox 
 child would blow the suite's time budget. The probe choice is recorded in the preflight report
 (``"probes": "mandatory"``) and therefore in the store header. At least one end-to-end test runs
 ``python -m runner`` with every probe.
+
+With ``ECT_TEST_SPAWN_LOG=<file>`` every child process the CLI starts (``subprocess.Popen``:
+the sandbox's bwrap children among them) is appended to that file as one JSON line
+``{"argv": [...], "env": {...} | null}`` (``null``: the child inherits this environment), so a
+test can check what reaches a child.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import os
+import subprocess
+from typing import Any
 
 import runner.cli._study as study_cli
 from runner.study import run_preflight
 
 study_cli.run_preflight = functools.partial(run_preflight, probes="mandatory")  # type: ignore[assignment]
+
+_SPAWN_LOG = os.environ.get("ECT_TEST_SPAWN_LOG")
+if _SPAWN_LOG:
+    _popen_init = subprocess.Popen.__init__
+
+    def _logged_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        env = kwargs.get("env")
+        entry = {"argv": [os.fsdecode(a) for a in ([args] if isinstance(args, str | bytes)
+                                                   else args)],
+                 "env": None if env is None else {os.fsdecode(k): os.fsdecode(v)
+                                                  for k, v in env.items()}}
+        with open(_SPAWN_LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")  # noqa: TID251 - a test log, not a digest
+        _popen_init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = _logged_init  # type: ignore[method-assign]
 
 from runner.cli import main  # noqa: E402
 
