@@ -91,12 +91,12 @@ def test_canary_appears_nowhere(server, credential_file, canary, caplog, monkeyp
         Close(),
         Reply.json(gemini_ok()),
         Reply(200, b"{nope"),
-        StallAfterHead(2.0),
+        StallAfterHead(30.0),
         Reply.json(openai_ok()),
         Reply.json({"error": {}}, 429),
     )
-    gemini = GeminiProvider(file_cred, base_url=server.url, timeout_s=0.5)
-    openai = OpenAICompatProvider(server.url + "/v1", credential=env_cred, model="m", timeout_s=0.5)
+    gemini = GeminiProvider(file_cred, base_url=server.url, timeout_s=10.0)
+    openai = OpenAICompatProvider(server.url + "/v1", credential=env_cred, model="m", timeout_s=1.0)
     outputs: list[str] = [repr(gemini), repr(openai), repr(file_cred), repr(env_cred)]
     results = []
 

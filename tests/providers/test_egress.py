@@ -67,7 +67,7 @@ def test_guard_refusal_through_the_provider_is_a_typed_failure(two_servers, cred
     from tests.providers.conftest import make_request
 
     allowed, other = two_servers
-    p = OpenAICompatProvider(allowed.url + "/v1", model="m", timeout_s=0.5)
+    p = OpenAICompatProvider(allowed.url + "/v1", model="m", timeout_s=10.0)
     p.base_url = other.url + "/v1"  # simulate a mis-set URL after construction
     result = anyio.run(p.generate, make_request())
     assert result.failure is not None and result.failure.kind == "egress_refused"

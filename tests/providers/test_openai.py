@@ -12,7 +12,7 @@ from tests.providers.fakeserver import Close, Reply, Stall, StallAfterHead
 
 
 def provider(server, credential: Credential | None = None, **kw) -> OpenAICompatProvider:
-    kw.setdefault("timeout_s", 0.5)
+    kw.setdefault("timeout_s", 10.0)
     return OpenAICompatProvider(
         server.url + "/v1", credential=credential, model="local-model", **kw
     )
@@ -138,8 +138,8 @@ def test_failures_are_final_and_typed(server, reply, kind, status):
 
 
 def test_timeouts_are_final(server):
-    server.play(Stall(3.0), StallAfterHead(3.0))
-    p = provider(server)
+    server.play(Stall(30.0), StallAfterHead(30.0))
+    p = provider(server, timeout_s=0.5)
     before = gen(p, make_request())
     after = gen(p, make_request())
     assert before.failure.kind == "timeout_before_response" and len(before.attempts) == 1
