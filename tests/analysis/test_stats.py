@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.analysis import (
     cluster_bootstrap_diff,
@@ -187,3 +189,35 @@ def test_macro_f1_rounds_like_the_paper() -> None:
     assert f"{macro_f1(gold, pred):.3f}" == "0.595"
     with pytest.raises(AnalysisError):
         macro_f1(["stuck"], ["complete"])
+
+
+# --- properties -------------------------------------------------------------------------------
+
+PROPS = settings(max_examples=40, deadline=None, derandomize=True)
+
+
+@PROPS
+@given(st.integers(0, 60), st.integers(0, 60))
+def test_mcnemar_matches_the_binomial_sum(b: int, c: int) -> None:
+    n, k = b + c, min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n if n else 0.5
+    expected = min(1.0, 2 * tail) if n else 1.0
+    assert math.isclose(mcnemar_p(b, c), expected, rel_tol=1e-9)
+    assert mcnemar_p(b, c) == mcnemar_p(c, b)
+
+
+@PROPS
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 1), st.integers(0, 1)), min_size=1, max_size=40
+    )
+)
+def test_swapping_arms_mirrors_the_interval(rows: list[tuple[int, int, int]]) -> None:
+    clusters = [r[0] for r in rows]
+    a = [float(r[1]) for r in rows]
+    b = [float(r[2]) for r in rows]
+    ab = cluster_bootstrap_diff(clusters, a, clusters, b, replicates=300, seed=3, label="p")
+    ba = cluster_bootstrap_diff(clusters, b, clusters, a, replicates=300, seed=3, label="p")
+    assert ba.estimate == pytest.approx(-ab.estimate, abs=1e-12)
+    assert ba.lo == pytest.approx(-ab.hi, abs=1e-12) and ba.hi == pytest.approx(-ab.lo, abs=1e-12)
+    assert min(ab.samples) <= ab.lo <= ab.hi <= max(ab.samples)
