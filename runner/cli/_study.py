@@ -24,6 +24,7 @@ from runner.cli._common import (
 from runner.errors import EctError
 from runner.study import (
     Halted,
+    IncompleteStore,
     LockError,
     LockMismatch,
     PreflightFailed,
@@ -49,6 +50,7 @@ _REFUSED: dict[type[BaseException], int] = {
     LockMismatch: EXIT_REFUSED,
     LockError: EXIT_REFUSED,
     StoreNotEmpty: EXIT_REFUSED,
+    IncompleteStore: EXIT_REFUSED,
     SpecError: EXIT_USAGE,
 }
 
