@@ -389,13 +389,15 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
 
 @click.command("replay")
 @click.option("--store", "store", required=True, type=click.Path(dir_okay=False, exists=True))
+@click.option("--study", "spec", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
 @map_errors(_REFUSED)
-def replay_cmd(store: str, as_json: bool) -> None:
+def replay_cmd(store: str, spec: str | None, as_json: bool) -> None:
     """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
     from runner.study import replay_store
 
-    report = replay_store(Path(store))
+    report = replay_store(Path(store), Path(spec) if spec else None)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
     else:

@@ -94,3 +94,18 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
     assert report.cells == SMALL_ROWS and report.reproduced == 0
     assert [m["row"] for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))
     assert all("result digest" in m["detail"] for m in report.mismatches)
+
+
+@pytest.mark.slow
+def test_demo_runs_the_whole_offline_study(tmp_path: Path) -> None:
+    """The README's main command: all 576 cells, verified store, signed manifest, reports.
+    About two minutes on two cores; run with `pytest -m slow tests/study`."""
+    out = tmp_path / "demo"
+    done = ect("demo", "--out", str(out), "--quiet", all_probes=True, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    store, manifest = out / "v2.db", out / "manifest.json"
+    assert f"manifest: {manifest}" in " ".join(done.stdout.split())
+    assert "simulated provider" in done.stdout
+    assert len(bodies(store)) == 576 and verify_store(store, full=True).ok
+    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    assert (out / "report" / "report.html").is_file()
