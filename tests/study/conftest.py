@@ -31,16 +31,3 @@ def reference(small_study: Path, tmp_path_factory: pytest.TempPathFactory) -> Re
     assert summary.committed == SMALL_ROWS and summary.halted is None
     return Reference(small_study, store, result_digests(store))
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` in tests/study and tests/loop run only when selected with
-    ``-m slow`` (the full 576-cell demo takes minutes); the default run covers the same
-    behaviour on the 48-row study."""
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    here = Path(__file__).resolve().parent
-    skip = pytest.mark.skip(reason="slow: select with -m slow")
-    for item in items:
-        if item.get_closest_marker("slow") and Path(str(item.path)).resolve().is_relative_to(
-                here.parent) and Path(str(item.path)).parent.name in ("study", "loop"):
-            item.add_marker(skip)
