@@ -103,12 +103,15 @@ def supervise(
     *,
     started: float,
     signal_offset: int | None = 128,
+    inner_pidfd: int = -1,
 ) -> RunResult:
     """Feed ``stdin``, collect output incrementally, enforce the wall clock and the output cap.
 
     ``proc`` must lead its own process group (``start_new_session=True``): on a deadline or cap the
     whole group gets SIGKILL. ``signal_offset``: a backend whose launcher reports a child's death
-    by signal N as exit code ``offset + N`` (bwrap: 128).
+    by signal N as exit code ``offset + N`` (bwrap: 128). ``inner_pidfd``: a pidfd on the
+    sandbox's pid 1 (bwrap): it is killed first, so the kernel tears the pid namespace down and
+    the launcher reaps it; killing the launcher first would orphan pid 1 to the host's init.
     """
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
@@ -130,6 +133,14 @@ def supervise(
     reason: KillReason | None = None
 
     def kill_group() -> None:
+        if inner_pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(inner_pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            # the launcher reaps pid 1 and exits on its own; the group kill is the fallback
+            if _exited_by(proc.pid, time.monotonic() + 2.0):
+                return
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -178,7 +189,10 @@ def supervise(
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
-    kill_group()  # anything left in the group (the pid namespace normally took it already)
+    try:  # anything left in the group (the pid namespace normally took it already)
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     for f in (proc.stdout, proc.stderr):
         f.close()
     cpu = usage.ru_utime + usage.ru_stime

@@ -71,6 +71,29 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
+def _read_child_pid(fd: int, deadline: float) -> int | None:
+    """The host pid of the sandbox's pid 1, from bwrap's ``--info-fd`` JSON (None if bwrap failed)."""
+    import json
+    import select
+
+    buf = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+        if not ready:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+        try:
+            info = json.loads(buf)
+        except ValueError:
+            continue
+        pid = info.get("child-pid") if isinstance(info, dict) else None
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    return None
+
+
 class BwrapBackend:
     """Runs one call per fresh bwrap child. Construction checks everything it can up front.
 
@@ -259,37 +282,44 @@ class BwrapBackend:
         cfg = dict(config)
         cfg["rlimits"] = limits.rlimits()
         cfg["landlock"] = self._landlock([d for _, d in ro_binds])
-        cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
         seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
         worker_fd = _memfd("ect-worker", self.worker_bytes)
         cg_path: Path | None = None
-        cg_fd: int | None = None
-        preexec = None
+        info_r, info_w = os.pipe()
+        pidfd = -1
         try:
-            argv = self.bwrap_argv(limits, ro_binds, seccomp_fd, worker_fd) + cmd
+            bw = self.bwrap_argv(limits, ro_binds, seccomp_fd, worker_fd)
+            bw += ["--info-fd", str(info_w)]
             if self.pids_cgroup is not None:
-                # outer bwrap + its pid 1 + the worker, then the command's own processes
-                cg_path = self.pids_cgroup.acquire(int(limits.nproc) + 3)
-                cg_fd, preexec = PidsCgroup.join_fn(cg_path)
+                # the sandbox's pid 1 + the worker, then the command's own processes
+                cg_path = self.pids_cgroup.acquire(int(limits.nproc) + 2)
+                cfg["cgroup_gate"] = cg_path.name
+            cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
             started = time.monotonic()
+            deadline = started + limits.wall_s
             proc = subprocess.Popen(
-                argv,
+                bw + cmd,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env={},
                 cwd="/",
-                pass_fds=(seccomp_fd, worker_fd),
+                pass_fds=(seccomp_fd, worker_fd, info_w),
                 start_new_session=True,
-                preexec_fn=preexec,  # type: ignore[arg-type]
             )
-            os.close(seccomp_fd)
-            os.close(worker_fd)
-            seccomp_fd = worker_fd = -1
-            return supervise(proc, stdin, limits, started=started)
+            for fd in (seccomp_fd, worker_fd, info_w):
+                os.close(fd)
+            seccomp_fd = worker_fd = info_w = -1
+            pid1 = _read_child_pid(info_r, deadline)
+            if pid1 is not None:
+                with contextlib.suppress(OSError):
+                    pidfd = os.pidfd_open(pid1)
+                if cg_path is not None:
+                    PidsCgroup.adopt(cg_path, pid1, deadline)
+            return supervise(proc, stdin, limits, started=started, inner_pidfd=pidfd)
         finally:
-            for fd in (seccomp_fd, worker_fd, cg_fd):
-                if fd is not None and fd >= 0:
+            for fd in (seccomp_fd, worker_fd, info_r, info_w, pidfd):
+                if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if cg_path is not None and self.pids_cgroup is not None:

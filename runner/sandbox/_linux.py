@@ -9,7 +9,6 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["PidsCgroup", "landlock_abi", "userns_restrictions"]
@@ -59,6 +58,13 @@ def _pids_mount() -> Path | None:
     return None
 
 
+def _pids_current(path: Path) -> int:
+    try:
+        return int((path / "pids.current").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
 class PidsCgroup:
     """Per-call pids cgroups (v1 hierarchy) for a root parent, pooled across calls.
 
@@ -74,6 +80,7 @@ class PidsCgroup:
     def __init__(self, base: Path) -> None:
         self.base = base
         self._free: list[Path] = []
+        self._draining: list[Path] = []
         self._all: set[Path] = set()
         self._lock = threading.Lock()
         atexit.register(self.close)
@@ -116,6 +123,11 @@ class PidsCgroup:
 
     def acquire(self, max_pids: int) -> Path:
         with self._lock:
+            # a drained cgroup is reusable once nothing is charged to it any more
+            for path in list(self._draining):
+                if _pids_current(path) == 0:
+                    self._draining.remove(path)
+                    self._free.append(path)
             path = self._free.pop() if self._free else None
         if path is None:
             path = self.base / f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
@@ -126,17 +138,51 @@ class PidsCgroup:
         return path
 
     @staticmethod
-    def join_fn(path: Path) -> tuple[int, Callable[[], None]]:
-        """An fd on ``cgroup.procs`` and a preexec function that moves the child into it."""
-        fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+    def adopt(path: Path, pid1: int, deadline: float) -> bool:
+        """Move a starting bwrap sandbox (its pid 1 and that one's children) into ``path``.
 
-        def join() -> None:
-            os.write(fd, b"0")
+        The move runs while the sandbox starts, because a cgroup-v1 migration can wait for an RCU
+        grace period (tens of ms on a busy host); the worker does not run tool code until it sees
+        itself in this cgroup (``cgroup_gate`` in its config), so nothing escapes the limit.
+        Returns True once the command under pid 1 is in.
+        """
+        procs = path / "cgroup.procs"
+        moved: set[int] = set()
 
-        return fd, join
+        def move(pid: int) -> None:
+            try:
+                procs.write_text(str(pid))
+                moved.add(pid)
+            except ProcessLookupError:
+                moved.add(pid)
+            except OSError:
+                pass
+
+        move(pid1)
+        children = Path(f"/proc/{pid1}/task/{pid1}/children")
+        delay = 0.0002
+        while time.monotonic() < deadline:
+            try:
+                kids = [int(k) for k in children.read_text().split()]
+            except (OSError, ValueError):
+                return False  # pid 1 is gone
+            for k in kids:
+                if k not in moved:
+                    move(k)
+            if kids:
+                return True
+            time.sleep(delay)
+            delay = min(delay * 2, 0.005)
+        return False
 
     def release(self, path: Path) -> None:
-        """Kill whatever is left in the cgroup, wait until it is empty, and pool it."""
+        """Kill whatever is still listed in the cgroup and put it back for reuse.
+
+        Tasks that have exited but are not yet reaped are not listed in ``cgroup.procs`` yet still
+        count against ``pids.max``: bwrap's launcher exits as soon as its pid 1 reports the exit
+        status, so pid 1 is reaped by the host's init, which in a container may take a while. The
+        cgroup therefore drains (no waiting here) and is reused only once its count is zero.
+        """
         delay = 0.0002
         for _ in range(400):
             try:
@@ -145,18 +191,18 @@ class PidsCgroup:
                 return
             if not pids:
                 with self._lock:
-                    self._free.append(path)
+                    self._draining.append(path)
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-            time.sleep(delay)  # usually one process still exiting: it is gone within a ms
+            time.sleep(delay)
             delay = min(delay * 2, 0.01)
-        # still not empty after ~4 s: do not reuse it (close() tries to remove it at exit)
+        # still populated after ~4 s: never reused (close() tries to remove it at exit)
 
     def close(self) -> None:
         with self._lock:
-            paths, self._all, self._free = list(self._all), set(), []
+            paths, self._all, self._free, self._draining = list(self._all), set(), [], []
         for path in paths:
             with contextlib.suppress(OSError):
                 path.rmdir()

@@ -13,7 +13,8 @@ imports nothing from ``runner``. In order, it:
    response on stdout; in ``exec`` mode it replaces itself with the given command (the limits and
    the Landlock domain survive ``execve``); ``check`` mode reports the Landlock ABI it applied.
 
-Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused.
+Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused, 79 the
+parent never moved us into the per-call pids cgroup it announced (``cgroup_gate``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ EXIT_BAD_CONFIG = 64
 EXIT_BAD_CALL = 65
 EXIT_TOOL_RAISED = 70
 EXIT_LANDLOCK_REFUSED = 78
+EXIT_NO_CGROUP = 79
 LANDLOCK_MARKER = "ect-worker: landlock-refused:"
 
 # Landlock UAPI (linux/landlock.h); syscall numbers are the same on x86_64 and aarch64.
@@ -166,6 +168,27 @@ def set_rlimits(lim: dict) -> None:
         resource.setrlimit(res, (soft, hard))
 
 
+def await_cgroup(name: str, timeout_s: float = 10.0) -> None:
+    """Wait until the parent has moved this process into its pids cgroup ``name``.
+
+    A root parent limits processes with a per-call cgroup it joins us to while we start (see
+    PidsCgroup.adopt); nothing foreign may run, or fork, before that has happened.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    suffix = "/" + name
+    while True:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3 and "pids" in parts[1].split(",") and parts[2].endswith(suffix):
+                    return
+        if time.monotonic() > deadline:
+            _fail(EXIT_NO_CGROUP, "ect-worker: never joined the per-call pids cgroup")
+        time.sleep(0.0005)
+
+
 def _fail(code: int, message: str) -> None:
     sys.stderr.write(message.replace("\n", " ")[:2000] + "\n")
     sys.stderr.flush()
@@ -216,6 +239,8 @@ def main(argv: list[str]) -> None:
             applied = apply_landlock(cfg["landlock"])
         except LandlockRefused as e:
             _fail(EXIT_LANDLOCK_REFUSED, f"{LANDLOCK_MARKER} {e}")
+    if cfg.get("cgroup_gate"):
+        await_cgroup(str(cfg["cgroup_gate"]))
     if mode == "check":
         sys.stdout.write(json.dumps(applied))  # noqa: TID251
     elif mode == "exec":

@@ -229,3 +229,19 @@ def test_landlock_is_applied_inside(bwrap: BwrapBackend, fast_limits: Limits) ->
     r = bwrap.run(_py(bwrap, "import os\ntry: os.listdir('/')\nexcept OSError as e: print(e.errno)"),
                   stdin=b"", limits=fast_limits)  # fmt: skip
     assert r.stdout == b"13\n"  # EACCES
+
+
+def test_root_parent_puts_each_call_in_its_own_pids_cgroup(
+    bwrap: BwrapBackend, fast_limits: Limits
+) -> None:
+    if bwrap.pids_cgroup is None:
+        pytest.skip("non-root parent: RLIMIT_NPROC applies, no cgroup is used")
+    code = "print([l for l in open('/proc/self/cgroup').read().split() if ':pids:' in l][0])"
+    a = bwrap.run(_py(bwrap, code), stdin=b"", limits=fast_limits)
+    assert a.exit_status == 0 and b":pids:" in a.stdout and b"ect-sandbox-" in a.stdout
+    nproc = bwrap.run(
+        _py(bwrap, "import os\nfor _ in range(100): os.fork() or os._exit(0)\n"),
+        stdin=b"",
+        limits=Limits(nproc=4),
+    )
+    assert b"BlockingIOError" in nproc.stderr  # fork -> EAGAIN at the cgroup's pids.max
