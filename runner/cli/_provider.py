@@ -83,7 +83,14 @@ def provider_group() -> None:
     help="File holding the API key (mode 0600, owned by you).",
 )
 @click.option("--credential-env", default=None, help="Name of the variable holding the API key.")
-@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds per attempt.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @map_errors({CredentialError: EXIT_USAGE})
 def smoke(
