@@ -23,9 +23,9 @@ from typing import Any
 import runner.cli._study as study_cli
 from runner.study import run_preflight
 
-study_cli.run_preflight = functools.partial(run_preflight, probes="mandatory")  # type: ignore[assignment]
+vars(study_cli)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
 
-_SPAWN_LOG = os.environ.get("ECT_TEST_SPAWN_LOG")
+_SPAWN_LOG = os.environ.get("ECT_TEST_SPAWN_LOG", "")
 if _SPAWN_LOG:
     _popen_init = subprocess.Popen.__init__
 

@@ -29,6 +29,7 @@ def _reply(request: dict[str, Any]) -> dict[str, Any]:
     if "finish" in tools:
         user = [m["content"] for m in request["messages"] if m["role"] == "user"]
         _, view = extract_view(user[-1])
+        args: dict[str, Any]
         if view["budget"]["decisions_left"] == 4:
             name, args = "get_parent", {"entity": "r01"}
         else:

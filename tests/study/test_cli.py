@@ -134,7 +134,7 @@ def test_replay_difference_exits_1(reference: Reference, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import runner.study._execute as execute_module
 
-    real = execute_module.score
+    real = vars(execute_module)["score"]
     monkeypatch.setattr(execute_module, "score",
                         lambda t, row: {**real(t, row), "cost_usd": -1.0})
     store = tmp_path / "ref.db"

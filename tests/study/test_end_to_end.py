@@ -82,10 +82,10 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
     scoring changed, every cell is reported as differing, naming the row."""
     import runner.study._execute as execute_module
 
-    real = execute_module.score
+    real = vars(execute_module)["score"]
 
     def skewed(trajectory: Any, row: dict[str, Any]) -> dict[str, Any]:
-        outcome = real(trajectory, row)
+        outcome: dict[str, Any] = real(trajectory, row)
         outcome["turns"] += 1
         return outcome
 
@@ -100,8 +100,11 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
 def test_demo_runs_the_whole_offline_study(tmp_path: Path) -> None:
     """The README's main command: all 576 cells, verified store, signed manifest, reports.
     About two minutes on two cores; run with `pytest -m slow tests/study`."""
+    # The full V2 design, locked here (the committed lock goes stale with any source change).
+    spec = make_study(tmp_path / "study", worlds=("w10", "w11", "w12", "w13"), seeds=3)
     out = tmp_path / "demo"
-    done = ect("demo", "--out", str(out), "--quiet", all_probes=True, timeout=1800)
+    done = ect("demo", "--out", str(out), "--study", str(spec), "--quiet", all_probes=True,
+               timeout=1800)
     assert done.returncode == 0, done.stderr
     store, manifest = out / "v2.db", out / "manifest.json"
     assert f"manifest: {manifest}" in " ".join(done.stdout.split())
