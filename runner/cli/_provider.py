@@ -11,7 +11,6 @@ import click
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.providers import (
     CredentialError,
-    GeminiProvider,
     GenerationConfig,
     Message,
     OpenAICompatProvider,
@@ -147,6 +146,8 @@ def _build_provider(
             die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)
             return None
         credential = load_credential(file=credential_file, env=credential_env)
+        from runner.providers import GeminiProvider  # google-genai loads only when used
+
         return GeminiProvider(
             credential, model=model or "gemini-2.5-flash", base_url=base_url, timeout_s=timeout_s
         )

@@ -23,7 +23,6 @@ from runner.providers._errors import (
     ProviderCallFailed,
     ProviderFailure,
 )
-from runner.providers._gemini import DEFAULT_GEMINI_BASE_URL, GENAI_EXCEPTION_KINDS, GeminiProvider
 from runner.providers._openai import OpenAICompatProvider
 from runner.providers._retry import (
     HTTPX_EXCEPTION_KINDS,
@@ -105,3 +104,16 @@ __all__ = [
     "scrub_environment",
     "simulated_rng",
 ]
+
+
+# google-genai takes ~0.4 s to import; load the Gemini adapter only when it is asked for, so
+# commands that never talk to Gemini (verify, the simulated study) start quickly.
+_LAZY = {"DEFAULT_GEMINI_BASE_URL", "GENAI_EXCEPTION_KINDS", "GeminiProvider"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        from runner.providers import _gemini
+
+        return getattr(_gemini, name)
+    raise AttributeError(f"module 'runner.providers' has no attribute {name!r}")
