@@ -117,3 +117,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(_gemini, name)
     raise AttributeError(f"module 'runner.providers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
