@@ -29,6 +29,7 @@ from runner.study import (
     LockMismatch,
     PreflightFailed,
     ProviderChoice,
+    ReplayRefused,
     RunSettings,
     RunSummary,
     SpecError,
@@ -51,6 +52,7 @@ _REFUSED: dict[type[BaseException], int] = {
     LockError: EXIT_REFUSED,
     StoreNotEmpty: EXIT_REFUSED,
     IncompleteStore: EXIT_REFUSED,
+    ReplayRefused: EXIT_REFUSED,
     SpecError: EXIT_USAGE,
 }
 

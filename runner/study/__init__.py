@@ -39,7 +39,7 @@ from runner.study._preflight import (
     ProviderChoice,
     run_preflight,
 )
-from runner.study._replay import ReplayDiverged, ReplayReport, replay_store
+from runner.study._replay import ReplayDiverged, ReplayRefused, ReplayReport, replay_store
 from runner.study._schedule import (
     CheckpointRef,
     ScheduleError,
@@ -65,6 +65,7 @@ __all__ = [
     "PreflightReport",
     "ProviderChoice",
     "ReplayDiverged",
+    "ReplayRefused",
     "ReplayReport",
     "RunSettings",
     "RunSummary",

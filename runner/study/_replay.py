@@ -21,11 +21,15 @@ from runner.errors import StudyError
 from runner.study._execute import cell_result_digest
 from runner.study._spec import load_spec
 
-__all__ = ["ReplayDiverged", "ReplayReport", "replay_store"]
+__all__ = ["ReplayDiverged", "ReplayRefused", "ReplayReport", "replay_store"]
 
 
 class ReplayDiverged(StudyError):
     """The replayed trajectory asked for something the recorded one did not."""
+
+
+class ReplayRefused(StudyError):
+    """The store does not verify in full: nothing recorded in it can be trusted to replay."""
 
 
 @dataclass
@@ -141,9 +145,13 @@ async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
 
 def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
     """Replay every committed cell of ``store_path`` and compare result digests."""
-    from runner.store import Store
+    from runner.store import Store, verify_store
     from runner.worlds import closed_loop_checkpoints
 
+    verified = verify_store(store_path, full=True)
+    if not verified.ok:
+        raise ReplayRefused(f"{store_path} does not verify: {verified.damage} at seq "
+                            f"{verified.first_bad_seq} ({verified.detail}); nothing was replayed")
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path) as store:
@@ -152,6 +160,11 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
         for rec in store.records(1):
             body = rec.body
             report.cells += 1
+            if cell_result_digest(body["result"]) != body["result_digest"]:
+                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
+                                          "detail": "the recorded result does not match its "
+                                                    "result_digest"})
+                continue
             try:
                 got = anyio.run(_replay_cell, body, store, header, checkpoints, spec)
             except ReplayDiverged as e:

@@ -157,3 +157,26 @@ def reap(proc: subprocess.Popen[str]) -> tuple[str, str]:
     if proc.poll() is None:
         proc.kill()
     return proc.communicate(timeout=120)
+
+
+def tampered_copy(store_path: Path, dest: Path, seq: int) -> Path:
+    """A copy of the store (and its checkpoint) whose record ``seq`` was rewritten behind the
+    store's back: the append-only trigger is dropped, the body edited, the trigger put back."""
+    import shutil
+    import sqlite3
+
+    shutil.copyfile(store_path, dest)
+    shutil.copyfile(store_path.with_name(store_path.name + ".checkpoint"),
+                    dest.with_name(dest.name + ".checkpoint"))
+    conn = sqlite3.connect(dest, isolation_level=None)
+    try:
+        trigger = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'records_no_update'").fetchone()[0]
+        conn.execute("DROP TRIGGER records_no_update")
+        body = conn.execute("SELECT body FROM records WHERE seq = ?", (seq,)).fetchone()[0]
+        conn.execute("UPDATE records SET body = ? WHERE seq = ?",
+                     (body.replace(b'"turns":', b'"turns":1', 1), seq))
+        conn.execute(trigger)
+    finally:
+        conn.close()
+    return dest

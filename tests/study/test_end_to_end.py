@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from runner.canonical import digest, load_strict_file
+from runner.cli._app import cli
 from runner.sandbox import load_probes
 from runner.store import public_key_path, verify_manifest, verify_store
-from runner.study import cell_result_digest, read_schedule, replay_store, study_paths
+from runner.study import (
+    ReplayRefused,
+    cell_result_digest,
+    read_schedule,
+    replay_store,
+    study_paths,
+)
 from tests.study.conftest import Reference
-from tests.study.support import SMALL_ROWS, bodies, ect, make_study
+from tests.study.support import SMALL_ROWS, bodies, ect, make_study, tampered_copy
 
 
 def test_cli_run_export_replay_end_to_end(tmp_path: Path, reference: Reference) -> None:
@@ -94,6 +102,19 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
     assert report.cells == SMALL_ROWS and report.reproduced == 0
     assert [m["row"] for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))
     assert all("result digest" in m["detail"] for m in report.mismatches)
+
+
+def test_replay_refuses_a_store_that_does_not_verify(reference: Reference,
+                                                      tmp_path: Path) -> None:
+    """A record rewritten behind the store's back is not "reproduced": replay verifies the
+    store in full first and refuses (exit 3), naming the first bad record."""
+    store = tampered_copy(reference.store, tmp_path / "tampered.db", 5)
+    with pytest.raises(ReplayRefused, match="tamper at seq 5"):
+        replay_store(store, reference.spec)
+    result = CliRunner().invoke(cli, ["replay", "--store", str(store), "--study",
+                                      str(reference.spec)])
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"ect: {store} does not verify: tamper at seq 5")
 
 
 @pytest.mark.slow

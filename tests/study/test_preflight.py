@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,15 @@ from runner.study import (
     study_paths,
 )
 from tests.study.conftest import Reference
-from tests.study.support import REPO, ect, make_study, preflight, relock, run
+from tests.study.support import (
+    REPO,
+    ect,
+    make_study,
+    preflight,
+    relock,
+    run,
+    tampered_copy,
+)
 
 
 def _failed(report: PreflightReport) -> dict[str, str]:
@@ -111,20 +118,7 @@ def test_store_from_another_lock(reference: Reference, tmp_path: Path) -> None:
 
 
 def test_store_damaged(reference: Reference, tmp_path: Path) -> None:
-    store = tmp_path / "damaged.db"
-    shutil.copyfile(reference.store, store)
-    shutil.copyfile(reference.store.with_name(reference.store.name + ".checkpoint"),
-                    store.with_name(store.name + ".checkpoint"))
-    # Rewrite record 7's body behind the store's back (the append-only trigger is put back).
-    conn = sqlite3.connect(store, isolation_level=None)
-    trigger = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_no_update'"
-                           ).fetchone()[0]
-    conn.execute("DROP TRIGGER records_no_update")
-    body = conn.execute("SELECT body FROM records WHERE seq = 7").fetchone()[0]
-    conn.execute("UPDATE records SET body = ? WHERE seq = 7",
-                 (body.replace(b'"turns":', b'"turns":1', 1),))
-    conn.execute(trigger)
-    conn.close()
+    store = tampered_copy(reference.store, tmp_path / "damaged.db", 7)
     _refused(preflight(reference.spec, store), "store", str(store), "does not verify", "seq 7")
 
 
