@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import AnalysisError
+from runner.policies import PIPELINES, STATIC_ARMS
 
 __all__ = [
     "CLOSED_LOOP_POLICIES",
@@ -16,18 +17,11 @@ __all__ = [
     "rnd",
 ]
 
-STATIC_POLICIES: tuple[str, ...] = (
-    "completion_token",
-    "self_check",
-    "heuristic",
-    "critic_core",
-    "full_trace",
-    "postconditions",
-    "ect",
-)
+# The arms' order is the policies package's own (the paper's Table 2 and Table 4 orders).
+STATIC_POLICIES: tuple[str, ...] = STATIC_ARMS
 """The seven static arms, in the paper's Table 2 order."""
 
-CLOSED_LOOP_POLICIES: tuple[str, ...] = ("critic_core", "controller", "full_trace", "ect")
+CLOSED_LOOP_POLICIES: tuple[str, ...] = PIPELINES
 """The four closed-loop pipelines, in the paper's Table 4 order."""
 
 POLICY_LABELS: dict[str, str] = {
