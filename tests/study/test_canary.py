@@ -69,6 +69,10 @@ def test_canary_credential_reaches_no_child_store_or_log(tmp_path: Path,
     for path in files:
         assert canary.encode() not in path.read_bytes(), path.name
 
-    # Logs and output.
-    assert '"cell.committed"' in done.stderr
+    # Logs (one JSON object per line with --log-json) and output.
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    committed = [e for e in events if e.get("event") == "cell.committed"]
+    assert len(committed) == 4 and all(e["level"] == "info" and e["timestamp"].endswith("Z")
+                                       for e in committed)
+    assert [e["row"] for e in committed] == [1, 2, 3, 4]
     assert canary not in done.stderr and canary not in done.stdout

@@ -41,6 +41,8 @@ def test_cli_run_export_replay_end_to_end(tmp_path: Path, reference: Reference) 
     assert done.returncode == 0, done.stderr
     # `ect run` ran the whole preflight first: the five checks and every probe in preflight/.
     assert f"preflight passed ({5 + len(load_probes())} checks)" in done.stderr
+    # Without a terminal the progress bar is a periodic line; the last one is always printed.
+    assert f"[  {SMALL_ROWS}/{SMALL_ROWS}] " in done.stderr and "(simulated)" in done.stderr
     summary = json.loads(done.stdout)
     assert summary["committed"] == summary["total"] == SMALL_ROWS
     assert summary["halted"] is None and summary["provider"] == "simulated"
