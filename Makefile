@@ -29,6 +29,7 @@ test-slow: sysdeps-test install
 
 check:
 	$(PY) -m ruff check runner tests benchmarks
+	$(PY) -m mypy
 
 bench: install
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

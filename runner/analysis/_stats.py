@@ -96,7 +96,7 @@ def seeded_rng(seed: int, label: str) -> np.random.Generator:
 def mcnemar_p(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value for ``b`` and ``c`` discordant pairs (1.0 when none)."""
     # scipy.stats takes ~0.7 s to import: only the exact test needs it, so load it here.
-    from scipy.stats import binomtest  # type: ignore[import-untyped]
+    from scipy.stats import binomtest
 
     if b < 0 or c < 0:
         raise AnalysisError(f"discordant counts must be non-negative, got {b}, {c}")

@@ -29,7 +29,7 @@ def _plain(obj: Any, depth: int = 0) -> bool:
     if t is str or t is bool or obj is None:
         return True
     if t is int:
-        return -_SAFE_INT <= obj <= _SAFE_INT
+        return bool(-_SAFE_INT <= obj <= _SAFE_INT)
     if depth > 100:
         return False
     if t is dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
@@ -49,7 +49,7 @@ def die(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def map_errors(codes: dict[type[BaseException], int] | None = None) -> Callable[[F], F]:
+def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
     ``codes`` maps error classes (most specific first) to exit codes; any other

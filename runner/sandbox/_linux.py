@@ -128,8 +128,10 @@ class PidsCgroup:
                 if _pids_current(path) == 0:
                     self._draining.remove(path)
                     self._free.append(path)
-            path = self._free.pop() if self._free else None
-        if path is None:
+            reused = self._free.pop() if self._free else None
+        if reused is not None:
+            path = reused
+        else:
             path = self.base / f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
             path.mkdir()
             with self._lock:

@@ -87,7 +87,7 @@ def _reported(result: RunResult) -> str:
         try:
             obj = loads_strict(lines[-1])
             if isinstance(obj, dict) and isinstance(obj.get("observed"), str):
-                return obj["observed"]
+                return str(obj["observed"])
         except FormatError:
             pass
     if result.kill_reason:

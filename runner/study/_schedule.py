@@ -69,8 +69,8 @@ def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> lis
     rows: list[dict[str, Any]] = []
     for task_id in order:
         for kind in spec.checkpoints:
-            ref = by_task[task_id].get(kind)
-            if ref is None:
+            found = by_task[task_id].get(kind)
+            if found is None:
                 raise ScheduleError(f"task {task_id} has no {kind} checkpoint")
             for seed_index in range(spec.seeds):
                 seed = cell_seed(spec.seed_root, task_id, kind, seed_index)
@@ -79,11 +79,11 @@ def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> lis
                         "row": len(rows) + 1,
                         "cell_id": f"{task_id}:{kind}:s{seed_index}:{policy}",
                         "task_id": task_id,
-                        "world_id": ref.world_id,
-                        "family": ref.family,
-                        "checkpoint_id": ref.checkpoint_id,
+                        "world_id": found.world_id,
+                        "family": found.family,
+                        "checkpoint_id": found.checkpoint_id,
                         "checkpoint": kind,
-                        "fault": ref.fault,
+                        "fault": found.fault,
                         "seed_index": seed_index,
                         "seed": seed,
                         "policy": policy,
