@@ -8,10 +8,12 @@ from runner.study._execute import (
     Halted,
     RunSettings,
     RunSummary,
+    StoreInUse,
     StoreNotEmpty,
     cell_result_digest,
     deterministic_result,
     execute,
+    run_lock_path,
     stop_file,
 )
 from runner.study._export import IncompleteStore, export_study, key_path_for
@@ -71,6 +73,7 @@ __all__ = [
     "RunSummary",
     "ScheduleError",
     "SpecError",
+    "StoreInUse",
     "StoreNotEmpty",
     "StudyPaths",
     "StudySpec",
@@ -91,6 +94,7 @@ __all__ = [
     "read_schedule",
     "replay_store",
     "row_digest",
+    "run_lock_path",
     "run_preflight",
     "schedule_bytes",
     "source_tree_digest",

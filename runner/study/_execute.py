@@ -9,6 +9,7 @@ are checked before each cell starts: in-flight cells finish and commit, then the
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import time
@@ -36,10 +37,12 @@ __all__ = [
     "Halted",
     "RunSettings",
     "RunSummary",
+    "StoreInUse",
     "StoreNotEmpty",
     "cell_result_digest",
     "deterministic_result",
     "execute",
+    "run_lock_path",
     "stop_file",
 ]
 
@@ -59,6 +62,37 @@ class Halted(StudyError):
 
 class StoreNotEmpty(StudyError):
     """``run`` was pointed at a store that already has cells: use ``resume``."""
+
+
+class StoreInUse(StudyError):
+    """Another run or resume is writing to this store (two writers would interleave rows)."""
+
+
+def run_lock_path(store_path: Path) -> Path:
+    """The file a writing run holds an exclusive ``flock`` on: ``<store>.run-lock``."""
+    return store_path.with_name(store_path.name + ".run-lock")
+
+
+@contextmanager
+def _run_lock(store_path: Path) -> Iterator[None]:
+    """Hold the store's run lock for the whole run; refuse when another process holds it.
+
+    The store serialises appends, but two runners would each commit "the next row" and the
+    records would no longer be the schedule's rows in order. The lock is released when the
+    process ends, however it ends (kill -9 included), so it never needs cleaning up.
+    """
+    import fcntl
+
+    fd = os.open(run_lock_path(store_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreInUse(f"another run is writing to {store_path} (it holds "
+                             f"{run_lock_path(store_path)}); wait for it or halt it") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -320,10 +354,13 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
 
     key_path = settings.store_path.with_name(settings.store_path.name + ".key")
     if settings.store_path.exists():
-        if not resume and report.committed_rows > 0:
-            raise StoreNotEmpty(f"{settings.store_path} already holds {report.committed_rows} "
-                                f"cells; continue it with `ect resume --store {settings.store_path}`")
-        return Store.open(settings.store_path, signing_key=load_signing_key(key_path))
+        store = Store.open(settings.store_path, signing_key=load_signing_key(key_path))
+        cells = store.count - 1  # counted under the run lock, not at preflight
+        if not resume and cells > 0:
+            store.close()
+            raise StoreNotEmpty(f"{settings.store_path} already holds {cells} cells; "
+                                f"continue it with `ect resume --store {settings.store_path}`")
+        return store
     if resume:
         raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
     key = load_signing_key(key_path) if key_path.exists() else generate_key(key_path)
@@ -353,21 +390,37 @@ def execute(
         PreflightFailed: a preflight check failed (nothing was run).
         StoreNotEmpty: ``run`` on a store with cells (use resume).
         Halted: a kill switch stopped the run at a cell boundary (the summary is attached).
+        StoreInUse: another process is running or resuming this store.
     """
-    from runner.sandbox import Limits, ToolSandbox, select_backend
-    from runner.worlds import closed_loop_checkpoints, write_snapshot
-
     if settings.concurrency < 1:
         raise StudyError("--concurrency must be at least 1")
     report = preflight or run_preflight(settings.spec_path, settings.store_path,
                                         settings.provider, sandbox_backend=settings.sandbox_backend)
     if not report.passed:
         raise PreflightFailed(report)
+    started = time.monotonic()
+    summary = RunSummary(store=str(settings.store_path), total=len(report.rows),
+                         provider=settings.provider.name)
+    with _run_lock(settings.store_path):
+        halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
+                                 on_start=on_start)
+    summary.wall_s = time.monotonic() - started
+    if halted:
+        summary.halted = halted
+        raise Halted(halted, summary)
+    return summary
+
+
+def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,
+                    resume: bool,
+                    on_cell: Callable[[dict[str, Any], RunSummary], None] | None,
+                    on_start: Callable[[RunSummary], None] | None) -> str | None:
+    """The run proper, under the store's run lock. Returns the halt reason, if any."""
+    from runner.sandbox import Limits, ToolSandbox, select_backend
+    from runner.worlds import closed_loop_checkpoints, write_snapshot
+
     assert report.spec is not None
     spec, rows = report.spec, report.rows
-    started = time.monotonic()
-    summary = RunSummary(store=str(settings.store_path), total=len(rows),
-                         provider=settings.provider.name)
     store = _open_or_create_store(settings, report, resume=resume)
     try:
         summary.committed = store.count - 1
@@ -407,11 +460,7 @@ def execute(
         store.checkpoint()
     finally:
         store.close()
-    summary.wall_s = time.monotonic() - started
-    if halted:
-        summary.halted = halted
-        raise Halted(halted, summary)
-    return summary
+    return halted
 
 
 def _halt_reason(ctx: _Context, settings: RunSettings, summary: RunSummary,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
 import pytest
 
 from runner.store import Store, verify_store
-from runner.study import RunSettings, StoreNotEmpty, execute
+from runner.study import RunSettings, StoreInUse, StoreNotEmpty, execute
 from tests.study.conftest import Reference
 from tests.study.support import (
     SMALL_ROWS,
@@ -92,3 +93,30 @@ def test_resume_with_a_limit_then_to_the_end(tmp_path: Path, reference: Referenc
     got = result_digests(store)
     assert list(got) == list(reference.digests)[:11]
     assert all(reference.digests[c] == d for c, d in got.items())
+
+
+def test_a_second_writer_is_refused_while_a_run_holds_the_store(tmp_path: Path,
+                                                                 reference: Reference) -> None:
+    """Two runners on one store would each commit "the next row"; the second is refused
+    (exit 3) while the first holds the store, and the first finishes undisturbed."""
+    store = tmp_path / "busy.db"
+    proc = start_run("--study", str(reference.spec), "--store", str(store))
+    log: list[str] = []
+    try:
+        assert wait_for_commits(proc, 2, log) == 2, "".join(log[-5:])
+        os.kill(proc.pid, signal.SIGSTOP)  # frozen mid-run, still holding the store
+        try:
+            with pytest.raises(StoreInUse, match=f"another run is writing to {store}"):
+                run(reference.spec, store, resume=True)
+            second = ect("resume", "--store", str(store), "--study", str(reference.spec))
+            assert second.returncode == 3, second.stderr
+            assert f"ect: another run is writing to {store}" in second.stderr
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.wait(timeout=300)
+    finally:
+        reap(proc)
+    assert proc.returncode == 0
+    assert result_digests(store) == reference.digests
+    # The lock dies with its holder: a resume now starts (and has nothing left to do).
+    assert run(reference.spec, store, resume=True).committed_now == 0
