@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from runner.store import Store, verify_store
-from runner.study import RunSettings, StoreInUse, StoreNotEmpty, execute
+from runner.canonical import load_strict_file
+from runner.store import Store, public_key_path, verify_manifest, verify_store
+from runner.study import (
+    RunSettings,
+    StoreInUse,
+    StoreNotEmpty,
+    execute,
+    export_study,
+    replay_store,
+)
 from tests.study.conftest import Reference
 from tests.study.support import (
     SMALL_ROWS,
@@ -69,6 +77,14 @@ def test_kill9_mid_run_then_resume_gives_the_uninterrupted_digests(
 
     assert result_digests(store) == reference.digests
     assert verify_store(store, full=True).ok
+    # The resumed store exports like an uninterrupted one and replays cell by cell.
+    manifest = tmp_path / "manifest.json"
+    export_study(store, manifest, reference.spec)
+    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    assert [c["result_digest"] for c in load_strict_file(manifest)["manifest"]["cells"]] == \
+        list(reference.digests.values())
+    replayed = replay_store(store, reference.spec)
+    assert replayed.reproduced == SMALL_ROWS and not replayed.mismatches
 
 
 def test_concurrency_4_gives_the_digests_of_concurrency_1(tmp_path: Path,
