@@ -118,6 +118,8 @@ def main() -> None:
         print(f"{name:>12} {r['cells']:>6} {r['tool_calls']:>10} {r['provider_attempts']:>9} "
               f"{r['wall_s']:>8} {r['cpu_s']:>7} {r['peak_rss_mib']:>9} "
               f"{r['peak_child_rss_mib']:>10} {r['preflight_s']:>12}")
+    print("peak MiB: this process (getrusage); child MiB: the largest child as getrusage reports "
+          "it (a forked child counts the parent's pages until it execs)")
     print(f"stop reasons: {json.dumps(ours['stop_reasons'], sort_keys=True)}")  # noqa: TID251
     same = base["digests"] == ours["digests"]
     print(f"per-cell result digests identical across concurrency: {'yes' if same else 'NO'}")
