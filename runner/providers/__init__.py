@@ -7,7 +7,7 @@ with the parsed response or a typed :class:`ProviderFailure`, one :class:`Attemp
 HTTP attempt and the raw bytes of each exchange. See docs/providers.md.
 """
 
-from typing import Any
+from typing import Any as _Any
 
 from runner.providers._cost import PriceTable
 from runner.providers._credential import REDACTED, Credential, load_credential
@@ -113,7 +113,7 @@ __all__ = [
 _LAZY = {"DEFAULT_GEMINI_BASE_URL", "GENAI_EXCEPTION_KINDS", "GeminiProvider"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name in _LAZY:
         from runner.providers import _gemini
 
