@@ -24,14 +24,14 @@ import anyio
 import structlog
 
 from runner import __version__
-from runner.canonical import digest
+from runner.canonical import canonical_bytes, digest
 from runner.ect import ledger_digest
 from runner.errors import StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._schedule import row_digest
-from runner.study._spec import StudySpec
+from runner.study._spec import StudySpec, file_sha256
 
 __all__ = [
     "Halted",
@@ -210,11 +210,14 @@ class _Journaled:
         self._row = row
         self._seqs: dict[str, int] = {}
         self._counter = counter
+        # sha256 of each request's canonical form, in call order (replay rebuilds and compares)
+        self.requests: list[str] = []
         self.name = inner.name
         self.model = inner.model
         self.simulated = inner.simulated
 
     async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
+        self.requests.append(file_sha256(request.canonical()))
         result: ProviderResult = await self._inner.generate(request, observer=self)
         return result
 
@@ -271,7 +274,7 @@ async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dic
 
     trajectory = await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
                                       metadata=metadata)
-    return trajectory, _record_body(ctx, row, trajectory)
+    return trajectory, _record_body(ctx, row, trajectory, provider.requests)
 
 
 def _record_result(row: dict[str, Any], t: Trajectory, *, simulated: bool) -> dict[str, Any]:
@@ -291,11 +294,21 @@ def _record_result(row: dict[str, Any], t: Trajectory, *, simulated: bool) -> di
     }
 
 
-def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory) -> dict[str, Any]:
+def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory,
+                 requests: list[str]) -> dict[str, Any]:
+    """The record body. Each audited call keeps the digest of its canonical request, the raw
+    exchanges of every attempt and, when it succeeded, the adapter's parsed response (so replay
+    works offline for every provider, not only for the simulated one)."""
     result = _record_result(row, t, simulated=ctx.simulated)
+    if len(requests) != len(t.provider_results):
+        raise StudyError(f"{row['cell_id']}: {len(requests)} provider requests but "
+                         f"{len(t.provider_results)} results")
     calls = []
-    for r in t.provider_results:
+    for request_digest, r in zip(requests, t.provider_results, strict=True):
         calls.append({
+            "request": request_digest,
+            "parsed": (ctx.store.put_blob(canonical_bytes(r.response.to_json()))
+                       if r.response is not None else None),
             "ok": r.ok,
             "failure": r.failure.to_json() if r.failure is not None else None,
             "attempts": [a.to_json() for a in r.attempts],

@@ -51,7 +51,8 @@ def _attempt(obj: dict[str, Any]) -> Any:
     return AttemptRecord(**fields)
 
 
-def _simulated_response(raw: bytes) -> Any:
+def _response_from_json(raw: bytes) -> Any:
+    """A ProviderResponse from the canonical JSON the run stored (``ProviderResponse.to_json``)."""
     from runner.providers import FunctionCall, Message, Part, ProviderResponse, Usage
 
     obj = loads_strict(raw)
@@ -83,19 +84,15 @@ class _ReplayProvider:
         call = self._calls.pop(0)
         sent = "sha256:" + hashlib.sha256(request.canonical()).hexdigest()
         attempts = tuple(_attempt(a) for a in call["attempts"])
-        if attempts and attempts[0].request_sha256 != sent:
+        if call["request"] != sent:
             raise ReplayDiverged("the rebuilt request differs from the recorded one "
-                                 f"({sent} != {attempts[0].request_sha256})")
+                                 f"({sent} != {call['request']})")
         raw = tuple(RawExchange(self._store.get_blob(x["request"]),
                                 self._store.get_blob(x["response"]) if x["response"] else None)
                     for x in call["raw"])
         if call["ok"]:
-            if not self.simulated:
-                raise StudyError(f"replay of {self.name} stores is not supported yet: only the "
-                                 "simulated provider's raw responses can be decoded offline")
-            last = raw[-1].response_bytes
-            assert last is not None
-            return ProviderResult(_simulated_response(last), None, attempts, raw)
+            parsed = self._store.get_blob(call["parsed"])
+            return ProviderResult(_response_from_json(parsed), None, attempts, raw)
         f = call["failure"]
         failure = ProviderFailure(f["kind"], f["detail"], f.get("status"), f.get("retry_after_s"),
                                   f.get("error_class"))

@@ -76,3 +76,10 @@ def test_canary_credential_reaches_no_child_store_or_log(tmp_path: Path,
                                        for e in committed)
     assert [e["row"] for e in committed] == [1, 2, 3, 4]
     assert canary not in done.stderr and canary not in done.stdout
+
+    # The live run replays offline from the store alone: no server, no credential.
+    replayed = ect("replay", "--store", str(store), "--study", str(reference.spec), "--json",
+                   env=subprocess_env())
+    assert replayed.returncode == 0, replayed.stderr + replayed.stdout
+    report = json.loads(replayed.stdout)
+    assert report["cells"] == 4 and report["reproduced"] == 4 and not report["mismatches"]
