@@ -14,6 +14,7 @@ the study's denominator and the policies map them to ``continue``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "EgressRefused",
     "ProviderCallFailed",
     "ProviderFailure",
+    "failure_of",
 ]
 
 # Every kind of failure a call can end in. Part of the attempt-journal format.
@@ -95,3 +97,25 @@ class ProviderCallFailed(ProviderError):
         status = f" (HTTP {failure.status})" if failure.status is not None else ""
         super().__init__(f"provider call failed: {failure.kind}{status}: {failure.detail}")
         self.failure = failure
+
+
+def failure_of(
+    kind: str,
+    exc: BaseException | None,
+    *,
+    redact: Callable[[str], str],
+    detail: str | None = None,
+    status: int | None = None,
+    retry_after_s: float | None = None,
+    no_exception_class: str | None = None,
+) -> ProviderFailure:
+    """A :class:`ProviderFailure` whose detail is one redacted line (from ``detail`` or the
+    exception's first line); ``error_class`` names the exception, else ``no_exception_class``."""
+    text = detail if detail is not None else (str(exc).splitlines() or [""])[0][:300]
+    return ProviderFailure(
+        kind=kind,
+        detail=redact(text),
+        status=status,
+        retry_after_s=retry_after_s,
+        error_class=type(exc).__name__ if exc is not None else no_exception_class,
+    )

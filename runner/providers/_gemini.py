@@ -24,7 +24,7 @@ from runner.errors import FormatError
 from runner.providers._credential import Credential
 from runner.providers._egress import EgressGuardTransport, Origin
 from runner.providers._environment import scrub_environment
-from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
 from runner.providers._http import CURRENT_CALL, CallLog, ObserverFailed, RecordingTransport
 from runner.providers._retry import RetryPolicy, classify_httpx_error, kind_for_status
 from runner.providers._types import (
@@ -237,14 +237,8 @@ class GeminiProvider:
         status: int | None = None,
         retry_after_s: float | None = None,
     ) -> ProviderFailure:
-        text = detail if detail is not None else (str(exc).splitlines() or [""])[0][:300]
-        return ProviderFailure(
-            kind=kind,
-            detail=self._credential.redact(text),
-            status=status,
-            retry_after_s=retry_after_s,
-            error_class=type(exc).__name__ if exc is not None else None,
-        )
+        return failure_of(kind, exc, redact=self._credential.redact, detail=detail,
+                          status=status, retry_after_s=retry_after_s)
 
     def _map_exception(self, exc: Exception, log: CallLog) -> ProviderFailure:
         last = log.last

@@ -17,7 +17,7 @@ from runner.errors import FormatError
 from runner.providers._credential import Credential
 from runner.providers._egress import EgressGuardTransport, Origin
 from runner.providers._environment import scrub_environment
-from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
 from runner.providers._http import CURRENT_CALL, CallLog, ObserverFailed, RecordingTransport
 from runner.providers._retry import (
     RetryPolicy,
@@ -241,16 +241,9 @@ class OpenAICompatProvider:
         status: int | None = None,
         retry_after_s: float | None = None,
     ) -> ProviderFailure:
-        text = detail if detail is not None else (str(exc).splitlines() or [""])[0][:300]
-        if self._credential is not None:
-            text = self._credential.redact(text)
-        return ProviderFailure(
-            kind=kind,
-            detail=text,
-            status=status,
-            retry_after_s=retry_after_s,
-            error_class=type(exc).__name__ if exc is not None else f"HTTP {status}",
-        )
+        redact = self._credential.redact if self._credential is not None else str
+        return failure_of(kind, exc, redact=redact, detail=detail, status=status,
+                          retry_after_s=retry_after_s, no_exception_class=f"HTTP {status}")
 
     def _parse(
         self, r: httpx.Response, request: ProviderRequest
