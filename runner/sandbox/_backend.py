@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 __all__ = ["Backend", "KillReason", "Limits", "RunResult", "supervise"]
 
@@ -71,6 +71,29 @@ class Backend(Protocol):
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
     ) -> RunResult: ...
+
+
+class WorkerRunMixin:
+    """``run`` for a backend whose worker applies the policy and then execs a command: both
+    backends expose any command through the same worker entry point."""
+
+    def run_worker(self, config: dict[str, Any], *, stdin: bytes, limits: Limits,
+                   ro_binds: Sequence[tuple[Path, str]] = ()) -> RunResult:
+        raise NotImplementedError
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes,
+        limits: Limits,
+        ro_binds: Sequence[tuple[Path, str]] = (),
+    ) -> RunResult:
+        """Run any command under the worker policy (the worker applies it, then execs ``argv``)."""
+        if not argv:
+            raise ValueError("argv must name a command")
+        return self.run_worker({"mode": "exec", "argv": list(argv)}, stdin=stdin, limits=limits,
+                               ro_binds=ro_binds)  # fmt: skip
 
 
 def _exited_by(pid: int, deadline: float) -> bool:

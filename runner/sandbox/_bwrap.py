@@ -29,7 +29,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError
-from runner.sandbox._backend import Limits, RunResult, supervise
+from runner.sandbox._backend import Limits, RunResult, WorkerRunMixin, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
 from runner.sandbox._linux import PidsCgroup, landlock_abi, userns_restrictions
 from runner.sandbox._pins import REPO_ROOT, read_pinned
@@ -94,7 +94,7 @@ def _read_child_pid(fd: int, deadline: float) -> int | None:
     return None
 
 
-class BwrapBackend:
+class BwrapBackend(WorkerRunMixin):
     """Runs one call per fresh bwrap child. Construction checks everything it can up front.
 
     Args:
@@ -324,17 +324,3 @@ class BwrapBackend:
                         os.close(fd)
             if cg_path is not None and self.pids_cgroup is not None:
                 self.pids_cgroup.release(cg_path)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: bytes,
-        limits: Limits,
-        ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult:
-        """Run any command under the worker policy (the worker applies it, then execs ``argv``)."""
-        if not argv:
-            raise ValueError("argv must name a command")
-        return self.run_worker({"mode": "exec", "argv": list(argv)}, stdin=stdin, limits=limits,
-                               ro_binds=ro_binds)  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes
-from runner.sandbox._backend import Limits, RunResult, supervise
+from runner.sandbox._backend import Limits, RunResult, WorkerRunMixin, supervise
 from runner.sandbox._errors import SandboxUnavailable
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 
@@ -61,7 +61,7 @@ def seatbelt_argv(
     return argv + list(command)
 
 
-class SandboxExecBackend:
+class SandboxExecBackend(WorkerRunMixin):
     """Runs one call per fresh ``sandbox-exec`` child (macOS only).
 
     Raises:
@@ -153,16 +153,3 @@ class SandboxExecBackend:
             return supervise(proc, stdin, limits, started=started, signal_offset=None)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        stdin: bytes,
-        limits: Limits,
-        ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult:
-        if not argv:
-            raise ValueError("argv must name a command")
-        return self.run_worker({"mode": "exec", "argv": list(argv)}, stdin=stdin, limits=limits,
-                               ro_binds=ro_binds)  # fmt: skip
