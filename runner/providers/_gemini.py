@@ -25,7 +25,13 @@ from runner.providers._credential import Credential
 from runner.providers._egress import EgressGuardTransport, Origin
 from runner.providers._environment import scrub_environment
 from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
-from runner.providers._http import CURRENT_CALL, CallLog, ObserverFailed, RecordingTransport
+from runner.providers._http import (
+    CallLog,
+    ObserverFailed,
+    Outcome,
+    RecordingTransport,
+    run_call,
+)
 from runner.providers._retry import RetryPolicy, classify_httpx_error, kind_for_status
 from runner.providers._types import (
     AttemptObserver,
@@ -200,33 +206,24 @@ class GeminiProvider:
             observer=observer,
             policy=self.retry_policy,
         )
-        failure: ProviderFailure | None = None
-        response: ProviderResponse | None = None
-        token = CURRENT_CALL.set(log)
-        try:
+
+        async def attempt(log: CallLog) -> Outcome:
             try:
                 contents = [self._content(m) for m in request.messages]
                 config = self._config(request)
             except (pydantic.ValidationError, ValueError, TypeError) as e:
-                failure = self._failure("request_invalid", e)
-            else:
-                try:
-                    sdk_response = await self._client.aio.models.generate_content(
-                        model=self.model, contents=contents, config=config
-                    )
-                except ObserverFailed as e:
-                    raise e.original from None
-                except Exception as e:  # every SDK/httpx error class is mapped below
-                    failure = self._map_exception(e, log)
-                else:
-                    response, failure = self._parse(sdk_response, request, log)
-        finally:
-            CURRENT_CALL.reset(token)
-        try:
-            await log.finish(failure, response.usage if response is not None else None)
-        except ObserverFailed as e:
-            raise e.original from None
-        return ProviderResult(response, failure, log.attempts(), log.raw())
+                return None, self._failure("request_invalid", e)
+            try:
+                sdk_response = await self._client.aio.models.generate_content(
+                    model=self.model, contents=contents, config=config
+                )
+            except ObserverFailed as e:
+                raise e.original from None
+            except Exception as e:  # every SDK/httpx error class is mapped below
+                return None, self._map_exception(e, log)
+            return self._parse(sdk_response, request, log)
+
+        return await run_call(log, attempt)
 
     def _failure(
         self,

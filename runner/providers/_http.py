@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,9 +26,16 @@ import httpx
 
 from runner.providers._errors import EgressRefused, ProviderFailure
 from runner.providers._retry import RetryPolicy, classify_httpx_error, parse_retry_after
-from runner.providers._types import AttemptObserver, AttemptRecord, RawExchange, Usage
+from runner.providers._types import (
+    AttemptObserver,
+    AttemptRecord,
+    ProviderResponse,
+    ProviderResult,
+    RawExchange,
+    Usage,
+)
 
-__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "sha256_hex", "utc_now"]
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "run_call", "sha256_hex", "utc_now"]
 
 
 def utc_now() -> str:
@@ -222,3 +229,26 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+Outcome = tuple[ProviderResponse | None, ProviderFailure | None]
+
+
+async def run_call(
+    log: CallLog, attempt: Callable[[CallLog], Awaitable[Outcome]]
+) -> ProviderResult:
+    """One ``generate()`` of an HTTP adapter: make ``log`` the current call (the recording
+    transport journals each attempt into it), run ``attempt``, close the log with the outcome
+    (an observer's own error is re-raised unchanged) and return the audited result."""
+    response: ProviderResponse | None = None
+    failure: ProviderFailure | None = None
+    token = CURRENT_CALL.set(log)
+    try:
+        response, failure = await attempt(log)
+    finally:
+        CURRENT_CALL.reset(token)
+    try:
+        await log.finish(failure, response.usage if response is not None else None)
+    except ObserverFailed as e:
+        raise e.original from None
+    return ProviderResult(response, failure, log.attempts(), log.raw())

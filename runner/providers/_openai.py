@@ -18,7 +18,13 @@ from runner.providers._credential import Credential
 from runner.providers._egress import EgressGuardTransport, Origin
 from runner.providers._environment import scrub_environment
 from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
-from runner.providers._http import CURRENT_CALL, CallLog, ObserverFailed, RecordingTransport
+from runner.providers._http import (
+    CallLog,
+    ObserverFailed,
+    Outcome,
+    RecordingTransport,
+    run_call,
+)
 from runner.providers._retry import (
     RetryPolicy,
     classify_httpx_error,
@@ -197,40 +203,31 @@ class OpenAICompatProvider:
             observer=observer,
             policy=self.retry_policy,
         )
-        failure: ProviderFailure | None = None
-        response: ProviderResponse | None = None
-        token = CURRENT_CALL.set(log)
-        try:
+
+        async def attempt(log: CallLog) -> Outcome:
             try:
                 body = self.build_body(request)
             except FormatError as e:
-                failure = self._failure("request_invalid", e)
-            else:
-                try:
-                    http_response = await self._http.post(
-                        self.base_url + "/chat/completions", content=body
-                    )
-                except ObserverFailed as e:
-                    raise e.original from None
-                except EgressRefused as e:
-                    failure = self._failure("egress_refused", e)
-                except httpx.HTTPError as e:
-                    last = log.last
-                    kind = (
-                        last.kind
-                        if last is not None and last.kind
-                        else classify_httpx_error(e, response_started=False)
-                    )
-                    failure = self._failure(kind, e, detail=f"{type(e).__name__}: {e}"[:300])
-                else:
-                    response, failure = self._parse(http_response, request)
-        finally:
-            CURRENT_CALL.reset(token)
-        try:
-            await log.finish(failure, response.usage if response is not None else None)
-        except ObserverFailed as e:
-            raise e.original from None
-        return ProviderResult(response, failure, log.attempts(), log.raw())
+                return None, self._failure("request_invalid", e)
+            try:
+                http_response = await self._http.post(
+                    self.base_url + "/chat/completions", content=body
+                )
+            except ObserverFailed as e:
+                raise e.original from None
+            except EgressRefused as e:
+                return None, self._failure("egress_refused", e)
+            except httpx.HTTPError as e:
+                last = log.last
+                kind = (
+                    last.kind
+                    if last is not None and last.kind
+                    else classify_httpx_error(e, response_started=False)
+                )
+                return None, self._failure(kind, e, detail=f"{type(e).__name__}: {e}"[:300])
+            return self._parse(http_response, request)
+
+        return await run_call(log, attempt)
 
     def _failure(
         self,
