@@ -377,16 +377,25 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     if resume:
         raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
     key = load_signing_key(key_path) if key_path.exists() else generate_key(key_path)
+    # The lock and the preflight report themselves travel in the store as blobs (named in the
+    # header by the sha256 of their bytes), so the store alone says what it was run under.
+    lock_bytes = canonical_bytes(report.lock)
+    preflight_bytes = canonical_bytes(report.to_json())
     header = {
         "study": report.study,
         "lock_digest": report.lock_digest,
+        "lock_blob": file_sha256(lock_bytes),
         "preflight_digest": report.digest,
+        "preflight_blob": file_sha256(preflight_bytes),
         "schedule_rows": len(report.rows),
         "spec": str(settings.spec_path),
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
     }
-    return Store.create(settings.store_path, header=header, signing_key=key)
+    store = Store.create(settings.store_path, header=header, signing_key=key)
+    for data in (lock_bytes, preflight_bytes):
+        store.put_blob(data)
+    return store
 
 
 def execute(
