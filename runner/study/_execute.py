@@ -262,6 +262,7 @@ async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dic
     config = TrajectoryConfig(
         max_decisions=ctx.spec.budget.max_decisions,
         max_additional_tool_calls=ctx.spec.budget.max_additional_tool_calls,
+        max_tokens=ctx.spec.budget.max_tokens,
         generation=generation,
         price=ctx.price,
     )

@@ -120,7 +120,8 @@ def generation_config(spec: StudySpec) -> dict[str, Any]:
         "price": {"input_per_mtok": spec.price_input_per_mtok,
                   "output_per_mtok": spec.price_output_per_mtok},
         "budget": {"max_decisions": spec.budget.max_decisions,
-                   "max_additional_tool_calls": spec.budget.max_additional_tool_calls},
+                   "max_additional_tool_calls": spec.budget.max_additional_tool_calls,
+                   "max_tokens": spec.budget.max_tokens},
         "simulated": spec.simulated,
     }
 

@@ -131,6 +131,7 @@ async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
     config = TrajectoryConfig(
         max_decisions=spec.budget.max_decisions,
         max_additional_tool_calls=spec.budget.max_additional_tool_calls,
+        max_tokens=spec.budget.max_tokens,
         generation=generation,
         price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
     )

@@ -28,6 +28,7 @@ def file_sha256(data: bytes) -> str:
 class Budget:
     max_decisions: int
     max_additional_tool_calls: int
+    max_tokens: int
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError("spec: name must be a string")
     design = _table(data, "design", {"worlds": list, "checkpoints": list, "seeds": int,
                                      "policies": list, "seed_root": str})
-    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int})
+    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int,
+                                     "max_tokens": int})
     model = _table(data, "model", {"name": str, "temperature": (int, float),
                                    "max_output_tokens": int, "timeout_s": (int, float)})
     retry = _table(data, "retry", {"identical_retries_before_output": int})
@@ -137,7 +139,8 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError("spec: [design].checkpoints may only hold 'clean' and 'incomplete'")
     if design["seeds"] < 1:
         raise SpecError("spec: [design].seeds must be at least 1")
-    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0:
+    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0 \
+            or budget["max_tokens"] < 1:
         raise SpecError("spec: [budget] values must be positive")
     if retry["identical_retries_before_output"] not in (0, 1):
         raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
@@ -151,7 +154,8 @@ def load_spec(path: str | Path) -> StudySpec:
         seeds=design["seeds"],
         policies=_str_list(design, "policies", "design"),
         seed_root=design["seed_root"],
-        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"]),
+        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"],
+                      budget["max_tokens"]),
         model=ModelConfig(model["name"], float(model["temperature"]),
                           model["max_output_tokens"], float(model["timeout_s"])),
         identical_retries_before_output=retry["identical_retries_before_output"],
