@@ -26,7 +26,7 @@ import structlog
 from runner import __version__
 from runner.canonical import canonical_bytes, digest
 from runner.ect import ledger_digest
-from runner.errors import StudyError
+from runner.errors import EctError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
@@ -477,13 +477,28 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             )
             flag = [""]
             with _sigint_flag(flag):
-                halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
+                try:
+                    halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
+                except BaseExceptionGroup as group:
+                    raise _first_ect_error(group) from group
         summary.provider_attempts = ctx.attempts[0]
         summary.tool_calls = ctx.tool_calls[0]
         store.checkpoint()
     finally:
         store.close()
     return halted
+
+
+def _first_ect_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first deliberate error in a task group's exception group (so the CLI can report it in
+    one line), else the group itself: anything else is a bug and keeps its traceback."""
+    matched = group.subgroup(lambda e: isinstance(e, EctError))
+    while matched is not None:
+        first = matched.exceptions[0]
+        if not isinstance(first, BaseExceptionGroup):
+            return first
+        matched = first
+    return group
 
 
 def _halt_reason(ctx: _Context, settings: RunSettings, summary: RunSummary,
