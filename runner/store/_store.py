@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -283,6 +284,22 @@ class Store:
     def _commit(self) -> None:
         self._conn.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``. Any error rolls back without masking the original
+        (sqlite errors are translated into the store's own); the write is acknowledged only once
+        the block's ``COMMIT`` has returned."""
+        self._begin()
+        try:
+            yield
+            self._commit()
+        except sqlite3.Error as e:
+            self._rollback()
+            raise translate(e, self._path) from e
+        except BaseException:
+            self._rollback()
+            raise
+
     # ---- reading ------------------------------------------------------------------------
 
     @property
@@ -416,8 +433,7 @@ class Store:
         sid = self._store_id
         with self._lock:
             self._hook("append.before_begin")
-            self._begin()
-            try:
+            with self._transaction():
                 conn = self._conn
                 seq, prev = conn.execute(
                     "SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1"
@@ -438,13 +454,6 @@ class Store:
                         "INSERT INTO records (seq, body, leaf, chain) VALUES (?, ?, ?, ?)", rows
                     )
                 self._hook("append.after_insert")
-                self._commit()
-            except sqlite3.Error as e:
-                self._rollback()
-                raise translate(e, self._path) from e
-            except BaseException:
-                self._rollback()
-                raise
             self._hook("append.after_commit")
         return seqs
 
@@ -453,8 +462,7 @@ class Store:
     def _append_attempt(self, kind: str, ref: int | None, cell_id: str, body: bytes) -> int:
         leaf = _sha256(b"\x00" + body).digest()
         with self._lock:
-            self._begin()
-            try:
+            with self._transaction():
                 conn = self._conn
                 if ref is not None:
                     row = conn.execute(
@@ -476,13 +484,6 @@ class Store:
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (seq, kind, ref, cell_id, body, leaf, chain),
                 )
-                self._commit()
-            except sqlite3.Error as e:
-                self._rollback()
-                raise translate(e, self._path) from e
-            except BaseException:
-                self._rollback()
-                raise
         return seq
 
     def attempt_begin(self, entry: dict[str, Any]) -> int:
@@ -570,19 +571,11 @@ class Store:
         raw = bytes(data)
         digest = "sha256:" + _sha256(raw).hexdigest()
         with self._lock:
-            self._begin()
-            try:
+            with self._transaction():
                 self._conn.execute(
                     "INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING",
                     (digest, raw),
                 )
-                self._commit()
-            except sqlite3.Error as e:
-                self._rollback()
-                raise translate(e, self._path) from e
-            except BaseException:
-                self._rollback()
-                raise
         return digest
 
     def get_blob(self, digest: str) -> bytes:
@@ -633,8 +626,7 @@ class Store:
                 "checkpoint needs the store's signing key (open with signing_key)"
             )
         with self._lock:
-            self._begin()
-            try:
+            with self._transaction():
                 conn = self._conn
                 rows = conn.execute(
                     "SELECT leaf FROM records WHERE seq >= ? ORDER BY seq", (self._acc.size,)
@@ -663,13 +655,6 @@ class Store:
                 data = canonical_bytes(note)
                 atomic_write(checkpoint_path(self._path), data, hook=self._hook, point="checkpoint")
                 conn.execute("INSERT INTO checkpoints (body) VALUES (?)", (data,))
-                self._commit()
-            except sqlite3.Error as e:
-                self._rollback()
-                raise translate(e, self._path) from e
-            except BaseException:
-                self._rollback()
-                raise
             self._hook("checkpoint.after_commit")
         return note
 
