@@ -365,6 +365,19 @@ class RunController:
         self._observe(point)
         return None
 
+    def charge(self, state: RunState, *, tokens: int = 0, cost_usd: float = 0.0) -> Stop | None:
+        """Account for model usage that is not a decision of the agent (e.g. a judge or critic
+        asked about a finish) and check the token/cost ceilings: an overrun ends the run
+        ``token_budget``, whatever the judge said."""
+        self._running(state)
+        if tokens < 0 or cost_usd < 0:
+            raise ValueError("tokens and cost must be >= 0")
+        state.tokens += tokens
+        state.cost_usd += cost_usd
+        self._alert(state)
+        stop = self._spend.check(Checkpoint(Phase.ON_ACTION, state))
+        return self._end(state, stop) if stop is not None else None
+
     def halt(self, state: RunState, reason: StopReason | str, detail: str, *,
              question: str | None = None, name: str = "caller") -> Stop:
         """End the run for a reason the caller decided (e.g. its own check found the agent

@@ -243,13 +243,20 @@ async def run_trajectory(
             )
             decided = await pipeline.on_finish(pstate, action)
             results.extend(decided.provider_results)
+            judge_tokens, judge_cost = 0, 0.0
             for r in decided.provider_results:
                 input_tokens += r.usage.input_tokens
                 output_tokens += r.usage.output_tokens
-                cost += r.cost_usd(config.price) if config.price is not None else 0.0
+                judge_tokens += r.usage.total_tokens
+                judge_cost += r.cost_usd(config.price) if config.price is not None else 0.0
+            cost += judge_cost
             verdicts.append(decided.decision)
             decisions.append(Decision(index, record, f"finish_{decided.decision}",
                                       pipeline=decided.to_json(), provider_ok=result.ok))
+            # The critics' usage counts against the same ceilings; an overrun ends the run
+            # token_budget whatever the critic said.
+            if ctl.charge(state, tokens=judge_tokens, cost_usd=judge_cost) is not None:
+                break
             if decided.decision == "complete":
                 stop = ctl.on_finish(state, verdict.finish, report=True)
                 assert stop is not None and stop.reason is StopReason.GOAL_MET

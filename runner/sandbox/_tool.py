@@ -74,9 +74,11 @@ class ToolSandbox:
         tools_path: Path | None = None,
     ) -> None:
         self.backend = backend
-        self.snapshot_dir = Path(snapshot_dir)
+        # Absolute: the sandbox starts in "/", so a relative bind source would not be found.
+        self.snapshot_dir = Path(snapshot_dir).resolve()
         self.limits = limits or Limits()
-        self.tools_path = Path(tools_path) if tools_path is not None else DEFAULT_TOOLS_PATH
+        self.tools_path = (Path(tools_path).resolve() if tools_path is not None
+                           else DEFAULT_TOOLS_PATH)
         self._pyc: Path | None = None
 
     def _bytecode(self, tools_inside: str) -> list[tuple[Path, str]]:

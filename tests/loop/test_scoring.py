@@ -256,3 +256,35 @@ def test_engine_an_honest_finish_on_a_clean_checkpoint_is_goal_met() -> None:
         FunctionCall("finish", {"certificate": honest}, "f1"),)))
     assert t.stop_reason is StopReason.GOAL_MET and t.turns == 1
     assert score(t, _row(CLEAN))["supported_completion"]
+
+
+def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
+    """A critic that accepts a finish whose judging overruns the ceiling ends token_budget."""
+    honest = _honest(CLEAN)
+    accept = '{"verdict": "accept", "reason": "looks right"}'
+
+    def replies(n: int) -> SimulatedReply:
+        if n == 1:
+            return SimulatedReply(function_calls=(FunctionCall("finish", {"certificate": honest},
+                                                               "f1"),))
+        return SimulatedReply(text=accept, structured={"verdict": "accept",
+                                                       "reason": "looks right"})
+
+    def drive(max_tokens: int) -> Trajectory:
+        async def go() -> Trajectory:
+            provider = _provider(replies)
+            return await run_trajectory(CLEAN, make_pipeline("full_trace", provider), provider,
+                                        _tool, TrajectoryConfig(max_tokens=max_tokens),
+                                        metadata={"cell_id": "x", "seed": 1})
+
+        return anyio.run(go)
+
+    roomy = drive(400_000)
+    assert roomy.stop_reason is StopReason.GOAL_MET, roomy.stop_detail
+    planner_tokens = roomy.provider_results[0].usage.total_tokens
+    critic_tokens = sum(r.usage.total_tokens for r in roomy.provider_results[1:])
+    assert critic_tokens > 0
+    tight = drive(planner_tokens + critic_tokens - 1)
+    assert tight.stop_reason is StopReason.TOKEN_BUDGET and tight.final_certificate is None
+    assert tight.pipeline_verdicts == ["complete"]
+    assert not score(tight, _row(CLEAN))["supported_completion"]
