@@ -21,7 +21,9 @@ from runner.cli._common import (
     die,
     map_errors,
 )
+from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
 from runner.errors import EctError
+from runner.store import StoreDamaged, StoreUsageError
 from runner.study import (
     Halted,
     IncompleteStore,
@@ -56,6 +58,9 @@ _REFUSED: dict[type[BaseException], int] = {
     IncompleteStore: EXIT_REFUSED,
     ReplayRefused: EXIT_REFUSED,
     SpecError: EXIT_USAGE,
+    # A file given as --store that is not a verifying run store: refused, as replay and report do.
+    StoreDamaged: EXIT_REFUSED,
+    StoreUsageError: EXIT_USAGE,
 }
 
 
@@ -93,6 +98,7 @@ def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _choice(provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None) -> ProviderChoice:
+    check_base_url(provider_name, base_url, credential=bool(credential_file or credential_env))
     return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
 
 
@@ -167,6 +173,7 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
     credential (none for simulated), the frozen generation config, the sandbox backend and
     every probe in preflight/ (network and persistent-write denial among them).
     """
+    check_store_dir(store)
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
@@ -280,7 +287,7 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Cells in flight at once (commits stay in canonical order)."),
         click.option("--limit", default=None, type=click.IntRange(1),
                      help="Run only the first N rows of the canonical schedule (smoke runs)."),
-        click.option("--max-cost-usd", default=None, type=click.FloatRange(min=0, min_open=True),
+        click.option("--max-cost-usd", default=None, type=FiniteFloatRange(min=0, min_open=True),
                      help="Halt at a cell boundary once this much has been spent."),
         click.option("--max-calls", default=None, type=click.IntRange(1),
                      help="Halt at a cell boundary after this many provider attempts."),
@@ -313,6 +320,7 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
     ceiling is reached, or on Ctrl-C; continue with `ect resume --store PATH`.
     """
     _configure_logging(log_json)
+    check_store_dir(store)
     settings = RunSettings(Path(spec), Path(store),
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),

@@ -1,0 +1,59 @@
+"""Parameter types and early checks shared by several commands (bad input -> a usage error).
+
+click's ``FloatRange`` lets ``nan`` through (every comparison with it is false), and ``inf``
+through when no maximum is set; a NaN cost ceiling or timeout silently disables the limit, so
+every float flag that bounds something uses :class:`FiniteFloatRange` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runner.cli._common import EXIT_USAGE, die
+
+__all__ = ["FiniteFloatRange", "check_base_url", "check_store_dir"]
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A ``click.FloatRange`` that also refuses ``nan`` and ``±inf``."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if rv is not None and not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def check_store_dir(store: str | Path) -> None:
+    """Exit 2 when the directory a new store would be created in does not exist."""
+    parent = Path(store).parent
+    if not parent.is_dir():
+        die(f"store directory {parent} does not exist (create it first)", EXIT_USAGE)
+
+
+def check_base_url(provider: str, base_url: str | None, *, credential: bool) -> None:
+    """Exit 2 when ``--base-url`` is unusable for ``provider``, before anything is created.
+
+    The adapters refuse the same URLs when they are built, but only after a store exists.
+    """
+    from runner.providers import EgressRefused, Origin
+
+    if provider == "simulated":
+        if base_url:
+            die("the simulated provider takes no --base-url", EXIT_USAGE)
+        return
+    if provider == "openai" and not base_url:
+        die("--provider openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
+    if base_url:
+        try:
+            origin = Origin.parse(base_url.rstrip("/"))
+            if credential or provider == "gemini":
+                origin.check_credential_transport()
+        except EgressRefused as e:
+            die(f"--base-url: {e}", EXIT_USAGE)
