@@ -9,6 +9,7 @@ import anyio
 import click
 
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._params import FiniteFloatRange, check_base_url
 from runner.providers import (
     CredentialError,
     GenerationConfig,
@@ -85,10 +86,10 @@ def provider_group() -> None:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
+    type=FiniteFloatRange(min=0, min_open=True, max=600),
     default=60.0,
     show_default=True,
-    help="Seconds per attempt.",
+    help="Seconds per attempt (at most 600).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @map_errors({CredentialError: EXIT_USAGE})
@@ -140,7 +141,11 @@ def _build_provider(
         if has_credential or base_url:
             die("the simulated provider takes no credential and no --base-url", EXIT_USAGE)
             return None
+        if model is not None and not model.startswith("simulated-"):
+            die(f"a simulated model name must start with 'simulated-', got {model!r}", EXIT_USAGE)
+            return None
         return SimulatedProvider(model=model or "simulated-1")
+    check_base_url(provider_name, base_url, credential=has_credential)
     if provider_name == "gemini":
         if not has_credential:
             die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)

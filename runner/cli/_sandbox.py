@@ -7,6 +7,7 @@ import sys
 import click
 
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, map_errors
+from runner.cli._params import FiniteFloatRange
 from runner.sandbox import Limits, PinMismatch, SandboxUnavailable
 
 __all__ = ["COMMANDS", "sandbox_group"]
@@ -38,7 +39,7 @@ def sandbox_group() -> None:
 
 
 @sandbox_group.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("--timeout", "timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--timeout", "timeout", type=FiniteFloatRange(min=0.1, max=86400.0), default=10.0, show_default=True,
               help="Wall-clock limit in seconds; the whole process group is killed at the deadline.")  # fmt: skip
 @click.option("--output-cap", "output_cap", type=click.IntRange(min=1), default=Limits().output_bytes,
               show_default=True, help="Bytes of stdout+stderr kept before the run is killed.")  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import selectors
@@ -34,8 +35,9 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0 \
+                    or not math.isfinite(value):
+                raise ValueError(f"Limits.{name} must be a positive finite number, got {value!r}")
 
     def rlimits(self) -> dict[str, int]:
         return {
