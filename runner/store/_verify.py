@@ -217,6 +217,9 @@ def salvage(
         raise FileNotFoundError(2, "No such store", os.fspath(src))
     if dst.exists() or checkpoint_path(dst).exists():
         raise StoreUsageError(f"{dst} already exists; salvage writes a new file only")
+    if not dst.parent.is_dir():
+        raise StoreUsageError(f"{dst.parent} is not a directory; salvage writes NEW into an "
+                              "existing directory")
     conn = _open_ro(src, busy_timeout_s)
     try:
         records, attempts, blobs, cps, header = _read_prefix(conn, src)
@@ -263,7 +266,10 @@ def salvage(
             "pass the store's signing key to sign a new one"
         )
     tmp = dst.parent / f".{dst.name}.salvaging-{secrets.token_hex(4)}"
-    out = connect(tmp, busy_timeout_s=busy_timeout_s)
+    try:
+        out = connect(tmp, busy_timeout_s=busy_timeout_s)
+    except sqlite3.Error as e:  # e.g. a directory this process cannot write
+        raise StoreUsageError(f"cannot create a store in {dst.parent}: {e}") from e
     try:
         configure(out, tmp, journal=header["journal"], busy_timeout_s=busy_timeout_s)
         out.execute("BEGIN IMMEDIATE")
