@@ -155,6 +155,9 @@ def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
     if choice.name == "simulated":
         if choice.credential_file or choice.credential_env:
             return False, "the simulated provider takes no credential; do not pass one", None
+        if choice.model is not None or choice.base_url is not None:
+            return False, ("the simulated provider takes no --model or --base-url (they would be "
+                           "ignored); drop them or choose --provider gemini/openai"), None
         return True, "simulated provider: no credential needed", None
     if choice.name not in LIVE_PROVIDERS:
         return False, f"unknown provider {choice.name!r} (simulated, gemini, openai)", None

@@ -144,6 +144,15 @@ def test_credential_given_for_simulated(study: Path, tmp_path: Path,
              "credential", "simulated provider takes no credential")
 
 
+def test_model_or_base_url_given_for_simulated_is_refused_not_ignored(study: Path,
+                                                                       tmp_path: Path) -> None:
+    _refused(preflight(study, tmp_path / "s.db", ProviderChoice("simulated", model="other")),
+             "credential", "no --model or --base-url")
+    _refused(preflight(study, tmp_path / "s.db",
+                       ProviderChoice("simulated", base_url="http://127.0.0.1:9")),
+             "credential", "no --model or --base-url")
+
+
 def test_missing_credential_for_gemini(study: Path, tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     _refused(preflight(study, tmp_path / "s.db", ProviderChoice("gemini")), "credential",
