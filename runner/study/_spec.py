@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.errors import StudyError
+from runner.errors import EctError, StudyError
 
 __all__ = ["Budget", "ModelConfig", "SpecError", "StudySpec", "file_sha256", "load_spec"]
 
 STUDY_FORMAT = "ect.study/1"
+MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000 rows
 
 
 class SpecError(StudyError):
@@ -93,6 +95,56 @@ def _typename(typ: type | tuple[type, ...]) -> str:
     return typ.__name__
 
 
+def _check_values(data: dict[str, Any], design: dict[str, Any], model: dict[str, Any],
+                  price: dict[str, Any], sandbox: dict[str, Any],
+                  simulated: dict[str, Any]) -> None:
+    """Ranges and names a well-typed spec can still get wrong (each would otherwise surface
+    only mid-run, after the store exists, or silently: a NaN wall clock never fires, an unknown
+    world just drops out of the schedule)."""
+    from runner.policies import PIPELINES, CriticBehaviour, PlannerBehaviour
+    from runner.worlds import closed_loop_tasks
+
+    if not data["name"] or not design["seed_root"]:
+        raise SpecError("spec: name and [design].seed_root must not be empty")
+    if design["seeds"] > MAX_SEEDS:
+        raise SpecError(f"spec: [design].seeds must be at most {MAX_SEEDS}")
+    known = sorted({t.world_id for t in closed_loop_tasks()})
+    for w in _str_list(design, "worlds", "design"):
+        if w not in known:
+            raise SpecError(f"spec: [design].worlds: {w!r} is not a closed-loop world "
+                            f"({', '.join(known)})")
+    for pol in _str_list(design, "policies", "design"):
+        if pol not in PIPELINES:
+            raise SpecError(f"spec: [design].policies: unknown policy {pol!r} "
+                            f"({', '.join(PIPELINES)})")
+    ranges: list[tuple[str, str, float, float, bool]] = [
+        # table, field, low, high, low bound open
+        ("model", "temperature", 0.0, 2.0, False),
+        ("model", "timeout_s", 0.0, 600.0, True),
+        ("model", "max_output_tokens", 1, math.inf, False),
+        ("price", "input_per_mtok", 0.0, math.inf, False),
+        ("price", "output_per_mtok", 0.0, math.inf, False),
+        ("sandbox", "wall_s", 0.0, 3600.0, True),
+        ("sandbox", "cpu_s", 1, 3600, False),
+        ("sandbox", "output_bytes", 1, math.inf, False),
+    ]
+    tables = {"model": model, "price": price, "sandbox": sandbox}
+    for table, name, low, high, open_low in ranges:
+        v = tables[table][name]
+        if not math.isfinite(v) or v > high or v < low or (open_low and v == low):
+            bound = "(" if open_low else "["
+            raise SpecError(f"spec: [{table}].{name} must be a finite number in "
+                            f"{bound}{low}, {high}], got {v!r}")
+    unknown = sorted(set(simulated) - {"planner", "critic"})
+    if unknown:
+        raise SpecError(f"spec: [simulated] has unknown table {unknown[0]!r}")
+    for key, cls in (("planner", PlannerBehaviour), ("critic", CriticBehaviour)):
+        try:
+            cls.from_json(simulated.get(key, {}))
+        except EctError as e:
+            raise SpecError(f"spec: [simulated.{key}]: {e}") from e
+
+
 def _str_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
     value = table[key]
     if not value or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
@@ -144,6 +196,7 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError("spec: [budget] values must be positive")
     if retry["identical_retries_before_output"] not in (0, 1):
         raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
+    _check_values(data, design, model, price, sandbox, simulated)
     return StudySpec(
         path=path,
         raw=raw,
