@@ -14,6 +14,7 @@ from runner.analysis import (
 )
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
+from runner.providers import CredentialError, EgressRefused
 
 COMMANDS: list[click.Command] = []
 
@@ -66,7 +67,14 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
     show_default=True,
     help="Decisions in flight at once (for a remote provider; output order is unchanged).",
 )
-@map_errors({SpecInvalid: EXIT_USAGE, FastPathInvariantBroken: EXIT_RUNTIME})
+@map_errors(
+    {
+        SpecInvalid: EXIT_USAGE,
+        CredentialError: EXIT_USAGE,
+        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
+        FastPathInvariantBroken: EXIT_RUNTIME,
+    }
+)
 def static_cmd(
     spec_path: str,
     out_dir: str,
@@ -124,7 +132,7 @@ def static_cmd(
 @click.option(
     "--schedule",
     "schedule_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, exists=True),
     default="schedules/v2.schedule.jsonl",
     show_default=True,
     help="The canonical schedule the store must cover exactly once.",
