@@ -13,6 +13,7 @@ import anyio
 
 from runner.analysis._closed import analyse_closed_loop
 from runner.analysis._common import ProviderInfo
+from runner.analysis._errors import ScheduleDisagrees
 from runner.analysis._load import load_outcomes_from_store, read_schedule_rows
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
@@ -169,6 +170,7 @@ def report_from_store(
 
     Raises:
         InventoryIncomplete: a schedule row is missing, duplicated, or a record is unscheduled.
+        ScheduleDisagrees: the schedule given is not the one the store was run for.
         StoreDamaged: the store does not verify.
         AnalysisError: a record disagrees with the schedule row it claims to have run.
     """
@@ -177,12 +179,12 @@ def report_from_store(
     by_row = {r.get("row"): r for r in schedule}
     for row, recorded in sorted(loaded.recorded_schedule_rows.items()):
         if row in by_row and recorded != by_row[row]:
-            raise AnalysisError(
+            raise ScheduleDisagrees(
                 f"store record for row {row} ran a different schedule row than the schedule given"
             )
     declared = loaded.header.get("schedule_rows")
     if isinstance(declared, int) and declared != len(schedule):
-        raise AnalysisError(
+        raise ScheduleDisagrees(
             f"the store was run for {declared} schedule rows, the schedule given has {len(schedule)}"
         )
     sched_sha = "sha256:" + hashlib.sha256(Path(schedule_path).read_bytes()).hexdigest()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from runner.errors import AnalysisError
 
-__all__ = ["FastPathInvariantBroken", "InventoryIncomplete", "SpecInvalid"]
+__all__ = ["FastPathInvariantBroken", "InventoryIncomplete", "ScheduleDisagrees", "SpecInvalid"]
+
+
+class ScheduleDisagrees(AnalysisError):
+    """The schedule given is not the one the store was run for; no figure is computed."""
 
 
 class InventoryIncomplete(AnalysisError):

@@ -12,6 +12,9 @@ from runner.analysis import (
     report_from_store,
     static_study,
 )
+
+# not (yet) in runner.analysis's public surface, which tests/analysis pins
+from runner.analysis._errors import ScheduleDisagrees
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
@@ -151,7 +154,9 @@ def static_cmd(
     show_default=True,
     help="Bootstrap replicates.",
 )
-@map_errors({InventoryIncomplete: EXIT_REFUSED, StoreError: EXIT_REFUSED})
+@map_errors(
+    {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED, StoreError: EXIT_REFUSED}
+)
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int
 ) -> None:

@@ -133,7 +133,7 @@ def test_report_refuses_a_record_of_another_schedule_row(tmp_path: Path) -> None
     other = tmp_path / "other.jsonl"
     other.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in rows))
     res = report(store, other, tmp_path / "o")
-    assert res.exit_code == 5 and "row 11 ran a different schedule row" in res.output
+    assert res.exit_code == 3 and "row 11 ran a different schedule row" in res.output
     assert report(store, schedule, tmp_path / "ok").exit_code == 0
 
 
@@ -165,7 +165,7 @@ def test_report_refuses_a_schedule_of_another_size(full: tuple[Path, Path], tmp_
     short = tmp_path / "short.jsonl"
     short.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in fx.schedule()[:-4]))
     res = report(full[0], short, tmp_path / "o")
-    assert res.exit_code == 5 and "run for 576 schedule rows" in res.output
+    assert res.exit_code == 3 and "run for 576 schedule rows" in res.output
 
 
 def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
