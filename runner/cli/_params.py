@@ -30,11 +30,11 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
-def check_store_dir(store: str | Path) -> None:
-    """Exit 2 when the directory a new store would be created in does not exist."""
+def check_store_dir(store: str | Path, what: str = "store") -> None:
+    """Exit 2 when the directory a new store (or other ``what``) would go in does not exist."""
     parent = Path(store).parent
     if not parent.is_dir():
-        die(f"store directory {parent} does not exist (create it first)", EXIT_USAGE)
+        die(f"{what} directory {parent} does not exist (create it first)", EXIT_USAGE)
 
 
 def check_base_url(provider: str, base_url: str | None, *, credential: bool) -> None:

@@ -392,6 +392,11 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
     """
     from runner.study import export_study
 
+    if Path(out).exists() or Path(out).is_symlink():
+        # The manifest is written by atomic replace: an existing --out (the store itself, its
+        # key, an earlier manifest) would be lost without a word.
+        die(f"--out {out} already exists; export writes a new file only", EXIT_USAGE)
+    check_store_dir(out, "--out")
     header = _store_header(store)
     doc = export_study(Path(store), Path(out), Path(spec or header.get("spec") or DEFAULT_SPEC))
     m = doc["manifest"]

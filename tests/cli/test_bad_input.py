@@ -237,3 +237,27 @@ def test_report_missing_schedule(tmp_path: Path) -> None:
                  str(tmp_path / "missing.jsonl"))
     assert_usage_error(res, "--schedule")
     assert not (tmp_path / "o").exists()
+
+
+def test_export_onto_the_store_itself(tmp_path: Path) -> None:
+    # The manifest is written by atomic replace: this used to replace the run store with it.
+    store = small_store(tmp_path)
+    before = store.read_bytes()
+    res = invoke("export", "--store", str(store), "--out", str(store))
+    assert "already exists" in assert_ect_error(res, 2)
+    assert store.read_bytes() == before
+
+
+def test_export_onto_an_existing_file(tmp_path: Path) -> None:
+    store = small_store(tmp_path)
+    out = tmp_path / "notes.json"
+    out.write_bytes(b"keep me\n")
+    res = invoke("export", "--store", str(store), "--out", str(out))
+    assert "already exists" in assert_ect_error(res, 2)
+    assert out.read_bytes() == b"keep me\n"
+
+
+def test_export_into_missing_directory(tmp_path: Path) -> None:
+    store = small_store(tmp_path)
+    res = invoke("export", "--store", str(store), "--out", str(tmp_path / "no" / "m.json"))
+    assert "--out directory" in assert_ect_error(res, 2)
