@@ -14,7 +14,12 @@ from runner.analysis._driver import (
     report_from_store,
     static_study,
 )
-from runner.analysis._errors import FastPathInvariantBroken, InventoryIncomplete, SpecInvalid
+from runner.analysis._errors import (
+    FastPathInvariantBroken,
+    InventoryIncomplete,
+    ScheduleDisagrees,
+    SpecInvalid,
+)
 from runner.analysis._load import StoreOutcomes, load_outcomes_from_store, read_schedule_rows
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
 from runner.analysis._static import (
@@ -47,6 +52,7 @@ __all__ = [
     "InventoryIncomplete",
     "McNemarResult",
     "ProviderInfo",
+    "ScheduleDisagrees",
     "SpecInvalid",
     "StaticRun",
     "StaticSpec",

@@ -8,13 +8,13 @@ from runner.analysis import (
     DEFAULT_REPORT_SEED,
     FastPathInvariantBroken,
     InventoryIncomplete,
+    ScheduleDisagrees,
     SpecInvalid,
     report_from_store,
     static_study,
 )
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
-from runner.analysis._errors import ScheduleDisagrees
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused

@@ -51,7 +51,7 @@ def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, lim
     summary = _run(settings, resume=False, as_json=False, quiet=quiet)
     report = verify_store(store, full=True)
     click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
-    outputs = [("store", store), ("signing key", store.with_name(store.name + ".key.pub"))]
+    outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]
     if summary.committed == summary.total:
         export_study(store, manifest, Path(spec))
         verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
