@@ -15,7 +15,7 @@ from runner.analysis import (
 )
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
-from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
+from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
 
@@ -119,6 +119,14 @@ def static_cmd(
         f"diff={h['diff_pp']:+.2f} pp CI [{h['ci_pp'][0]:+.2f}, {h['ci_pp'][1]:+.2f}]"
     )
     click.echo(f"wrote {out_dir}/report.html, results.json, tables.md, decisions.jsonl")
+    calls = sum(v.get("model_calls", 0) for v in res["table2"].values())
+    failed = sum(v.get("provider_failures", 0) for v in res["table2"].values())
+    if failed:
+        click.echo(f"ect: warning: {failed} of {calls} model calls failed (each counts as "
+                   "continue, as the protocol says); see attempts.jsonl", err=True)
+    if calls and failed == calls:
+        die("every model call failed: these tables are not model measurements "
+            "(check the provider, --base-url and the credential)", EXIT_RUNTIME)
 
 
 @click.command("report")

@@ -261,3 +261,16 @@ def test_export_into_missing_directory(tmp_path: Path) -> None:
     store = small_store(tmp_path)
     res = invoke("export", "--store", str(store), "--out", str(tmp_path / "no" / "m.json"))
     assert "--out directory" in assert_ect_error(res, 2)
+
+
+def test_static_with_an_unreachable_provider_is_not_a_success(tmp_path: Path) -> None:
+    """Every model call failing (nothing listens on the port) must not exit 0 with tables that
+    look like model measurements; the failures are counted and the command exits 5."""
+    res = invoke("static", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                 "--out", str(tmp_path / "static"))
+    assert res.exit_code == 5, (res.exit_code, res.stderr, res.exception)
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("ect: warning: 612 of 612 model calls failed")
+    assert lines[-1] == ("ect: every model call failed: these tables are not model measurements "
+                         "(check the provider, --base-url and the credential)")
+    assert "Traceback" not in res.output
