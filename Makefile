@@ -13,7 +13,7 @@ sysdeps:
 
 sysdeps-test: sysdeps
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 
 install:
 	$(PIP) install -q -e '.[test]'
