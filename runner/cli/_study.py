@@ -22,7 +22,6 @@ from runner.cli._common import (
     map_errors,
 )
 from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
-from runner.errors import EctError
 from runner.store import StoreDamaged, StoreUsageError
 from runner.study import (
     Halted,
@@ -354,15 +353,15 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     it. Reports provider attempts that were made but whose cell never committed.
     """
     _configure_logging(log_json)
-    header = _store_header(store)
+    from runner.store import Store
+
+    with Store.open(store) as s:  # one open: the header and the attempt journal together
+        header = dict(s.header)
+        orphans = s.orphan_attempts()
     spec_path = spec or header.get("spec") or DEFAULT_SPEC
     if header.get("provider") not in (None, provider_name):
         die(f"{store} was run with --provider {header.get('provider')}; "
             f"resume it with the same provider", EXIT_REFUSED)
-    from runner.store import Store
-
-    with Store.open(store) as s:
-        orphans = s.orphan_attempts()
     if orphans and not quiet:
         cells = sorted({a["cell_id"] for a in orphans})
         click.echo(f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) "
@@ -429,4 +428,3 @@ def replay_cmd(store: str, spec: str | None, as_json: bool) -> None:
 COMMANDS: list[click.Command] = [schedule_group, preflight_cmd, run_cmd, resume_cmd, export_cmd,
                                  replay_cmd]
 
-_ = EctError  # re-exported for the demo module's error mapping

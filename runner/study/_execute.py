@@ -239,35 +239,43 @@ class _Journaled:
 @dataclass
 class _Context:
     spec: StudySpec
-    rows: list[dict[str, Any]]
     checkpoints: dict[str, Any]
     provider_factory: Callable[[], Any]
     store: Any
     sandbox: Any
     limiter: anyio.CapacityLimiter
-    price: PriceTable | None
     attempts: list[int]
     tool_calls: list[int]
     simulated: bool
 
 
-async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dict[str, Any]]:
+async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: Any,
+                              provider: Any, execute_tool: Any) -> Trajectory:
+    """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
+
+    ``run`` and ``replay`` both go through here, so a replay rebuilds exactly the requests the
+    run sent (its provider checks each against the recorded request digest).
+    """
     from runner.policies import PipelineParams, make_pipeline
 
-    checkpoint = ctx.checkpoints[row["checkpoint_id"]]
-    provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
-    generation = GenerationConfig(temperature=ctx.spec.model.temperature, seed=row["seed"],
-                                  max_output_tokens=ctx.spec.model.max_output_tokens)
+    generation = GenerationConfig(temperature=spec.model.temperature, seed=row["seed"],
+                                  max_output_tokens=spec.model.max_output_tokens)
     metadata = {"cell_id": row["cell_id"], "seed": row["seed"]}
     pipeline = make_pipeline(row["policy"], provider,
                              PipelineParams(generation=generation, metadata=metadata))
     config = TrajectoryConfig(
-        max_decisions=ctx.spec.budget.max_decisions,
-        max_additional_tool_calls=ctx.spec.budget.max_additional_tool_calls,
-        max_tokens=ctx.spec.budget.max_tokens,
+        max_decisions=spec.budget.max_decisions,
+        max_additional_tool_calls=spec.budget.max_additional_tool_calls,
+        max_tokens=spec.budget.max_tokens,
         generation=generation,
-        price=ctx.price,
+        price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
     )
+    return await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
+                                metadata=metadata)
+
+
+async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dict[str, Any]]:
+    provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
 
     async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
         ctx.tool_calls[0] += 1
@@ -275,8 +283,8 @@ async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dic
             ctx.sandbox.call, world_id, tool_id, args, limiter=ctx.limiter)
         return response
 
-    trajectory = await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
-                                      metadata=metadata)
+    trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row["checkpoint_id"]],
+                                           provider, execute_tool)
     return trajectory, _record_body(ctx, row, trajectory, provider.requests)
 
 
@@ -466,13 +474,11 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                             output_bytes=int(spec.sandbox["output_bytes"]))
             ctx = _Context(
                 spec=spec,
-                rows=rows,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
                 provider_factory=_make_provider_factory(spec, settings.provider, report.credential),
                 store=store,
                 sandbox=ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
                 limiter=anyio.CapacityLimiter(settings.concurrency),
-                price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
                 attempts=[0],
                 tool_calls=[0],
                 simulated=settings.provider.name == "simulated",

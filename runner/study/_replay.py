@@ -9,7 +9,6 @@ recorded one. No network, no credential and no sandbox child are needed.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import anyio
 from runner.canonical import loads_strict
 from runner.errors import StudyError
 from runner.study._execute import cell_result_digest
-from runner.study._spec import load_spec
+from runner.study._spec import file_sha256, load_spec
 
 __all__ = ["ReplayDiverged", "ReplayRefused", "ReplayReport", "replay_store"]
 
@@ -82,7 +81,7 @@ class _ReplayProvider:
         if not self._calls:
             raise ReplayDiverged("the replay asked the provider more often than the run did")
         call = self._calls.pop(0)
-        sent = "sha256:" + hashlib.sha256(request.canonical()).hexdigest()
+        sent = file_sha256(request.canonical())  # as the run's _Journaled recorded it
         attempts = tuple(_attempt(a) for a in call["attempts"])
         if call["request"] != sent:
             raise ReplayDiverged("the rebuilt request differs from the recorded one "
@@ -101,10 +100,7 @@ class _ReplayProvider:
 
 async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
                        checkpoints: dict[str, Any], spec: Any) -> str:
-    from runner.loop import TrajectoryConfig, run_trajectory
-    from runner.policies import PipelineParams, make_pipeline
-    from runner.providers import GenerationConfig, PriceTable
-    from runner.study._execute import _record_result
+    from runner.study._execute import _record_result, run_cell_trajectory
 
     row = body["schedule_row"]
     provider = _ReplayProvider(body["audit"]["calls"], store, header)
@@ -123,20 +119,8 @@ async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
         response: dict[str, Any] = d["tool_response"]
         return response
 
-    generation = GenerationConfig(temperature=spec.model.temperature, seed=row["seed"],
-                                  max_output_tokens=spec.model.max_output_tokens)
-    metadata = {"cell_id": row["cell_id"], "seed": row["seed"]}
-    pipeline = make_pipeline(row["policy"], provider,
-                             PipelineParams(generation=generation, metadata=metadata))
-    config = TrajectoryConfig(
-        max_decisions=spec.budget.max_decisions,
-        max_additional_tool_calls=spec.budget.max_additional_tool_calls,
-        max_tokens=spec.budget.max_tokens,
-        generation=generation,
-        price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
-    )
-    trajectory = await run_trajectory(checkpoints[row["checkpoint_id"]], pipeline, provider,
-                                      execute_tool, config, metadata=metadata)
+    trajectory = await run_cell_trajectory(spec, row, checkpoints[row["checkpoint_id"]],
+                                           provider, execute_tool)
     result = _record_result(row, trajectory, simulated=bool(header.get("simulated")))
     return cell_result_digest(result)
 
