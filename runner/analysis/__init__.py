@@ -1,10 +1,8 @@
 """Analysis: the static study, the closed-loop hypotheses, tables and reports (DESIGN §9)."""
 
 from runner.analysis._closed import (
-    OUTCOME_FIELDS,
     analyse_closed_loop,
     check_inventory,
-    validate_outcome,
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
 from runner.analysis._driver import (
@@ -20,7 +18,7 @@ from runner.analysis._errors import (
     ScheduleDisagrees,
     SpecInvalid,
 )
-from runner.analysis._load import StoreOutcomes, load_outcomes_from_store, read_schedule_rows
+from runner.analysis._load import StoreOutcomes, load_outcomes_from_store
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
 from runner.analysis._static import (
     ABLATION_TABLE,
@@ -45,7 +43,6 @@ __all__ = [
     "ABLATION_TABLE",
     "CLOSED_LOOP_POLICIES",
     "DEFAULT_REPORT_SEED",
-    "OUTCOME_FIELDS",
     "STATIC_POLICIES",
     "BootstrapResult",
     "FastPathInvariantBroken",
@@ -69,13 +66,11 @@ __all__ = [
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
-    "read_schedule_rows",
     "render_outputs",
     "report_from_store",
     "results_json_bytes",
     "run_static",
     "seeded_rng",
     "static_study",
-    "validate_outcome",
     "write_outputs",
 ]

@@ -28,13 +28,13 @@ from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
 from runner.analysis._errors import InventoryIncomplete
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.errors import AnalysisError
+from runner.loop import Outcome
+from runner.study import ScheduleRow
 
 __all__ = [
     "FAULTS_CLOSED_LOOP",
-    "OUTCOME_FIELDS",
     "analyse_closed_loop",
     "check_inventory",
-    "validate_outcome",
 ]
 
 FAULTS_CLOSED_LOOP: tuple[str, ...] = (
@@ -45,35 +45,6 @@ TRUST_BOUNDARY = "T1"
 COMPARATOR = "controller"
 TREATMENT = "ect"
 
-OUTCOME_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "row": int,
-    "cell_id": str,
-    "task_id": str,
-    "world_id": str,
-    "family": str,
-    "checkpoint": str,
-    "fault": (str, type(None)),
-    "policy": str,
-    "seed": int,
-    "stop_reason": str,
-    "final_decision": str,
-    "premature_unsupported": bool,
-    "supported_completion": bool,
-    "clean_false_continuation": bool,
-    "recoverable_stuck": bool,
-    "successful_recovery": bool,
-    "recovered_then_supported": bool,
-    "unsupported_claims": int,
-    "turns": int,
-    "tool_calls": int,
-    "input_tokens": int,
-    "output_tokens": int,
-    "latency_s": (int, float),
-    "cost_usd": (int, float),
-    "postcondition_ok": bool,
-}
-"""Every field of a cell outcome and its JSON type (bools are not ints here)."""
-
 SECONDARY: tuple[tuple[str, str], ...] = (
     ("turns", "decision turns"),
     ("tool_calls", "tool calls"),
@@ -83,46 +54,25 @@ SECONDARY: tuple[tuple[str, str], ...] = (
 )
 
 
-def validate_outcome(obj: Any) -> dict[str, Any]:
-    """Check one outcome's fields and types; AnalysisError naming the row and field if not."""
-    if not isinstance(obj, dict):
-        raise AnalysisError(f"cell outcome must be an object, got {type(obj).__name__}")
-    where = f"outcome row {obj.get('row', '?')}"
-    for name, typ in OUTCOME_FIELDS.items():
-        if name not in obj:
-            raise AnalysisError(f"{where}: missing field {name!r}")
-        value = obj[name]
-        bool_ok = typ is bool or (isinstance(typ, tuple) and bool in typ)
-        if isinstance(value, bool) and not bool_ok:
-            raise AnalysisError(f"{where}: field {name!r} must not be a boolean")
-        if not isinstance(value, typ):
-            raise AnalysisError(f"{where}: field {name!r} has type {type(value).__name__}")
-    if obj["checkpoint"] not in ("clean", "incomplete"):
-        raise AnalysisError(f"{where}: checkpoint {obj['checkpoint']!r} is not clean/incomplete")
-    if obj["policy"] not in CLOSED_LOOP_POLICIES:
-        raise AnalysisError(f"{where}: unknown policy {obj['policy']!r}")
-    if obj["fault"] is not None and obj["fault"] not in FAULTS_CLOSED_LOOP:
-        raise AnalysisError(f"{where}: unknown fault {obj['fault']!r}")
-    return obj
+def _check_vocabulary(o: Outcome) -> None:
+    """The closed-loop analysis knows these checkpoints, policies and faults only."""
+    where = f"outcome row {o.row}"
+    if o.checkpoint not in ("clean", "incomplete"):
+        raise AnalysisError(f"{where}: checkpoint {o.checkpoint!r} is not clean/incomplete")
+    if o.policy not in CLOSED_LOOP_POLICIES:
+        raise AnalysisError(f"{where}: unknown policy {o.policy!r}")
+    if o.fault is not None and o.fault not in FAULTS_CLOSED_LOOP:
+        raise AnalysisError(f"{where}: unknown fault {o.fault!r}")
 
 
-def check_inventory(
-    schedule_rows: Sequence[Mapping[str, Any]], outcomes: Sequence[Mapping[str, Any]]
-) -> None:
+def check_inventory(schedule_rows: Sequence[ScheduleRow], outcomes: Sequence[Outcome]) -> None:
     """Every schedule row exactly once, nothing else; InventoryIncomplete otherwise."""
-    expected: dict[int, str] = {}
-    for srow in schedule_rows:
-        try:
-            expected[int(srow["row"])] = str(srow["cell_id"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise AnalysisError(f"schedule row without a usable row/cell_id: {e}") from e
+    expected = {srow.row: srow.cell_id for srow in schedule_rows}
     if len(expected) != len(schedule_rows):
         raise AnalysisError("the schedule itself repeats a row number")
-    seen = Counter(int(o["row"]) for o in outcomes if expected.get(int(o["row"])) == o["cell_id"])
+    seen = Counter(o.row for o in outcomes if expected.get(o.row) == o.cell_id)
     unexpected = sorted(
-        f"row {o['row']} cell {o['cell_id']}"
-        for o in outcomes
-        if expected.get(int(o["row"])) != o["cell_id"]
+        f"row {o.row} cell {o.cell_id}" for o in outcomes if expected.get(o.row) != o.cell_id
     )
     missing = sorted(r for r in expected if seen[r] == 0)
     duplicate = sorted(r for r, n in seen.items() if n > 1)
@@ -130,36 +80,36 @@ def check_inventory(
         raise InventoryIncomplete(missing, duplicate, unexpected, expected=len(expected))
 
 
-def _task_faults(outcomes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def _task_faults(outcomes: Iterable[Outcome]) -> dict[str, str]:
     faults: dict[str, str] = {}
     for o in outcomes:
-        if o["fault"] is None:
+        if o.fault is None:
             continue
-        prior = faults.setdefault(o["task_id"], o["fault"])
-        if prior != o["fault"]:
+        prior = faults.setdefault(o.task_id, o.fault)
+        if prior != o.fault:
             raise AnalysisError(
-                f"task {o['task_id']} is assigned two faults ({prior}, {o['fault']})"
+                f"task {o.task_id} is assigned two faults ({prior}, {o.fault})"
             )
     return faults
 
 
-def _count(rows: Iterable[Mapping[str, Any]], field: str) -> int:
-    return sum(1 for r in rows if r[field])
+def _count(rows: Iterable[Outcome], field: str) -> int:
+    return sum(1 for r in rows if getattr(r, field))
 
 
-def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float:
+def _mean(rows: Sequence[Outcome], key: str) -> float:
     return sum(_value(r, key) for r in rows) / len(rows) if rows else 0.0
 
 
-def _value(row: Mapping[str, Any], key: str) -> float:
+def _value(row: Outcome, key: str) -> float:
     if key == "tokens":
-        return float(row["input_tokens"] + row["output_tokens"])
-    return float(row[key])
+        return float(row.input_tokens + row.output_tokens)
+    return float(getattr(row, key))
 
 
-def _table4_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    inc = [r for r in rows if r["checkpoint"] == "incomplete"]
-    clean = [r for r in rows if r["checkpoint"] == "clean"]
+def _table4_row(rows: Sequence[Outcome]) -> dict[str, Any]:
+    inc = [r for r in rows if r.checkpoint == "incomplete"]
+    clean = [r for r in rows if r.checkpoint == "clean"]
     return {
         "U": _count(inc, "premature_unsupported"),
         "U_den": len(inc),
@@ -170,19 +120,19 @@ def _table4_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "R": _count(inc, "successful_recovery"),
         "R_den": len(inc),
         "recoverable_stuck": _count(inc, "recoverable_stuck"),
-        "unsupported_claims": sum(int(r["unsupported_claims"]) for r in rows),
+        "unsupported_claims": sum(int(r.unsupported_claims) for r in rows),
         "postcondition_ok": _count(rows, "postcondition_ok"),
         "mean_turns": rnd(_mean(rows, "turns")),
         "mean_calls": rnd(_mean(rows, "tool_calls")),
         "mean_tokens": rnd(_mean(rows, "tokens")),
         "mean_latency_s": rnd(_mean(rows, "latency_s")),
         "mean_cost_usd": rnd(_mean(rows, "cost_usd")),
-        "stop_reasons": dict(sorted(Counter(r["stop_reason"] for r in rows).items())),
+        "stop_reasons": dict(sorted(Counter(r.stop_reason for r in rows).items())),
     }
 
 
 def _diff(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Outcome],
     key: str,
     *,
     checkpoint: str | None,
@@ -191,13 +141,13 @@ def _diff(
     replicates: int,
     scale: float,
 ) -> dict[str, Any]:
-    sel = [r for r in rows if checkpoint is None or r["checkpoint"] == checkpoint]
-    a = [r for r in sel if r["policy"] == TREATMENT]
-    b = [r for r in sel if r["policy"] == COMPARATOR]
+    sel = [r for r in rows if checkpoint is None or r.checkpoint == checkpoint]
+    a = [r for r in sel if r.policy == TREATMENT]
+    b = [r for r in sel if r.policy == COMPARATOR]
     res = cluster_bootstrap_diff(
-        [r["task_id"] for r in a],
+        [r.task_id for r in a],
         [_value(r, key) for r in a],
-        [r["task_id"] for r in b],
+        [r.task_id for r in b],
         [_value(r, key) for r in b],
         replicates=replicates,
         seed=seed,
@@ -227,27 +177,27 @@ def _diff(
     }
 
 
-def _strata(rows: Sequence[Mapping[str, Any]], faults: Mapping[str, str]) -> dict[str, Any]:
+def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> dict[str, Any]:
     """Per assigned fault x policy: U on incomplete rows and S over both conditions."""
     out: dict[str, Any] = {}
     for fault in FAULTS_CLOSED_LOOP:
-        frows = [r for r in rows if faults.get(r["task_id"]) == fault]
+        frows = [r for r in rows if faults.get(r.task_id) == fault]
         if not frows:
             continue
         out[fault] = {
-            "tasks": sorted({r["task_id"] for r in frows}),
+            "tasks": sorted({r.task_id for r in frows}),
             "policies": {
-                p: _table4_row([r for r in frows if r["policy"] == p])
+                p: _table4_row([r for r in frows if r.policy == p])
                 for p in CLOSED_LOOP_POLICIES
-                if any(r["policy"] == p for r in frows)
+                if any(r.policy == p for r in frows)
             },
         }
     return out
 
 
 def analyse_closed_loop(
-    outcomes: Sequence[Mapping[str, Any]],
-    schedule_rows: Sequence[Mapping[str, Any]],
+    outcomes: Sequence[Outcome],
+    schedule_rows: Sequence[ScheduleRow],
     *,
     provider: ProviderInfo,
     seed: int,
@@ -260,17 +210,19 @@ def analyse_closed_loop(
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
     AnalysisError when an outcome is malformed or a comparison arm is absent.
     """
-    rows = sorted((validate_outcome(dict(o)) for o in outcomes), key=lambda o: o["row"])
+    for o in outcomes:
+        _check_vocabulary(o)
+    rows = sorted(outcomes, key=lambda o: o.row)
     check_inventory(schedule_rows, rows)
     faults = _task_faults(rows)
     excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY)
-    primary = [r for r in rows if r["task_id"] not in set(excluded)]
+    primary = [r for r in rows if r.task_id not in set(excluded)]
     for arm in (TREATMENT, COMPARATOR):
-        if not any(r["policy"] == arm for r in primary):
+        if not any(r.policy == arm for r in primary):
             raise AnalysisError(f"no primary-scope rows for policy {arm!r}")
-    policies = [p for p in CLOSED_LOOP_POLICIES if any(r["policy"] == p for r in rows)]
+    policies = [p for p in CLOSED_LOOP_POLICIES if any(r.policy == p for r in rows)]
 
-    table4 = {p: _table4_row([r for r in primary if r["policy"] == p]) for p in policies}
+    table4 = {p: _table4_row([r for r in primary if r.policy == p]) for p in policies}
 
     h2 = _diff(
         primary,
@@ -296,9 +248,9 @@ def analyse_closed_loop(
     h3["passed"] = noninferior(float(h3["ci_pp"][0]), margin_pp)
     h3["rule"] = f"lower bound of the 95% interval > {margin_pp:g} pp"
 
-    ect_inc = [r for r in primary if r["policy"] == TREATMENT and r["checkpoint"] == "incomplete"]
-    recovered = [r for r in ect_inc if r["successful_recovery"]]
-    then_supported = [r for r in recovered if r["recovered_then_supported"]]
+    ect_inc = [r for r in primary if r.policy == TREATMENT and r.checkpoint == "incomplete"]
+    recovered = [r for r in ect_inc if r.successful_recovery]
+    then_supported = [r for r in recovered if r.recovered_then_supported]
     h4 = {
         "eligible": len(ect_inc),
         "recoveries": len(recovered),
@@ -326,9 +278,9 @@ def analyse_closed_loop(
 
     intervals: dict[str, Any] = {}
     for p in policies:
-        prow = [r for r in primary if r["policy"] == p]
-        inc = [r for r in prow if r["checkpoint"] == "incomplete"]
-        clean = [r for r in prow if r["checkpoint"] == "clean"]
+        prow = [r for r in primary if r.policy == p]
+        inc = [r for r in prow if r.checkpoint == "incomplete"]
+        clean = [r for r in prow if r.checkpoint == "clean"]
         intervals[p] = {}
         for key, sel, field in (
             ("U", inc, "premature_unsupported"),
@@ -339,8 +291,8 @@ def analyse_closed_loop(
             if not sel:
                 continue
             res = cluster_bootstrap_mean(
-                [r["task_id"] for r in sel],
-                [float(r[field]) for r in sel],
+                [r.task_id for r in sel],
+                [float(getattr(r, field)) for r in sel],
                 replicates=replicates,
                 seed=seed,
                 label=f"rate/{p}/{key}",
@@ -351,7 +303,7 @@ def analyse_closed_loop(
             }
         for key in ("turns", "tool_calls", "tokens", "cost_usd"):
             res = cluster_bootstrap_mean(
-                [r["task_id"] for r in prow],
+                [r.task_id for r in prow],
                 [_value(r, key) for r in prow],
                 replicates=replicates,
                 seed=seed,
@@ -361,23 +313,23 @@ def analyse_closed_loop(
 
     strata = _strata(rows, faults)
     unseen = {f: strata[f] for f in UNSEEN if f in strata}
-    unseen_rows = [r for r in primary if faults.get(r["task_id"]) in UNSEEN]
+    unseen_rows = [r for r in primary if faults.get(r.task_id) in UNSEEN]
     unseen_pooled = {
-        p: _table4_row([r for r in unseen_rows if r["policy"] == p])
+        p: _table4_row([r for r in unseen_rows if r.policy == p])
         for p in policies
-        if any(r["policy"] == p for r in unseen_rows)
+        if any(r.policy == p for r in unseen_rows)
     }
-    tb_rows = [r for r in rows if r["task_id"] in set(excluded)]
+    tb_rows = [r for r in rows if r.task_id in set(excluded)]
     trust = {
         "tasks": excluded,
         "policies": {
-            p: _table4_row([r for r in tb_rows if r["policy"] == p])
+            p: _table4_row([r for r in tb_rows if r.policy == p])
             for p in policies
-            if any(r["policy"] == p for r in tb_rows)
+            if any(r.policy == p for r in tb_rows)
         },
     }
 
-    primary_tasks = sorted({r["task_id"] for r in primary})
+    primary_tasks = sorted({r.task_id for r in primary})
     return {
         "format": "ect.analysis.closed_loop/1",
         "provider": provider.to_json(),
@@ -396,7 +348,7 @@ def analyse_closed_loop(
             "primary_clusters": len(primary_tasks),
             "primary_rows": len(primary),
             "seeds_per_cell_group": sorted(
-                Counter((r["task_id"], r["checkpoint"], r["policy"]) for r in primary).values()
+                Counter((r.task_id, r.checkpoint, r.policy) for r in primary).values()
             )[0],
             "policies": policies,
         },

@@ -14,10 +14,12 @@ import anyio
 from runner.analysis._closed import analyse_closed_loop
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import ScheduleDisagrees
-from runner.analysis._load import load_outcomes_from_store, read_schedule_rows
+from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
 from runner.errors import AnalysisError
+from runner.loop import Outcome
+from runner.study import ScheduleRow, read_schedule
 
 __all__ = [
     "DEFAULT_REPORT_SEED",
@@ -141,8 +143,8 @@ def static_study(
 
 
 def closed_loop_report(
-    outcomes: Sequence[dict[str, Any]],
-    schedule_rows: Sequence[dict[str, Any]],
+    outcomes: Sequence[Outcome],
+    schedule_rows: Sequence[ScheduleRow],
     out_dir: str | Path,
     *,
     provider: ProviderInfo,
@@ -175,13 +177,13 @@ def report_from_store(
         AnalysisError: a record disagrees with the schedule row it claims to have run.
     """
     loaded = load_outcomes_from_store(store_path)
-    schedule = read_schedule_rows(schedule_path)
-    by_row = {r.get("row"): r for r in schedule}
-    for row, recorded in sorted(loaded.recorded_schedule_rows.items()):
-        if row in by_row and recorded != by_row[row]:
-            raise ScheduleDisagrees(
-                f"store record for row {row} ran a different schedule row than the schedule given"
-            )
+    schedule = read_schedule(schedule_path)
+    by_row = {r.row: r for r in schedule}
+    for cell in loaded.cells:
+        want = by_row.get(cell.row)
+        problem = cell.mismatch(want) if want is not None else None
+        if problem is not None:
+            raise ScheduleDisagrees(f"store record: {problem}, not the schedule given")
     declared = loaded.header.get("schedule_rows")
     if isinstance(declared, int) and declared != len(schedule):
         raise ScheduleDisagrees(

@@ -1,8 +1,9 @@
-"""Reading the closed-loop inputs: cell outcomes from a run store, and the canonical schedule.
+"""Reading the closed-loop inputs: cell records from a run store.
 
 The store is verified in full first (``runner.store.verify_store``); a damaged store is refused
-with its typed error. Each record body (written by ``runner.study``) carries ``row``, ``cell_id``,
-``schedule_row`` and ``result.outcome``; the loader checks that they agree with one another.
+with its typed error. Each record body is read as a :class:`runner.study.CellRecord`, whose
+strict reader checks that its row, cell id, schedule row, outcome and digests agree; the
+canonical schedule is read by :func:`runner.study.read_schedule`, the one schedule reader.
 
 The provider a report names comes from the store header: either a ``"provider"`` object
 ``{"name", "model", "simulated"}``, or (as ``runner.study`` writes it) a ``"provider"`` name with
@@ -15,31 +16,33 @@ report must say which provider produced it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from runner.analysis._common import ProviderInfo
-from runner.canonical import loads_strict
+from runner.canonical import JsonObject
 from runner.errors import AnalysisError, FormatError
+from runner.loop import Outcome
 from runner.store import Store, verify_store
+from runner.study import CellRecord
 
-__all__ = ["StoreOutcomes", "load_outcomes_from_store", "read_schedule_rows"]
+__all__ = ["StoreOutcomes", "load_outcomes_from_store"]
 
 
 @dataclass(frozen=True)
 class StoreOutcomes:
     """What a report needs from a store."""
 
-    outcomes: list[dict[str, Any]]
-    recorded_schedule_rows: dict[int, dict[str, Any]]
-    header: dict[str, Any]
+    cells: list[CellRecord]
+    header: JsonObject
     head: tuple[int, str]
     records: int
     provider: ProviderInfo
 
-    def inputs(self) -> dict[str, Any]:
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return [c.result.outcome for c in self.cells]
+
+    def inputs(self) -> JsonObject:
         """Identifying figures for results.json (no paths, no clock)."""
         return {
             "store_id": str(self.header.get("store_id", "")),
@@ -49,22 +52,7 @@ class StoreOutcomes:
         }
 
 
-def _provider_triples(obj: Any) -> Iterator[tuple[str, str, bool]]:
-    if isinstance(obj, dict):
-        if (
-            isinstance(obj.get("provider"), str)
-            and isinstance(obj.get("model"), str)
-            and isinstance(obj.get("simulated"), bool)
-        ):
-            yield (obj["provider"], obj["model"], obj["simulated"])
-        for v in obj.values():
-            yield from _provider_triples(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _provider_triples(v)
-
-
-def _resolve_provider(header: dict[str, Any], triples: set[tuple[str, str, bool]]) -> ProviderInfo:
+def _resolve_provider(header: JsonObject, triples: set[tuple[str, str, bool]]) -> ProviderInfo:
     """Header ``provider`` object, or header name + ``simulated`` flag with the model from the
     audits, or the audits alone; anything ambiguous or contradictory is refused."""
     p = header.get("provider")
@@ -103,55 +91,22 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
 
     Raises:
         StoreDamaged (a runner.store error): the store does not verify.
-        AnalysisError: a record lacks an outcome, disagrees with itself, or no single provider
-            is named.
+        AnalysisError: a record is not a well-formed cell record (it disagrees with itself), or
+            no single provider is named.
     """
     verify_store(path, full=True).raise_for_damage()
-    outcomes: list[dict[str, Any]] = []
-    recorded: dict[int, dict[str, Any]] = {}
+    cells: list[CellRecord] = []
     triples: set[tuple[str, str, bool]] = set()
     with Store.open(path) as store:
         header = store.header
         head = store.head
         count = store.count
         for rec in store.records(1):
-            body = rec.body
             try:
-                outcome = body["result"]["outcome"]
-                row, cell_id = body["row"], body["cell_id"]
-            except (KeyError, TypeError) as e:
-                raise AnalysisError(
-                    f"store record {rec.seq} has no result.outcome/row/cell_id"
-                ) from e
-            if not isinstance(outcome, dict):
-                raise AnalysisError(f"store record {rec.seq}: result.outcome is not an object")
-            if outcome.get("row") != row or outcome.get("cell_id") != cell_id:
-                raise AnalysisError(
-                    f"store record {rec.seq}: outcome names row {outcome.get('row')} "
-                    f"{outcome.get('cell_id')!r}, the record row {row} {cell_id!r}"
-                )
-            srow = body.get("schedule_row")
-            if isinstance(srow, dict) and isinstance(row, int):
-                recorded.setdefault(row, srow)
-            triples.update(_provider_triples(body.get("audit")))
-            outcomes.append(dict(outcome))
+                cell = CellRecord.from_json(rec.body, f"store record {rec.seq}")
+            except FormatError as e:
+                raise AnalysisError(f"not a cell record: {e}") from e
+            triples.update(cell.audit.attempt_providers())
+            cells.append(cell)
     provider = _resolve_provider(header, triples)
-    return StoreOutcomes(outcomes, recorded, header, head, count, provider)
-
-
-def read_schedule_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The canonical schedule: JSON Lines (one row object per line) or one JSON array."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise AnalysisError(f"cannot read schedule {path}: {e.strerror}") from e
-    try:
-        if data.lstrip().startswith(b"["):
-            rows = loads_strict(data)
-        else:
-            rows = [loads_strict(line) for line in data.splitlines() if line.strip()]
-    except FormatError as e:
-        raise AnalysisError(f"schedule {path}: {e}") from e
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise AnalysisError(f"schedule {path}: expected row objects")
-    return rows
+    return StoreOutcomes(cells, header, head, count, provider)

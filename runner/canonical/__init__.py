@@ -5,6 +5,20 @@ nothing in digest code calls ``json.dumps``.
 """
 
 from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest
+from runner.canonical._fields import (
+    JsonObject,
+    RecordFormatError,
+    read_bool,
+    read_digest,
+    read_int,
+    read_list,
+    read_number,
+    read_object,
+    read_opt_digest,
+    read_opt_object,
+    read_opt_str,
+    read_str,
+)
 from runner.canonical._jcs import canonical_bytes
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
@@ -13,10 +27,22 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INPUT_BYTES",
     "Domain",
+    "JsonObject",
+    "RecordFormatError",
     "canonical_bytes",
     "digest",
     "digest_bytes",
     "is_digest",
     "load_strict_file",
     "loads_strict",
+    "read_bool",
+    "read_digest",
+    "read_int",
+    "read_list",
+    "read_number",
+    "read_object",
+    "read_opt_digest",
+    "read_opt_object",
+    "read_opt_str",
+    "read_str",
 ]

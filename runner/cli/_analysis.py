@@ -18,6 +18,7 @@ from runner.analysis import (
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
+from runner.study import ScheduleError
 
 COMMANDS: list[click.Command] = []
 
@@ -163,7 +164,12 @@ def static_cmd(
     help="Bootstrap replicates.",
 )
 @map_errors(
-    {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED, StoreError: EXIT_REFUSED}
+    {
+        InventoryIncomplete: EXIT_REFUSED,
+        ScheduleDisagrees: EXIT_REFUSED,
+        ScheduleError: EXIT_REFUSED,
+        StoreError: EXIT_REFUSED,
+    }
 )
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int

@@ -24,6 +24,7 @@ from runner.cli._common import (
 from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
 from runner.store import StoreDamaged, StoreUsageError
 from runner.study import (
+    CellRecord,
     Halted,
     IncompleteStore,
     LockError,
@@ -227,7 +228,7 @@ class _Progress:
         label = " (simulated)" if summary.provider == "simulated" else ""
         return f"{reasons}  cost ${summary.cost_usd:.4f}{label}"
 
-    def update(self, body: dict[str, Any], summary: RunSummary) -> None:
+    def update(self, record: CellRecord, summary: RunSummary) -> None:
         if not self.enabled:
             return
         if self._bar is not None:
@@ -420,7 +421,7 @@ def replay_cmd(store: str, spec: str | None, as_json: bool) -> None:
         click.echo(f"replayed {report.cells} cells: {report.reproduced} reproduced, "
                    f"{len(report.mismatches)} differ")
         for m in report.mismatches[:10]:
-            click.echo(f"  row {m['row']} {m['cell_id']}: {m['detail']}")
+            click.echo(f"  row {m.row} {m.cell_id}: {m.detail}")
     if report.mismatches:
         sys.exit(EXIT_NEGATIVE)
 

@@ -1,6 +1,7 @@
 """The closed-loop trajectory engine and its independent outcome scoring (DESIGN §8)."""
 
-from runner.loop._scoring import OUTCOME_FIELDS, score
+from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
+from runner.loop._scoring import score
 from runner.loop._trajectory import (
     Decision,
     ToolExecutor,
@@ -12,7 +13,9 @@ from runner.loop._trajectory import (
 
 __all__ = [
     "OUTCOME_FIELDS",
+    "CellIdentity",
     "Decision",
+    "Outcome",
     "ToolExecutor",
     "Trajectory",
     "TrajectoryConfig",

@@ -28,19 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from runner.ect import Receipt
+from runner.loop._outcome import CellIdentity, Outcome
 from runner.loop._trajectory import Trajectory
 from runner.worlds import in_scope
 
-__all__ = ["OUTCOME_FIELDS", "score"]
-
-OUTCOME_FIELDS = (
-    "row", "cell_id", "task_id", "world_id", "family", "checkpoint", "fault", "policy", "seed",
-    "stop_reason", "final_decision", "premature_unsupported", "supported_completion",
-    "clean_false_continuation", "recoverable_stuck", "successful_recovery",
-    "recovered_then_supported", "unsupported_claims", "turns", "tool_calls", "input_tokens",
-    "output_tokens", "latency_s", "cost_usd", "postcondition_ok",
-)
-
+__all__ = ["score"]
 
 def _equal(value: Any, gold: Any, tolerance: float) -> bool:
     if isinstance(value, bool) or isinstance(gold, bool):
@@ -124,7 +116,7 @@ def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
     return out
 
 
-def score(trajectory: Trajectory, row: dict[str, Any]) -> dict[str, Any]:
+def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
     """The cell outcome (the shape runner.analysis reads), from the trajectory and its row."""
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
@@ -142,32 +134,30 @@ def score(trajectory: Trajectory, row: dict[str, Any]) -> dict[str, Any]:
     recoverable = (incomplete and not cp.needs_human and len(cp.recovery_calls) <= calls_left)
     recovered = incomplete and _recovered(trajectory)
     conflicts = "conflict" in trajectory.note_statuses
-    outcome = {
-        "row": row["row"],
-        "cell_id": row["cell_id"],
-        "task_id": cp.task.task_id,
-        "world_id": cp.task.world_id,
-        "family": cp.task.family,
-        "checkpoint": cp.kind,
-        "fault": cp.fault,
-        "policy": trajectory.policy,
-        "seed": row["seed"],
-        "stop_reason": trajectory.stop_reason.value,
-        "final_decision": trajectory.pipeline_verdicts[-1] if trajectory.pipeline_verdicts else "none",
-        "premature_unsupported": incomplete and goal and not supported,
-        "supported_completion": supported,
-        "clean_false_continuation": false_continuation,
-        "recoverable_stuck": trajectory.stop_reason.value == "no_progress" and recoverable,
-        "successful_recovery": recovered,
-        "recovered_then_supported": recovered and supported,
-        "unsupported_claims": unsupported_claims if goal else 0,
-        "turns": trajectory.turns,
-        "tool_calls": trajectory.tool_calls,
-        "input_tokens": trajectory.input_tokens,
-        "output_tokens": trajectory.output_tokens,
-        "latency_s": trajectory.latency_s,
-        "cost_usd": trajectory.cost_usd,
-        "postcondition_ok": (not conflicts) and (supported if goal else True),
-    }
-    assert tuple(outcome) == OUTCOME_FIELDS
-    return outcome
+    return Outcome(
+        row=row.row,
+        cell_id=row.cell_id,
+        task_id=cp.task.task_id,
+        world_id=cp.task.world_id,
+        family=cp.task.family,
+        checkpoint=cp.kind,
+        fault=cp.fault,
+        policy=trajectory.policy,
+        seed=row.seed,
+        stop_reason=trajectory.stop_reason.value,
+        final_decision=trajectory.pipeline_verdicts[-1] if trajectory.pipeline_verdicts else "none",
+        premature_unsupported=incomplete and goal and not supported,
+        supported_completion=supported,
+        clean_false_continuation=false_continuation,
+        recoverable_stuck=trajectory.stop_reason.value == "no_progress" and recoverable,
+        successful_recovery=recovered,
+        recovered_then_supported=recovered and supported,
+        unsupported_claims=unsupported_claims if goal else 0,
+        turns=trajectory.turns,
+        tool_calls=trajectory.tool_calls,
+        input_tokens=trajectory.input_tokens,
+        output_tokens=trajectory.output_tokens,
+        latency_s=trajectory.latency_s,
+        cost_usd=trajectory.cost_usd,
+        postcondition_ok=(not conflicts) and (supported if goal else True),
+    )

@@ -21,7 +21,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import canonical_bytes
+from runner.canonical import (
+    RecordFormatError,
+    canonical_bytes,
+    read_bool,
+    read_int,
+    read_object,
+    read_opt_object,
+    read_opt_str,
+    read_str,
+)
 from runner.control import (
     Budget,
     Escalate,
@@ -71,9 +80,13 @@ class TrajectoryConfig:
     price: PriceTable | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
-    """One planner decision as recorded in the result (deterministic fields only)."""
+    """One planner decision as recorded in the result (deterministic fields only).
+
+    ``action``, ``pipeline`` and ``tool_response`` are JSON objects as the model, the pipeline
+    and the tool produced them; :meth:`from_json` checks the record's own shape around them.
+    """
 
     index: int
     action: dict[str, Any]
@@ -93,6 +106,26 @@ class Decision:
             "tool_error": self.tool_error,
             "provider_ok": self.provider_ok,
         }
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "decision") -> Decision:
+        d = read_object(obj, path, _DECISION_FIELDS)
+        action = read_opt_object(d["action"], f"{path}.action")
+        if action is None:
+            raise RecordFormatError(f"{path}.action", "expected an object, got null")
+        return cls(
+            index=read_int(d["index"], f"{path}.index"),
+            action=action,
+            verdict=read_str(d["verdict"], f"{path}.verdict"),
+            pipeline=read_opt_object(d["pipeline"], f"{path}.pipeline"),
+            tool_response=read_opt_object(d["tool_response"], f"{path}.tool_response"),
+            tool_error=read_opt_str(d["tool_error"], f"{path}.tool_error"),
+            provider_ok=read_bool(d["provider_ok"], f"{path}.provider_ok"),
+        )
+
+
+_DECISION_FIELDS = ("index", "action", "verdict", "pipeline", "tool_response", "tool_error",
+                    "provider_ok")
 
 
 @dataclass

@@ -34,7 +34,7 @@ from runner.store._keys import (
     load_signing_key,
     public_key_path,
 )
-from runner.store._manifest import MANIFEST_FORMAT, export_manifest, verify_manifest
+from runner.store._manifest import MANIFEST_FORMAT, ManifestCell, export_manifest, verify_manifest
 from runner.store._store import DEFAULT_BUSY_TIMEOUT_S, Record, Store
 from runner.store._verify import DAMAGE_KINDS, StoreReport, salvage, verify_store
 
@@ -50,6 +50,7 @@ __all__ = [
     "FileCorrupt",
     "InsecureKeyFile",
     "KeyFileError",
+    "ManifestCell",
     "ManifestInvalid",
     "NotAStore",
     "ProofInvalid",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from runner.store._store import Store
 from runner.store._verify import _open_ro
 from runner.store.merkle import Accumulator
 
-__all__ = ["MANIFEST_FORMAT", "export_manifest", "verify_manifest"]
+__all__ = ["MANIFEST_FORMAT", "ManifestCell", "export_manifest", "verify_manifest"]
 
 MANIFEST_FORMAT = "ect.manifest/1"
 _MANIFEST_KEYS = frozenset(
@@ -50,6 +51,18 @@ _MANIFEST_KEYS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ManifestCell:
+    """What the manifest lists of one committed cell; the caller (``runner.study``) reads it
+    from its own record type, so the store needs no knowledge of the record's shape to export."""
+
+    row: int
+    cell_id: str
+    result_digest: str
+    audit_digest: str
+    status: str
+
+
 def _status(result: Any) -> str:
     """The status a cell is counted under: ``result["status"]`` if a string, else
     ``result["outcome"]["stop_reason"]`` if a string, else ``"unspecified"``."""
@@ -62,27 +75,26 @@ def _status(result: Any) -> str:
     return "unspecified"
 
 
-def _cells(
-    bodies: Sequence[tuple[int, dict[str, Any]]],
-) -> tuple[list[Any], list[Any], dict[str, int]]:
-    cells: list[dict[str, Any]] = []
-    audits: list[dict[str, Any]] = []
+def _cell_of(seq: int, body: dict[str, Any]) -> ManifestCell:
+    """The manifest entry verification rebuilds from a stored record body."""
+    for k in ("row", "cell_id", "result_digest", "audit_digest"):
+        if k not in body:
+            raise ScheduleMismatch(f"record {seq} has no {k!r}: not a cell record")
+    return ManifestCell(body["row"], body["cell_id"], body["result_digest"],
+                        body["audit_digest"], _status(body.get("result")))
+
+
+def _cells(cells: Sequence[ManifestCell]) -> tuple[list[Any], list[Any], dict[str, int]]:
     counts: dict[str, int] = {}
-    for seq, body in bodies:
-        for k in ("row", "cell_id", "result_digest", "audit_digest"):
-            if k not in body:
-                raise ScheduleMismatch(f"record {seq} has no {k!r}: not a cell record")
-        if not is_digest(body["result_digest"]) or not is_digest(body["audit_digest"]):
-            raise ScheduleMismatch(f"record {seq}: result_digest/audit_digest are not digests")
-        cells.append(
-            {"row": body["row"], "cell_id": body["cell_id"], "result_digest": body["result_digest"]}
-        )
-        audits.append(
-            {"row": body["row"], "cell_id": body["cell_id"], "audit_digest": body["audit_digest"]}
-        )
-        st = _status(body.get("result"))
-        counts[st] = counts.get(st, 0) + 1
-    return cells, audits, dict(sorted(counts.items()))
+    for c in cells:
+        if not is_digest(c.result_digest) or not is_digest(c.audit_digest):
+            raise ScheduleMismatch(f"cell {c.cell_id!r}: result_digest/audit_digest are not digests")
+        counts[c.status] = counts.get(c.status, 0) + 1
+    return (
+        [{"row": c.row, "cell_id": c.cell_id, "result_digest": c.result_digest} for c in cells],
+        [{"row": c.row, "cell_id": c.cell_id, "audit_digest": c.audit_digest} for c in cells],
+        dict(sorted(counts.items())),
+    )
 
 
 def _build(
@@ -92,9 +104,9 @@ def _build(
     root: bytes,
     attempts_size: int,
     attempts_head: bytes,
-    bodies: Sequence[tuple[int, dict[str, Any]]],
+    entries: Sequence[ManifestCell],
 ) -> dict[str, Any]:
-    cells, audits, counts = _cells(bodies)
+    cells, audits, counts = _cells(entries)
     return {
         "format": MANIFEST_FORMAT,
         "store_id": header["store_id"],
@@ -112,52 +124,29 @@ def _build(
 
 
 def export_manifest(
-    store: Store, schedule_rows: Sequence[dict[str, Any]], out_path: str | os.PathLike[str]
+    store: Store, cells: Sequence[ManifestCell], out_path: str | os.PathLike[str]
 ) -> dict[str, Any]:
-    """Checkpoint ``store``, check its records are exactly ``schedule_rows`` (each row once, in
-    order, nothing extra), then write the signed manifest atomically to ``out_path``.
-
-    A record matches row i when its ``schedule_row_digest`` equals
-    ``digest("ect/schedule-row/v1", schedule_rows[i])`` and the digest of its own
-    ``schedule_row``, and its ``row``/``cell_id`` equal the row's (when the row has them).
+    """Checkpoint ``store`` and write the signed manifest listing ``cells`` atomically to
+    ``out_path``. ``cells`` are the committed records in order, one each, as the caller read
+    them (``runner.study`` matches its records against the schedule before it calls here).
 
     Raises:
-        ScheduleMismatch: missing, extra, duplicated or out-of-order rows (nothing is written).
+        ScheduleMismatch: ``cells`` is not one entry per committed record, or a cell id repeats
+            (nothing is written).
         StoreUsageError: the store was opened without its signing key.
     """
     note = store.checkpoint()
     cp = note["checkpoint"]
     size = cp["size"]
-    bodies = [(r.seq, r.body) for r in store.records(1) if r.seq < size]
-    n = len(schedule_rows)
-    seen: set[str] = set()
-    for i, row in enumerate(schedule_rows):
-        if not isinstance(row, dict):
-            raise TypeError("schedule rows must be dicts")
-        if i >= len(bodies):
-            cid = row.get("cell_id", "?")
-            raise ScheduleMismatch(
-                f"schedule row {i} (cell {cid}) has no committed record: "
-                f"{n - len(bodies)} of {n} rows missing"
-            )
-        seq, body = bodies[i]
-        want = digest("ect/schedule-row/v1", row)
-        if body.get("schedule_row_digest") != want:
-            raise ScheduleMismatch(f"record {seq} is not schedule row {i} (digest differs)")
-        if digest("ect/schedule-row/v1", body.get("schedule_row")) != want:
-            raise ScheduleMismatch(f"record {seq}: schedule_row does not match its digest")
-        for k in ("row", "cell_id"):
-            if k in row and body.get(k) != row[k]:
-                raise ScheduleMismatch(f"record {seq}: {k} {body.get(k)!r} != schedule {row[k]!r}")
-        cid = body.get("cell_id")
-        if not isinstance(cid, str) or cid in seen:
-            raise ScheduleMismatch(f"record {seq}: cell_id {cid!r} missing or repeated")
-        seen.add(cid)
-    if len(bodies) > n:
+    if len(cells) != size - 1:
         raise ScheduleMismatch(
-            f"the store holds {len(bodies) - n} records beyond the schedule's {n} rows "
-            f"(first extra: record {bodies[n][0]})"
+            f"{len(cells)} cells given for the {size - 1} records committed in the store"
         )
+    seen: set[str] = set()
+    for c in cells:
+        if not isinstance(c.cell_id, str) or c.cell_id in seen:
+            raise ScheduleMismatch(f"cell_id {c.cell_id!r} missing or repeated")
+        seen.add(c.cell_id)
     manifest = _build(
         store.header,
         size,
@@ -165,7 +154,7 @@ def export_manifest(
         bytes.fromhex(cp["root"]),
         cp["attempts_size"],
         bytes.fromhex(cp["attempts_head"]),
-        bodies,
+        cells,
     )
     mdigest = digest("ect/manifest/v1", manifest)
     doc = {
@@ -269,7 +258,7 @@ def verify_manifest(
             acc.root(),
             acount,
             bytes(row[0]) if row is not None else b"\x00" * 32,
-            bodies,
+            [_cell_of(seq, body) for seq, body in bodies],
         )
     except (ScheduleMismatch, KeyError, TypeError) as e:
         raise ManifestInvalid(f"store records are not cell records: {e}") from e

@@ -24,13 +24,20 @@ import anyio
 import structlog
 
 from runner import __version__
-from runner.canonical import canonical_bytes, digest
+from runner.canonical import JsonObject, canonical_bytes
 from runner.ect import ledger_digest
 from runner.errors import EctError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
-from runner.study._schedule import row_digest
+from runner.study._records import (
+    AuditCall,
+    AuditGroup,
+    CellRecord,
+    CellResult,
+    RawExchangeRef,
+    ScheduleRow,
+)
 from runner.study._spec import StudySpec, file_sha256
 
 __all__ = [
@@ -39,8 +46,7 @@ __all__ = [
     "RunSummary",
     "StoreInUse",
     "StoreNotEmpty",
-    "cell_result_digest",
-    "deterministic_result",
+    "cell_result",
     "execute",
     "run_lock_path",
     "stop_file",
@@ -125,7 +131,7 @@ class RunSummary:
     orphan_attempts: int = 0
     provider: str = "simulated"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "store": self.store,
             "total": self.total,
@@ -145,17 +151,6 @@ class RunSummary:
 def stop_file(store_path: Path) -> Path:
     """The kill-switch file: ``STOP`` in the store's directory halts every run writing there."""
     return store_path.parent / "STOP"
-
-
-def deterministic_result(result: dict[str, Any]) -> dict[str, Any]:
-    """The cell result without wall-clock fields (what the result digest covers)."""
-    out = {k: v for k, v in result.items() if k != "timing"}
-    out["outcome"] = {k: v for k, v in result["outcome"].items() if k != "latency_s"}
-    return out
-
-
-def cell_result_digest(result: dict[str, Any]) -> str:
-    return digest("ect/record/v1", deterministic_result(result))
 
 
 # --- providers ----------------------------------------------------------------------------
@@ -206,7 +201,7 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
 class _Journaled:
     """A provider wrapper that journals every attempt in the store before it is sent."""
 
-    def __init__(self, inner: Any, store: Any, row: dict[str, Any], counter: list[int]) -> None:
+    def __init__(self, inner: Any, store: Any, row: ScheduleRow, counter: list[int]) -> None:
         self._inner = inner
         self._store = store
         self._row = row
@@ -226,7 +221,7 @@ class _Journaled:
     async def begin(self, record: Any) -> None:
         self._counter[0] += 1
         self._seqs[record.attempt_id] = self._store.attempt_begin(
-            {"cell_id": self._row["cell_id"], "row": self._row["row"], "attempt": record.to_json()})
+            {"cell_id": self._row.cell_id, "row": self._row.row, "attempt": record.to_json()})
 
     async def end(self, record: Any) -> None:
         seq = self._seqs.pop(record.attempt_id)
@@ -249,7 +244,7 @@ class _Context:
     simulated: bool
 
 
-async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: Any,
+async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Any,
                               provider: Any, execute_tool: Any) -> Trajectory:
     """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
 
@@ -258,10 +253,10 @@ async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: 
     """
     from runner.policies import PipelineParams, make_pipeline
 
-    generation = GenerationConfig(temperature=spec.model.temperature, seed=row["seed"],
+    generation = GenerationConfig(temperature=spec.model.temperature, seed=row.seed,
                                   max_output_tokens=spec.model.max_output_tokens)
-    metadata = {"cell_id": row["cell_id"], "seed": row["seed"]}
-    pipeline = make_pipeline(row["policy"], provider,
+    metadata = {"cell_id": row.cell_id, "seed": row.seed}
+    pipeline = make_pipeline(row.policy, provider,
                              PipelineParams(generation=generation, metadata=metadata))
     config = TrajectoryConfig(
         max_decisions=spec.budget.max_decisions,
@@ -274,7 +269,7 @@ async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: 
                                 metadata=metadata)
 
 
-async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dict[str, Any]]:
+async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRecord]:
     provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
 
     async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -283,71 +278,63 @@ async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dic
             ctx.sandbox.call, world_id, tool_id, args, limiter=ctx.limiter)
         return response
 
-    trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row["checkpoint_id"]],
+    trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
-    return trajectory, _record_body(ctx, row, trajectory, provider.requests)
+    return trajectory, _record(ctx, row, trajectory, provider.requests)
 
 
-def _record_result(row: dict[str, Any], t: Trajectory, *, simulated: bool) -> dict[str, Any]:
-    """The cell result: deterministic fields, plus ``timing`` (left out of the result digest)."""
+def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResult:
+    """The cell result of a finished trajectory (``run`` and ``replay`` both build it here)."""
     base_calls = {c.call_id for c in t.checkpoint.trace}
-    return {
-        "outcome": score(t, row),
-        "stop": {"reason": t.stop_reason.value, "detail": t.stop_detail},
-        "decisions": [d.to_json() for d in t.decisions],
-        "final_certificate": t.final_certificate,
-        "ledger_digest": ledger_digest(t.ledger),
-        "new_receipts": [r.to_json() for r in t.ledger.receipts if r.call_id not in base_calls],
-        "notes": t.notes,
-        "tokens": {"input": t.input_tokens, "output": t.output_tokens},
-        "simulated": simulated,
-        "timing": {"latency_s": t.latency_s},
-    }
+    return CellResult(
+        outcome=score(t, row),
+        stop_reason=t.stop_reason.value,
+        stop_detail=t.stop_detail,
+        decisions=tuple(t.decisions),
+        final_certificate=t.final_certificate,
+        ledger_digest=ledger_digest(t.ledger),
+        new_receipts=tuple(r.to_json() for r in t.ledger.receipts
+                           if r.call_id not in base_calls),
+        notes=t.notes,
+        input_tokens=t.input_tokens,
+        output_tokens=t.output_tokens,
+        simulated=simulated,
+        latency_s=t.latency_s,
+    )
 
 
-def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory,
-                 requests: list[str]) -> dict[str, Any]:
+def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str]) -> CellRecord:
     """The record body. Each audited call keeps the digest of its canonical request, the raw
     exchanges of every attempt and, when it succeeded, the adapter's parsed response (so replay
     works offline for every provider, not only for the simulated one)."""
-    result = _record_result(row, t, simulated=ctx.simulated)
+    result = cell_result(row, t, simulated=ctx.simulated)
     if len(requests) != len(t.provider_results):
-        raise StudyError(f"{row['cell_id']}: {len(requests)} provider requests but "
+        raise StudyError(f"{row.cell_id}: {len(requests)} provider requests but "
                          f"{len(t.provider_results)} results")
     calls = []
     for request_digest, r in zip(requests, t.provider_results, strict=True):
-        calls.append({
-            "request": request_digest,
-            "parsed": (ctx.store.put_blob(canonical_bytes(r.response.to_json()))
-                       if r.response is not None else None),
-            "ok": r.ok,
-            "failure": r.failure.to_json() if r.failure is not None else None,
-            "attempts": [a.to_json() for a in r.attempts],
-            "raw": [{"request": ctx.store.put_blob(x.request_bytes),
-                     "response": (ctx.store.put_blob(x.response_bytes)
-                                  if x.response_bytes is not None else None)}
-                    for x in r.raw],
-        })
+        calls.append(AuditCall(
+            request=request_digest,
+            parsed=(ctx.store.put_blob(canonical_bytes(r.response.to_json()))
+                    if r.response is not None else None),
+            ok=r.ok,
+            failure=r.failure.to_json() if r.failure is not None else None,
+            attempts=tuple(a.to_json() for a in r.attempts),
+            raw=tuple(RawExchangeRef(ctx.store.put_blob(x.request_bytes),
+                                     (ctx.store.put_blob(x.response_bytes)
+                                      if x.response_bytes is not None else None))
+                      for x in r.raw),
+        ))
     first = t.provider_results[0].attempts[0] if t.provider_results and \
         t.provider_results[0].attempts else None
-    audit = {
-        "provider": first.provider if first is not None else None,
-        "model": first.model if first is not None else None,
-        "calls": calls,
-    }
-    artifacts = {"trace": ctx.store.put_blob(trace_bytes(t))}
-    return {
-        "row": row["row"],
-        "cell_id": row["cell_id"],
-        "schedule_row": row,
-        "schedule_row_digest": row_digest(row),
-        "result": result,
-        "result_digest": cell_result_digest(result),
-        "audit": audit,
-        "audit_digest": digest("ect/record/v1", audit),
-        "artifacts": artifacts,
-        "code_version": __version__,
-    }
+    audit = AuditGroup(
+        provider=first.provider if first is not None else None,
+        model=first.model if first is not None else None,
+        calls=tuple(calls),
+    )
+    return CellRecord(schedule_row=row, result=result, audit=audit,
+                      artifacts={"trace": ctx.store.put_blob(trace_bytes(t))},
+                      code_version=__version__)
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -414,7 +401,7 @@ def execute(
     *,
     resume: bool = False,
     preflight: PreflightReport | None = None,
-    on_cell: Callable[[dict[str, Any], RunSummary], None] | None = None,
+    on_cell: Callable[[CellRecord, RunSummary], None] | None = None,
     on_start: Callable[[RunSummary], None] | None = None,
 ) -> RunSummary:
     """Run (or resume) the study to its end, ``settings.limit`` or a kill switch.
@@ -446,7 +433,7 @@ def execute(
 
 def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,
                     resume: bool,
-                    on_cell: Callable[[dict[str, Any], RunSummary], None] | None,
+                    on_cell: Callable[[CellRecord, RunSummary], None] | None,
                     on_start: Callable[[RunSummary], None] | None) -> str | None:
     """The run proper, under the store's run lock. Returns the halt reason, if any."""
     from runner.sandbox import Limits, ToolSandbox, select_backend
@@ -460,8 +447,9 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         if resume:
             summary.orphan_attempts = len(store.orphan_attempts())
         for rec in store.records(1):
-            summary.stop_reasons[rec.body["result"]["stop"]["reason"]] += 1
-            summary.cost_usd += rec.body["result"]["outcome"]["cost_usd"]
+            committed = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            summary.stop_reasons[committed.result.stop_reason] += 1
+            summary.cost_usd += committed.result.outcome.cost_usd
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
         todo = rows[summary.committed:end]
         if on_start is not None:
@@ -522,14 +510,14 @@ def _halt_reason(ctx: _Context, settings: RunSettings, summary: RunSummary,
     return None
 
 
-async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]],
+async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
                  summary: RunSummary, flag: list[str],
-                 on_cell: Callable[[dict[str, Any], RunSummary], None] | None) -> str | None:
+                 on_cell: Callable[[CellRecord, RunSummary], None] | None) -> str | None:
     """Start cells in canonical order (at most ``concurrency`` in flight); commit in order.
 
     Returns the halt reason when a kill switch stopped the run before every cell started.
     """
-    done: dict[int, tuple[Trajectory, dict[str, Any]]] = {}
+    done: dict[int, tuple[Trajectory, CellRecord]] = {}
     ready = [anyio.Event() for _ in todo]
     slots = anyio.Semaphore(settings.concurrency)
     halted: list[str | None] = [None]
@@ -559,17 +547,17 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]
             await ready[i].wait()
             if i not in done:
                 break  # halted before cell i started
-            trajectory, body = done.pop(i)
-            ctx.store.append(body)
+            trajectory, record = done.pop(i)
+            ctx.store.append(record.to_json())
             summary.committed += 1
             summary.committed_now += 1
             summary.stop_reasons[trajectory.stop_reason.value] += 1
             summary.cost_usd += trajectory.cost_usd
             if summary.committed % settings.checkpoint_every == 0:
                 ctx.store.checkpoint()
-            log.info("cell.committed", row=body["row"], cell_id=body["cell_id"],
+            log.info("cell.committed", row=record.row, cell_id=record.cell_id,
                      stop_reason=trajectory.stop_reason.value,
-                     result_digest=body["result_digest"])
+                     result_digest=record.result_digest)
             if on_cell is not None:
-                on_cell(body, summary)
+                on_cell(record, summary)
     return halted[0]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from runner.canonical import digest
-from runner.errors import StudyError
-from runner.study._execute import cell_result_digest
+from runner.canonical import JsonObject
+from runner.errors import FormatError, StudyError
 from runner.study._lock import LockMismatch, check_lock, lock_digest
+from runner.study._records import CellRecord
 
 __all__ = ["IncompleteStore", "export_study", "key_path_for"]
 
@@ -21,7 +20,7 @@ def key_path_for(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + ".key")
 
 
-def export_study(store_path: Path, out_path: Path, spec_path: Path) -> dict[str, Any]:
+def export_study(store_path: Path, out_path: Path, spec_path: Path) -> JsonObject:
     """Verify the store in full against the current lock, then write the signed manifest.
 
     Raises:
@@ -30,7 +29,7 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path) -> dict[str,
             match its content.
         StoreError: the store does not verify (damage is named with its first bad seq).
     """
-    from runner.store import Store, load_signing_key, verify_store
+    from runner.store import ManifestCell, Store, export_manifest, load_signing_key, verify_store
 
     _, _, lock, rows = check_lock(spec_path)
     report = verify_store(store_path, full=True)
@@ -48,12 +47,15 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path) -> dict[str,
         if committed != len(rows):
             raise IncompleteStore(f"{store_path} holds {committed} of {len(rows)} cells; "
                                   f"finish it with `ect resume --store {store_path}`")
-        for rec in store.records(1):
-            body = rec.body
-            if cell_result_digest(body["result"]) != body.get("result_digest"):
-                raise IncompleteStore(f"record {rec.seq}: result_digest does not match its result")
-            if digest("ect/record/v1", body["audit"]) != body.get("audit_digest"):
-                raise IncompleteStore(f"record {rec.seq}: audit_digest does not match its audit")
-        from runner.store import export_manifest
-
-        return export_manifest(store, rows, out_path)
+        cells = []
+        for rec, want in zip(store.records(1), rows, strict=False):
+            try:
+                record = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            except FormatError as e:
+                raise IncompleteStore(str(e)) from e
+            problem = record.mismatch(want)
+            if problem is not None:
+                raise IncompleteStore(f"record {rec.seq} is not schedule row {want.row}: {problem}")
+            cells.append(ManifestCell(record.row, record.cell_id, record.result_digest,
+                                      record.audit_digest, record.result.stop_reason))
+        return export_manifest(store, cells, out_path)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import canonical_bytes, digest, load_strict_file
+from runner.canonical import JsonObject, canonical_bytes, digest, load_strict_file
 from runner.errors import FormatError, StudyError
+from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
 from runner.study._spec import StudySpec, file_sha256, load_spec
 
@@ -126,7 +127,7 @@ def generation_config(spec: StudySpec) -> dict[str, Any]:
     }
 
 
-def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> list[dict[str, Any]]:
+def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> list[ScheduleRow]:
     """Build the schedule from the spec and write it; refuse to replace different bytes."""
     rows = build_schedule(spec, closed_loop_refs())
     data = schedule_bytes(rows)
@@ -195,7 +196,7 @@ def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> 
     return lock
 
 
-def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, dict[str, Any], list[dict[str, Any]]]:
+def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, JsonObject, list[ScheduleRow]]:
     """Load spec, schedule and lock and check that the lock pins exactly these files.
 
     Returns (spec, paths, lock, schedule rows).

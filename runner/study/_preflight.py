@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.canonical import digest
-from runner.errors import EctError, StudyError
+from runner.errors import EctError, FormatError, StudyError
 from runner.study._lock import check_lock, generation_config, lock_digest
+from runner.study._records import CellRecord, ScheduleRow
 from runner.study._spec import StudySpec
 
 __all__ = [
@@ -90,7 +91,7 @@ class PreflightReport:
     probes: str = "all"
     checks: list[Check] = field(default_factory=list)
     spec: StudySpec | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[ScheduleRow] = field(default_factory=list)
     lock: dict[str, Any] = field(default_factory=dict)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
@@ -119,7 +120,7 @@ class PreflightReport:
         return digest("ect/record/v1", self.to_json())
 
 
-def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> tuple[bool, str, int]:
+def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tuple[bool, str, int]:
     from runner.store import Store, verify_store
 
     if not store_path.exists():
@@ -134,16 +135,17 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> 
             return False, (f"{store_path} was made under lock {header.get('lock_digest')}, "
                            f"not {lock_d}"), 0
         n = 0
-        from runner.study._schedule import row_digest
-
         for rec in store.records(1):
             if n >= len(rows):
                 return False, f"{store_path} holds more records than the schedule has rows", n
             want = rows[n]
-            if rec.body.get("row") != want["row"] or rec.body.get("cell_id") != want["cell_id"] \
-                    or rec.body.get("schedule_row_digest") != row_digest(want):
-                return False, (f"{store_path} record {rec.seq} is not schedule row {want['row']} "
-                               f"({want['cell_id']})"), n
+            try:
+                problem = CellRecord.from_json(rec.body, f"record {rec.seq}").mismatch(want)
+            except FormatError as e:
+                problem = str(e)
+            if problem is not None:
+                return False, (f"{store_path} record {rec.seq} is not schedule row {want.row} "
+                               f"({want.cell_id}): {problem}"), n
             n += 1
     return True, f"{store_path} is a verified prefix of {n}/{len(rows)} rows", n
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 
-from runner.canonical import loads_strict
-from runner.errors import StudyError
-from runner.study._execute import cell_result_digest
+from runner.canonical import JsonObject, loads_strict
+from runner.errors import FormatError, StudyError
+from runner.study._records import AuditCall, CellRecord
 from runner.study._spec import file_sha256, load_spec
 
-__all__ = ["ReplayDiverged", "ReplayRefused", "ReplayReport", "replay_store"]
+__all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
 
 
 class ReplayDiverged(StudyError):
@@ -31,18 +31,30 @@ class ReplayRefused(StudyError):
     """The store does not verify in full: nothing recorded in it can be trusted to replay."""
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayMismatch:
+    """One cell that did not replay to its recorded result."""
+
+    row: int
+    cell_id: str
+    detail: str
+
+    def to_json(self) -> JsonObject:
+        return {"row": self.row, "cell_id": self.cell_id, "detail": self.detail}
+
+
 @dataclass
 class ReplayReport:
     cells: int = 0
     reproduced: int = 0
-    mismatches: list[dict[str, Any]] = field(default_factory=list)
+    mismatches: list[ReplayMismatch] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"cells": self.cells, "reproduced": self.reproduced,
-                "mismatches": self.mismatches}
+                "mismatches": [m.to_json() for m in self.mismatches]}
 
 
-def _attempt(obj: dict[str, Any]) -> Any:
+def _attempt(obj: JsonObject) -> Any:
     from runner.providers import AttemptRecord, Usage
 
     fields = dict(obj)
@@ -68,10 +80,10 @@ def _response_from_json(raw: bytes) -> Any:
 
 
 class _ReplayProvider:
-    def __init__(self, calls: list[dict[str, Any]], store: Any, header: dict[str, Any]) -> None:
+    def __init__(self, calls: tuple[AuditCall, ...], store: Any, name: str) -> None:
         self._calls = list(calls)
         self._store = store
-        self.name = header.get("provider", "simulated")
+        self.name = name
         self.model = "replay"
         self.simulated = self.name == "simulated"
 
@@ -82,47 +94,48 @@ class _ReplayProvider:
             raise ReplayDiverged("the replay asked the provider more often than the run did")
         call = self._calls.pop(0)
         sent = file_sha256(request.canonical())  # as the run's _Journaled recorded it
-        attempts = tuple(_attempt(a) for a in call["attempts"])
-        if call["request"] != sent:
+        attempts = tuple(_attempt(a) for a in call.attempts)
+        if call.request != sent:
             raise ReplayDiverged("the rebuilt request differs from the recorded one "
-                                 f"({sent} != {call['request']})")
-        raw = tuple(RawExchange(self._store.get_blob(x["request"]),
-                                self._store.get_blob(x["response"]) if x["response"] else None)
-                    for x in call["raw"])
-        if call["ok"]:
-            parsed = self._store.get_blob(call["parsed"])
+                                 f"({sent} != {call.request})")
+        raw = tuple(RawExchange(self._store.get_blob(x.request),
+                                self._store.get_blob(x.response) if x.response else None)
+                    for x in call.raw)
+        if call.parsed is not None:
+            parsed = self._store.get_blob(call.parsed)
             return ProviderResult(_response_from_json(parsed), None, attempts, raw)
-        f = call["failure"]
+        f = call.failure
+        assert f is not None  # AuditCall.from_json: a failed call has its failure
         failure = ProviderFailure(f["kind"], f["detail"], f.get("status"), f.get("retry_after_s"),
                                   f.get("error_class"))
         return ProviderResult(None, failure, attempts, raw)
 
 
-async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
+async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
                        checkpoints: dict[str, Any], spec: Any) -> str:
-    from runner.study._execute import _record_result, run_cell_trajectory
+    from runner.study._execute import cell_result, run_cell_trajectory
 
-    row = body["schedule_row"]
-    provider = _ReplayProvider(body["audit"]["calls"], store, header)
-    tools = [d for d in body["result"]["decisions"] if d["verdict"] in ("executed", "tool_failed")]
+    row = record.schedule_row
+    provider = _ReplayProvider(record.audit.calls, store, str(header.get("provider", "simulated")))
+    tools = [d for d in record.result.decisions if d.verdict in ("executed", "tool_failed")]
 
-    async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         if not tools:
             raise ReplayDiverged("the replay made a tool call the run did not make")
         d = tools.pop(0)
-        if d["action"].get("tool_id") != tool_id or d["action"].get("args") != args:
+        if d.action.get("tool_id") != tool_id or d.action.get("args") != args:
             raise ReplayDiverged(f"tool call {tool_id} differs from the recorded one")
-        if d["verdict"] == "tool_failed":
+        if d.verdict == "tool_failed":
             from runner.sandbox import WorkerFailed
 
-            raise WorkerFailed(d["tool_error"])
-        response: dict[str, Any] = d["tool_response"]
-        return response
+            raise WorkerFailed(d.tool_error or "")
+        if d.tool_response is None:
+            raise ReplayDiverged(f"tool call {tool_id} has no recorded response")
+        return d.tool_response
 
-    trajectory = await run_cell_trajectory(spec, row, checkpoints[row["checkpoint_id"]],
+    trajectory = await run_cell_trajectory(spec, row, checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
-    result = _record_result(row, trajectory, simulated=bool(header.get("simulated")))
-    return cell_result_digest(result)
+    return cell_result(row, trajectory, simulated=bool(header.get("simulated"))).digest()
 
 
 def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
@@ -140,23 +153,24 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
         header = dict(store.header)
         spec = load_spec(spec_path or header.get("spec") or "schedules/v2.toml")
         for rec in store.records(1):
-            body = rec.body
             report.cells += 1
-            if cell_result_digest(body["result"]) != body["result_digest"]:
-                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
-                                          "detail": "the recorded result does not match its "
-                                                    "result_digest"})
+            try:
+                record = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            except FormatError as e:
+                body = rec.body
+                report.mismatches.append(ReplayMismatch(
+                    body.get("row", rec.seq) if isinstance(body.get("row"), int) else rec.seq,
+                    str(body.get("cell_id", "?")), str(e)))
                 continue
             try:
-                got = anyio.run(_replay_cell, body, store, header, checkpoints, spec)
+                got = anyio.run(_replay_cell, record, store, header, checkpoints, spec)
             except ReplayDiverged as e:
-                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
-                                          "detail": str(e)})
+                report.mismatches.append(ReplayMismatch(record.row, record.cell_id, str(e)))
                 continue
-            if got == body["result_digest"]:
+            if got == record.result_digest:
                 report.reproduced += 1
             else:
-                report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
-                                          "detail": f"result digest {got} != recorded "
-                                                    f"{body['result_digest']}"})
+                report.mismatches.append(ReplayMismatch(
+                    record.row, record.cell_id,
+                    f"result digest {got} != recorded {record.result_digest}"))
     return report

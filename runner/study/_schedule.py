@@ -12,10 +12,10 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from runner.canonical import canonical_bytes, digest, loads_strict
+from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError, StudyError
+from runner.study._records import ScheduleRow
 from runner.study._spec import StudySpec
 
 __all__ = [
@@ -24,12 +24,8 @@ __all__ = [
     "build_schedule",
     "cell_seed",
     "read_schedule",
-    "row_digest",
     "schedule_bytes",
 ]
-
-_ROW_FIELDS = ("row", "cell_id", "task_id", "world_id", "family", "checkpoint_id", "checkpoint",
-               "fault", "seed_index", "seed", "policy")
 
 
 class ScheduleError(StudyError):
@@ -53,7 +49,7 @@ def cell_seed(seed_root: str, task_id: str, kind: str, seed_index: int) -> int:
     return int.from_bytes(hashlib.sha256(material).digest()[:4], "big") & 0x7FFFFFFF
 
 
-def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> list[dict[str, Any]]:
+def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> list[ScheduleRow]:
     """Return the canonical rows for ``spec`` over ``checkpoints`` (in the order given)."""
     by_task: dict[str, dict[str, CheckpointRef]] = {}
     order: list[str] = []
@@ -66,7 +62,7 @@ def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> lis
         if ref.kind in by_task[ref.task_id]:
             raise ScheduleError(f"task {ref.task_id} has two {ref.kind} checkpoints")
         by_task[ref.task_id][ref.kind] = ref
-    rows: list[dict[str, Any]] = []
+    rows: list[ScheduleRow] = []
     for task_id in order:
         for kind in spec.checkpoints:
             found = by_task[task_id].get(kind)
@@ -75,33 +71,30 @@ def build_schedule(spec: StudySpec, checkpoints: Iterable[CheckpointRef]) -> lis
             for seed_index in range(spec.seeds):
                 seed = cell_seed(spec.seed_root, task_id, kind, seed_index)
                 for policy in spec.policies:
-                    rows.append({
-                        "row": len(rows) + 1,
-                        "cell_id": f"{task_id}:{kind}:s{seed_index}:{policy}",
-                        "task_id": task_id,
-                        "world_id": found.world_id,
-                        "family": found.family,
-                        "checkpoint_id": found.checkpoint_id,
-                        "checkpoint": kind,
-                        "fault": found.fault,
-                        "seed_index": seed_index,
-                        "seed": seed,
-                        "policy": policy,
-                    })
+                    rows.append(ScheduleRow(
+                        row=len(rows) + 1,
+                        cell_id=f"{task_id}:{kind}:s{seed_index}:{policy}",
+                        task_id=task_id,
+                        world_id=found.world_id,
+                        family=found.family,
+                        checkpoint_id=found.checkpoint_id,
+                        checkpoint=kind,
+                        fault=found.fault,
+                        seed_index=seed_index,
+                        seed=seed,
+                        policy=policy,
+                    ))
     return rows
 
 
-def row_digest(row: dict[str, Any]) -> str:
-    return digest("ect/schedule-row/v1", row)
-
-
-def schedule_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+def schedule_bytes(rows: Sequence[ScheduleRow]) -> bytes:
     """The schedule file: one canonical JSON row per line."""
-    return b"".join(canonical_bytes(r) + b"\n" for r in rows)
+    return b"".join(canonical_bytes(r.to_json()) + b"\n" for r in rows)
 
 
-def read_schedule(path: str | Path) -> list[dict[str, Any]]:
-    """Read a schedule file, checking every row's shape and numbering.
+def read_schedule(path: str | Path) -> list[ScheduleRow]:
+    """Read a schedule file (the one reader of schedules: ``run``, ``report`` and the lock all
+    come here), checking every row's shape, canonical form and numbering.
 
     Raises:
         ScheduleError: unreadable, malformed, or rows out of order.
@@ -111,19 +104,18 @@ def read_schedule(path: str | Path) -> list[dict[str, Any]]:
         data = path.read_bytes()
     except OSError as e:
         raise ScheduleError(f"cannot read schedule {path}: {e.strerror}") from e
-    rows: list[dict[str, Any]] = []
+    rows: list[ScheduleRow] = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line:
             continue
         try:
-            row = loads_strict(line)
+            obj = loads_strict(line)
+            row = ScheduleRow.from_json(obj, "row")
         except FormatError as e:
-            raise ScheduleError(f"{path}:{lineno}: {e}") from e
-        if not isinstance(row, dict) or tuple(sorted(row)) != tuple(sorted(_ROW_FIELDS)):
-            raise ScheduleError(f"{path}:{lineno}: not a schedule row")
-        if row["row"] != len(rows) + 1:
-            raise ScheduleError(f"{path}:{lineno}: expected row {len(rows) + 1}, got {row['row']}")
-        if canonical_bytes(row) != line:
+            raise ScheduleError(f"{path}:{lineno}: not a schedule row: {e}") from e
+        if row.row != len(rows) + 1:
+            raise ScheduleError(f"{path}:{lineno}: expected row {len(rows) + 1}, got {row.row}")
+        if canonical_bytes(obj) != line:
             raise ScheduleError(f"{path}:{lineno}: row is not in canonical form")
         rows.append(row)
     return rows

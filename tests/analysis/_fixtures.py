@@ -24,6 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.loop import Outcome
+from runner.study import ScheduleRow
+
 FAULTS = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1")
 FAMILIES = ("lookup", "aggregation", "topk", "temporal", "hierarchy", "abstention")
 POLICIES = ("critic_core", "controller", "full_trace", "ect")
@@ -33,7 +36,8 @@ def task_ids() -> list[str]:
     return [f"t{i:02d}" for i in range(24)]
 
 
-def schedule() -> list[dict[str, Any]]:
+def schedule(faults: tuple[str, ...] = FAULTS) -> list[dict[str, Any]]:
+    """The schedule rows as JSON objects (the shape of ``runner.study.ScheduleRow``)."""
     rows = []
     n = 0
     for i, task in enumerate(task_ids()):
@@ -46,13 +50,25 @@ def schedule() -> list[dict[str, Any]]:
                             "cell_id": f"{task}:{checkpoint}:s{seed}:{policy}",
                             "task_id": task,
                             "world_id": f"w1{i // 6}",
+                            "family": FAMILIES[i % 6],
+                            "checkpoint_id": f"{task}/{checkpoint}",
                             "checkpoint": checkpoint,
+                            "fault": faults[i // 2] if checkpoint == "incomplete" else None,
+                            "seed_index": seed,
                             "seed": seed,
                             "policy": policy,
                         }
                     )
                     n += 1
     return rows
+
+
+def schedule_rows() -> list[ScheduleRow]:
+    return [ScheduleRow.from_json(r) for r in schedule()]
+
+
+def typed(outcome_objects: list[dict[str, Any]]) -> list[Outcome]:
+    return [Outcome.from_json(o) for o in outcome_objects]
 
 
 def _outcome(srow: dict[str, Any], fault_of: dict[str, str]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from runner.analysis import InventoryIncomplete, ProviderInfo, analyse_closed_loop
+from runner.canonical import RecordFormatError
 from runner.errors import AnalysisError
 from tests.analysis import _fixtures as fx
 
@@ -15,8 +16,8 @@ SIM = ProviderInfo(name="simulated", model="simulated-1", simulated=True)
 
 def run(outcomes: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
     return analyse_closed_loop(
-        fx.outcomes() if outcomes is None else outcomes,
-        fx.schedule(),
+        fx.typed(fx.outcomes() if outcomes is None else outcomes),
+        fx.schedule_rows(),
         provider=SIM,
         seed=kw.pop("seed", 2705),
         replicates=kw.pop("replicates", 2000),
@@ -136,13 +137,22 @@ def test_inventory_refusals_name_rows() -> None:
 
 
 def test_malformed_outcomes_are_refused() -> None:
+    # The one outcome reader (runner.loop.Outcome.from_json) names the path of the bad field.
     outs = fx.outcomes()
     del outs[0]["turns"]
-    with pytest.raises(AnalysisError, match="outcome row 1: missing field 'turns'"):
+    with pytest.raises(RecordFormatError, match=r"^outcome: missing field 'turns'$"):
         run(outs)
     outs = fx.outcomes()
     outs[1]["turns"] = True
-    with pytest.raises(AnalysisError, match="must not be a boolean"):
+    with pytest.raises(RecordFormatError, match=r"^outcome.turns: expected an integer, got boolean"):
+        run(outs)
+    outs = fx.outcomes()
+    outs[1]["cost_usd"] = "0.1"
+    with pytest.raises(RecordFormatError, match=r"^outcome.cost_usd: expected an integer"):
+        run(outs)
+    outs = fx.outcomes()
+    outs[1]["extra"] = 1
+    with pytest.raises(RecordFormatError, match=r"^outcome: unknown field 'extra'"):
         run(outs)
     outs = fx.outcomes()
     outs[2]["policy"] = "oracle"

@@ -22,8 +22,8 @@ def test_ablation_table_matches_code() -> None:
 
 def test_gate_rules_and_keys_match_code() -> None:
     res = analyse_closed_loop(
-        fx.outcomes(),
-        fx.schedule(),
+        fx.typed(fx.outcomes()),
+        fx.schedule_rows(),
         provider=ProviderInfo("simulated", "simulated-1", True),
         seed=1,
         replicates=20,
@@ -47,13 +47,13 @@ def test_exported_surface() -> None:
     assert set(analysis.__all__) == public
     assert set(analysis.__all__) == {
         "ABLATION_TABLE", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
-        "FastPathInvariantBroken", "InventoryIncomplete", "McNemarResult", "OUTCOME_FIELDS",
+        "FastPathInvariantBroken", "InventoryIncomplete", "McNemarResult",
         "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "SpecInvalid", "StaticRun", "StaticSpec",
         "StoreOutcomes", "analyse_closed_loop", "analyse_static", "build_provider",
         "check_inventory", "closed_loop_report", "cluster_bootstrap_diff",
         "cluster_bootstrap_mean", "load_outcomes_from_store", "macro_f1", "mcnemar_exact",
-        "mcnemar_p", "noninferior", "read_schedule_rows", "render_outputs", "report_from_store",
-        "results_json_bytes", "run_static", "seeded_rng", "static_study", "validate_outcome",
+        "mcnemar_p", "noninferior", "render_outputs", "report_from_store",
+        "results_json_bytes", "run_static", "seeded_rng", "static_study",
         "write_outputs",
     }  # fmt: skip
 

@@ -20,7 +20,7 @@ REAL = ProviderInfo(name="gemini", model="gemini-2.5-flash", simulated=False)
 
 def closed(provider: ProviderInfo = SIM, seed: int = 2705) -> dict[str, Any]:
     return analyse_closed_loop(
-        fx.outcomes(), fx.schedule(), provider=provider, seed=seed, replicates=1000
+        fx.typed(fx.outcomes()), fx.schedule_rows(), provider=provider, seed=seed, replicates=1000
     )
 
 

@@ -13,14 +13,32 @@ from runner.analysis import load_outcomes_from_store
 from runner.canonical import canonical_bytes, digest
 from runner.cli import cli
 from runner.errors import AnalysisError
+from runner.loop import Outcome
 from runner.store import Store, generate_key
+from runner.study import AuditCall, AuditGroup, CellRecord, CellResult, RawExchangeRef, ScheduleRow
 from tests.analysis import _fixtures as fx
 
 # As runner.study writes them: the header names the provider and whether it was simulated;
 # each record's audit keeps the provider attempt records (with provider/model/simulated).
 STUDY_HEADER = {"provider": "simulated", "simulated": True, "schedule_rows": 576}
 ATTEMPT = {"provider": "simulated", "model": "simulated-1", "simulated": True, "status": 200}
-STUDY_AUDIT = {"provider": "simulated", "model": "simulated-1", "calls": [{"attempts": [ATTEMPT]}]}
+BLOB = "sha256:" + "ab" * 32
+
+
+def audit_of(*attempts: dict[str, Any], provider: str | None = "simulated") -> AuditGroup:
+    call = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None, attempts=attempts,
+                     raw=(RawExchangeRef(BLOB, BLOB),))
+    return AuditGroup(provider=provider, model=None, calls=(call,) if attempts else ())
+
+
+def cell(o: dict[str, Any], srow: dict[str, Any], audit: AuditGroup) -> CellRecord:
+    """A cell record as runner.study commits it, around a fixture outcome."""
+    result = CellResult(
+        outcome=Outcome.from_json(o), stop_reason=o["stop_reason"], stop_detail="fixture",
+        decisions=(), final_certificate=None, ledger_digest=BLOB, new_receipts=(), notes={},
+        input_tokens=o["input_tokens"], output_tokens=o["output_tokens"], simulated=True,
+        latency_s=o["latency_s"])
+    return CellRecord(ScheduleRow.from_json(srow), result, audit, {}, "test")
 
 
 def make_store(
@@ -28,7 +46,7 @@ def make_store(
     outcomes: list[dict[str, Any]],
     *,
     header: dict[str, Any] | None = None,
-    audit: dict[str, Any] | None = None,
+    audit: AuditGroup | None = None,
     name: str = "run.sqlite",
 ) -> Path:
     key = generate_key(tmp / f"{name}.key")
@@ -39,27 +57,9 @@ def make_store(
         "preflight_digest": digest("ect/record/v1", {"preflight": "fixture"}),
     }
     head = STUDY_HEADER if header is None else header
+    aud = audit_of(ATTEMPT) if audit is None else audit
     with Store.create(path, header={**head, **pins}, signing_key=key) as store:
-        bodies = []
-        for o in outcomes:
-            srow = by_row[o["row"]]
-            result = {"outcome": o}
-            aud = STUDY_AUDIT if audit is None else audit
-            bodies.append(
-                {
-                    "row": o["row"],
-                    "cell_id": o["cell_id"],
-                    "schedule_row": srow,
-                    "schedule_row_digest": digest("ect/schedule-row/v1", srow),
-                    "result": result,
-                    "result_digest": digest("ect/record/v1", result),
-                    "audit": aud,
-                    "audit_digest": digest("ect/record/v1", aud),
-                    "artifacts": {},
-                    "code_version": "test",
-                }
-            )
-        store.append_batch(bodies)
+        store.append_batch([cell(o, by_row[o["row"]], aud).to_json() for o in outcomes])
         store.checkpoint()
     return path
 
@@ -145,20 +145,51 @@ def test_provider_comes_from_header_and_audits(full: tuple[Path, Path]) -> None:
 
 def test_provider_fallbacks_and_contradictions(tmp_path: Path) -> None:
     gem = {"provider": "gemini", "model": "gemini-2.5-flash", "simulated": False}
-    path = make_store(tmp_path, fx.outcomes()[:4], header={}, audit={"attempts": [gem]})
+    path = make_store(tmp_path, fx.outcomes()[:4], header={}, audit=audit_of(gem))
     loaded = load_outcomes_from_store(path)
     assert (loaded.provider.name, loaded.provider.simulated) == ("gemini", False)
     obj = {"provider": {"name": "x", "model": "y", "simulated": False}}
     path = make_store(tmp_path, fx.outcomes()[:4], header=obj, name="obj.sqlite")
     assert load_outcomes_from_store(path).provider.model == "y"
-    silent = make_store(tmp_path, fx.outcomes()[:4], header={}, audit={}, name="silent.sqlite")
+    silent = make_store(tmp_path, fx.outcomes()[:4], header={}, audit=audit_of(),
+                        name="silent.sqlite")
     with pytest.raises(AnalysisError, match="exactly one provider"):
         load_outcomes_from_store(silent)
-    liar = make_store(
-        tmp_path, fx.outcomes()[:4], audit={"calls": [{"attempts": [gem]}]}, name="liar.sqlite"
-    )
+    liar = make_store(tmp_path, fx.outcomes()[:4], audit=audit_of(gem), name="liar.sqlite")
     with pytest.raises(AnalysisError, match="but the audits record gemini"):
         load_outcomes_from_store(liar)
+
+
+def test_report_refuses_a_schedule_run_would_refuse(
+    full: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # One schedule reader: rows `ect run` rejects (here: a row missing its seed index, and a
+    # JSON array instead of JSON Lines) are rejected by `ect report` too, naming the line.
+    rows = fx.schedule()
+    del rows[2]["seed_index"]
+    partial = tmp_path / "partial.jsonl"
+    partial.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in rows))
+    res = report(full[0], partial, tmp_path / "o1")
+    assert res.exit_code == 3, res.output
+    assert "partial.jsonl:3: not a schedule row: row: missing field 'seed_index'" in res.output
+    array = tmp_path / "array.json"
+    array.write_bytes(canonical_bytes(fx.schedule()))
+    res = report(full[0], array, tmp_path / "o2")
+    assert res.exit_code == 3 and "array.json:1: not a schedule row" in res.output
+
+
+def test_a_record_that_disagrees_with_itself_is_refused(tmp_path: Path) -> None:
+    outs = fx.outcomes()[:4]
+    path = make_store(tmp_path, outs)
+    bad = cell(outs[0], fx.schedule()[0], audit_of(ATTEMPT)).to_json()
+    bad["result"]["outcome"]["turns"] = 99  # the result no longer matches its digest
+    key = tmp_path / "run.sqlite.key"
+    from runner.store import load_signing_key
+
+    with Store.open(path, signing_key=load_signing_key(key)) as store:
+        store.append(bad)
+    with pytest.raises(AnalysisError, match=r"store record 5.result_digest: .* is not the digest"):
+        load_outcomes_from_store(path)
 
 
 def test_report_refuses_a_schedule_of_another_size(full: tuple[Path, Path], tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def limited_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
 def test_study_store_is_read_as_written(limited_store: tuple[Path, Path]) -> None:
     loaded = load_outcomes_from_store(limited_store[0])
     assert len(loaded.outcomes) == 8
-    assert [o["row"] for o in loaded.outcomes] == list(range(1, 9))
+    assert [o.row for o in loaded.outcomes] == list(range(1, 9))
     assert (loaded.provider.name, loaded.provider.model, loaded.provider.simulated) == (
         "simulated",
         "simulated-1",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ from runner.control import StopReason
 from runner.loop import (
     OUTCOME_FIELDS,
     Decision,
+    Outcome,
     Trajectory,
     TrajectoryConfig,
     run_trajectory,
@@ -41,8 +43,15 @@ INCOMPLETE = CHECKPOINTS["w10-lookup-0/incomplete"]  # U1: the value receipt has
 T1 = next(c for c in CHECKPOINTS.values() if c.needs_human)
 
 
-def _row(cp: Checkpoint, policy: str = "ect") -> dict[str, Any]:
-    return {"row": 7, "cell_id": f"{cp.task.task_id}:{cp.kind}:s0:{policy}", "seed": 11}
+@dataclass(frozen=True)
+class _Cell:
+    row: int
+    cell_id: str
+    seed: int
+
+
+def _row(cp: Checkpoint, policy: str = "ect") -> _Cell:
+    return _Cell(7, f"{cp.task.task_id}:{cp.kind}:s0:{policy}", 11)
 
 
 def _trajectory(cp: Checkpoint, stop: StopReason, *, certificate: dict[str, Any] | None = None,
@@ -70,9 +79,10 @@ def _honest(cp: Checkpoint, ledger: Any = None) -> dict[str, Any]:
 def test_outcome_has_the_documented_fields_and_row_identity() -> None:
     t = _trajectory(CLEAN, StopReason.GOAL_MET, certificate=_honest(CLEAN))
     out = score(t, _row(CLEAN))
-    assert tuple(out) == OUTCOME_FIELDS
-    assert (out["row"], out["cell_id"], out["seed"]) == (7, _row(CLEAN)["cell_id"], 11)
-    assert (out["task_id"], out["world_id"], out["checkpoint"], out["fault"]) == \
+    assert tuple(out.to_json()) == OUTCOME_FIELDS
+    assert Outcome.from_json(out.to_json()) == out
+    assert (out.row, out.cell_id, out.seed) == (7, _row(CLEAN).cell_id, 11)
+    assert (out.task_id, out.world_id, out.checkpoint, out.fault) == \
         ("w10-lookup-0", "w10", "clean", None)
 
 
@@ -81,9 +91,9 @@ def test_supported_completion() -> None:
                     decisions=[_finish(1, _honest(CLEAN), "finish_complete")],
                     verdicts=["complete"])
     out = score(t, _row(CLEAN))
-    assert out["supported_completion"] and out["postcondition_ok"]
-    assert not out["premature_unsupported"] and not out["clean_false_continuation"]
-    assert out["unsupported_claims"] == 0 and out["final_decision"] == "complete"
+    assert out.supported_completion and out.postcondition_ok
+    assert not out.premature_unsupported and not out.clean_false_continuation
+    assert out.unsupported_claims == 0 and out.final_decision == "complete"
 
 
 def test_premature_unsupported_termination() -> None:
@@ -91,23 +101,23 @@ def test_premature_unsupported_termination() -> None:
     t = _trajectory(INCOMPLETE, StopReason.GOAL_MET, certificate=naive,
                     decisions=[_finish(1, naive, "finish_complete")], verdicts=["complete"])
     out = score(t, _row(INCOMPLETE))
-    assert out["premature_unsupported"] and not out["supported_completion"]
-    assert out["unsupported_claims"] == 1  # the wrong-date value; the parent claim holds
-    assert not out["postcondition_ok"]
+    assert out.premature_unsupported and not out.supported_completion
+    assert out.unsupported_claims == 1  # the wrong-date value; the parent claim holds
+    assert not out.postcondition_ok
 
 
 def test_citing_a_receipt_that_does_not_exist_is_unsupported() -> None:
     cert = _honest(CLEAN)
     cert["claims"][0]["evidence"] = ["r-0099"]
     out = score(_trajectory(CLEAN, StopReason.GOAL_MET, certificate=cert), _row(CLEAN))
-    assert not out["supported_completion"] and out["unsupported_claims"] == 1
+    assert not out.supported_completion and out.unsupported_claims == 1
 
 
 def test_duplicate_claims_for_a_slot_are_not_a_supported_completion() -> None:
     cert = _honest(CLEAN)
     cert["claims"].append(dict(cert["claims"][0]))
     out = score(_trajectory(CLEAN, StopReason.GOAL_MET, certificate=cert), _row(CLEAN))
-    assert not out["supported_completion"]
+    assert not out.supported_completion
 
 
 def test_clean_false_continuation() -> None:
@@ -116,8 +126,8 @@ def test_clean_false_continuation() -> None:
                     decisions=[_finish(i, honest, "finish_continue") for i in range(1, 5)],
                     verdicts=["continue"] * 4)
     out = score(t, _row(CLEAN))
-    assert out["clean_false_continuation"] and not out["supported_completion"]
-    assert out["final_decision"] == "continue" and out["unsupported_claims"] == 0
+    assert out.clean_false_continuation and not out.supported_completion
+    assert out.final_decision == "continue" and out.unsupported_claims == 0
 
 
 def test_rejecting_an_unsupported_proposal_is_no_false_continuation() -> None:
@@ -125,7 +135,7 @@ def test_rejecting_an_unsupported_proposal_is_no_false_continuation() -> None:
     wrong["claims"][0]["value"] = 1
     t = _trajectory(CLEAN, StopReason.STEP_BUDGET,
                     decisions=[_finish(1, wrong, "finish_continue")], verdicts=["continue"])
-    assert not score(t, _row(CLEAN))["clean_false_continuation"]
+    assert not score(t, _row(CLEAN)).clean_false_continuation
 
 
 def test_recoverable_stuck() -> None:
@@ -133,14 +143,14 @@ def test_recoverable_stuck() -> None:
     t = _trajectory(INCOMPLETE, StopReason.NO_PROGRESS,
                     decisions=[_finish(1, naive, "finish_stuck")], verdicts=["stuck"])
     out = score(t, _row(INCOMPLETE))
-    assert out["recoverable_stuck"] and not out["premature_unsupported"]
+    assert out.recoverable_stuck and not out.premature_unsupported
     # Not recoverable once no call is left for the recovery, nor on a trust-boundary checkpoint.
     spent = _trajectory(INCOMPLETE, StopReason.NO_PROGRESS, tool_calls=3)
-    assert not score(spent, _row(INCOMPLETE))["recoverable_stuck"]
+    assert not score(spent, _row(INCOMPLETE)).recoverable_stuck
     t1 = _trajectory(T1, StopReason.NO_PROGRESS)
-    assert not score(t1, _row(T1))["recoverable_stuck"]
+    assert not score(t1, _row(T1)).recoverable_stuck
     # A clean checkpoint is never "recoverable stuck".
-    assert not score(_trajectory(CLEAN, StopReason.NO_PROGRESS), _row(CLEAN))["recoverable_stuck"]
+    assert not score(_trajectory(CLEAN, StopReason.NO_PROGRESS), _row(CLEAN)).recoverable_stuck
 
 
 def test_successful_recovery_then_supported_completion() -> None:
@@ -159,9 +169,9 @@ def test_successful_recovery_then_supported_completion() -> None:
     t = _trajectory(INCOMPLETE, StopReason.GOAL_MET, certificate=final, decisions=decisions,
                     extra_calls=tuple(recovery), verdicts=["continue", "complete"])
     out = score(t, _row(INCOMPLETE))
-    assert out["successful_recovery"] and out["recovered_then_supported"]
-    assert out["supported_completion"] and not out["premature_unsupported"]
-    assert out["tool_calls"] == 1
+    assert out.successful_recovery and out.recovered_then_supported
+    assert out.supported_completion and not out.premature_unsupported
+    assert out.tool_calls == 1
 
 
 def test_a_call_before_any_rejection_is_not_a_recovery() -> None:
@@ -178,7 +188,7 @@ def test_a_call_before_any_rejection_is_not_a_recovery() -> None:
     t = _trajectory(INCOMPLETE, StopReason.GOAL_MET, certificate=final, decisions=decisions,
                     extra_calls=tuple(recovery), verdicts=["complete"])
     out = score(t, _row(INCOMPLETE))
-    assert not out["successful_recovery"] and out["supported_completion"]
+    assert not out.successful_recovery and out.supported_completion
 
 
 @pytest.mark.parametrize("stop", [s for s in StopReason if s is not StopReason.GOAL_MET])
@@ -186,8 +196,8 @@ def test_no_stop_but_goal_met_scores_a_completion(stop: StopReason) -> None:
     """Even with a fully supported certificate on record, only goal_met completes."""
     t = _trajectory(CLEAN, stop, certificate=_honest(CLEAN))
     out = score(t, _row(CLEAN))
-    assert not out["supported_completion"] and not out["premature_unsupported"]
-    assert out["unsupported_claims"] == 0
+    assert not out.supported_completion and not out.premature_unsupported
+    assert out.unsupported_claims == 0
 
 
 # --- the engine: a budget stop is never a completion -----------------------------------------
@@ -222,8 +232,8 @@ def test_engine_a_planner_that_only_calls_tools_hits_the_call_budget() -> None:
     assert t.stop_reason is StopReason.TOOL_LIMIT and t.stop_reason.is_budget
     assert t.tool_calls == 3 and t.turns == 4 and t.final_certificate is None
     out = score(t, _row(INCOMPLETE))
-    assert not out["supported_completion"] and not out["premature_unsupported"]
-    assert out["stop_reason"] == "tool_limit" and out["tool_calls"] == 3
+    assert not out.supported_completion and not out.premature_unsupported
+    assert out.stop_reason == "tool_limit" and out.tool_calls == 3
 
 
 def test_engine_rejected_finishes_until_the_decision_budget_runs_out() -> None:
@@ -237,8 +247,8 @@ def test_engine_rejected_finishes_until_the_decision_budget_runs_out() -> None:
     assert t.stop_reason is StopReason.STEP_BUDGET and t.turns == 4
     assert t.pipeline_verdicts == ["continue"] * 4 and t.final_certificate is None
     out = score(t, _row(INCOMPLETE))
-    assert not out["supported_completion"] and not out["premature_unsupported"]
-    assert out["final_decision"] == "continue"
+    assert not out.supported_completion and not out.premature_unsupported
+    assert out.final_decision == "continue"
 
 
 def test_engine_repeating_one_finish_is_no_progress_not_a_completion() -> None:
@@ -247,7 +257,7 @@ def test_engine_repeating_one_finish_is_no_progress_not_a_completion() -> None:
         FunctionCall("finish", {"certificate": naive}, "f"),)))
     assert t.stop_reason is StopReason.NO_PROGRESS and t.final_certificate is None
     out = score(t, _row(INCOMPLETE))
-    assert out["recoverable_stuck"] and not out["supported_completion"]
+    assert out.recoverable_stuck and not out.supported_completion
 
 
 def test_engine_an_honest_finish_on_a_clean_checkpoint_is_goal_met() -> None:
@@ -255,7 +265,7 @@ def test_engine_an_honest_finish_on_a_clean_checkpoint_is_goal_met() -> None:
     t = _drive(CLEAN, lambda n: SimulatedReply(function_calls=(
         FunctionCall("finish", {"certificate": honest}, "f1"),)))
     assert t.stop_reason is StopReason.GOAL_MET and t.turns == 1
-    assert score(t, _row(CLEAN))["supported_completion"]
+    assert score(t, _row(CLEAN)).supported_completion
 
 
 def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
@@ -287,4 +297,4 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
     tight = drive(planner_tokens + critic_tokens - 1)
     assert tight.stop_reason is StopReason.TOKEN_BUDGET and tight.final_certificate is None
     assert tight.pipeline_verdicts == ["complete"]
-    assert not score(tight, _row(CLEAN))["supported_completion"]
+    assert not score(tight, _row(CLEAN)).supported_completion

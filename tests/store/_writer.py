@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 
-from runner.store import Store, export_manifest, load_signing_key
+from runner.store import ManifestCell, Store, export_manifest, load_signing_key
 
 
 def _kill_at(point: str):  # type: ignore[no-untyped-def]
@@ -82,8 +82,12 @@ def main(argv: list[str]) -> int:
             elif op == "checkpoint":
                 store.checkpoint()
             elif op == "manifest":
-                rows = [r.body["schedule_row"] for r in store.records(1)]
-                export_manifest(store, rows, argv[6])
+                cells = [
+                    ManifestCell(b["row"], b["cell_id"], b["result_digest"], b["audit_digest"],
+                                 b["result"]["outcome"]["stop_reason"])
+                    for b in (r.body for r in store.records(1))
+                ]
+                export_manifest(store, cells, argv[6])
         return 0
     if mode == "burst":
         path, tag, n = argv[2], argv[3], int(argv[4])

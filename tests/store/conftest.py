@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runner.canonical import digest
-from runner.store import Store, generate_key
+from runner.store import ManifestCell, Store, generate_key
 from runner.store._keys import Ed25519PrivateKey
 
 WRITER = Path(__file__).with_name("_writer.py")
@@ -43,6 +43,13 @@ def cell_body(i: int, *, tag: str = "c") -> dict[str, Any]:
         "artifacts": {},
         "code_version": "test",
     }
+
+
+def manifest_cell(i: int, *, tag: str = "c") -> ManifestCell:
+    """What runner.study hands the manifest export for :func:`cell_body` ``(i)``."""
+    body = cell_body(i, tag=tag)
+    return ManifestCell(body["row"], body["cell_id"], body["result_digest"],
+                        body["audit_digest"], body["result"]["outcome"]["stop_reason"])
 
 
 def run_writer(

@@ -23,7 +23,7 @@ from runner.store import (
 )
 from runner.store._keys import Ed25519PrivateKey
 
-from .conftest import WRITER, cell_body, run_writer
+from .conftest import WRITER, cell_body, manifest_cell, run_writer
 
 
 def _ext_size(path: Path) -> int:
@@ -105,8 +105,7 @@ def test_crash_mid_manifest(
         verify_manifest(out, s.path, tmp_path / "signing.key.pub")
     # Exporting again works and verifies.
     with Store.open(s.path, signing_key=key) as again:
-        rows = [cell_body(i)["schedule_row"] for i in range(4)]
-        export_manifest(again, rows, out)
+        export_manifest(again, [manifest_cell(i) for i in range(4)], out)
     verify_manifest(out, s.path, tmp_path / "signing.key.pub")
 
 

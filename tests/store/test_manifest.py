@@ -1,4 +1,7 @@
-"""Manifest export validated against the schedule, signed, verifiable offline (DESIGN §6)."""
+"""Manifest export of the cells the caller read, signed, verifiable offline (DESIGN §6).
+
+Matching records against the schedule is the study's job (tests/study/test_records.py); the
+store checks only that it was handed one well-formed entry per committed record."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pytest
 
 from runner.canonical import canonical_bytes, digest, loads_strict
 from runner.store import (
+    ManifestCell,
     ManifestInvalid,
     ScheduleMismatch,
     SignatureInvalid,
@@ -21,20 +25,20 @@ from runner.store import (
     verify_manifest,
 )
 
-from .conftest import cell_body, drop_triggers, raw, restore_triggers
+from .conftest import cell_body, drop_triggers, manifest_cell, raw, restore_triggers
 
-ROWS = [cell_body(i)["schedule_row"] for i in range(6)]
+CELLS = [manifest_cell(i) for i in range(6)]
 
 
 @pytest.fixture
 def exported(new_store: Callable[..., Store], tmp_path: Path) -> tuple[Path, Path, Path]:
     s = new_store(n=6)
     s.attempt_begin({"cell_id": "c001"})
-    doc = export_manifest(s, ROWS, tmp_path / "manifest.json")
+    doc = export_manifest(s, CELLS, tmp_path / "manifest.json")
     s.close()
     m = doc["manifest"]
     assert m["record_count"] == 7 and m["store_id"] == s.store_id
-    assert [c["cell_id"] for c in m["cells"]] == [r["cell_id"] for r in ROWS]
+    assert [c["cell_id"] for c in m["cells"]] == [c.cell_id for c in CELLS]
     assert set(m["cells"][0]) == {"row", "cell_id", "result_digest"}
     assert set(m["audit_groups"][0]) == {"row", "cell_id", "audit_digest"}
     assert m["status_counts"] == {"goal_met": 4, "needs_human": 2}
@@ -54,31 +58,29 @@ def test_verify_offline_from_three_files(exported: tuple[Path, Path, Path], tmp_
 
 
 @pytest.mark.parametrize(
-    ("rows", "match"),
+    ("cells", "match"),
     [
-        (ROWS[:5], "beyond the schedule"),
-        ([*ROWS, cell_body(6)["schedule_row"]], "no committed record"),
-        ([ROWS[1], ROWS[0], *ROWS[2:]], "not schedule row 0"),
-        ([*ROWS[:5], ROWS[4]], "not schedule row 5"),
+        (CELLS[:5], "5 cells given for the 6 records"),
+        ([*CELLS, manifest_cell(6)], "7 cells given for the 6 records"),
+        ([*CELLS[:5], CELLS[4]], "repeated"),
     ],
-    ids=["extra-record", "missing-row", "out-of-order", "duplicate-row"],
+    ids=["extra-record", "missing-cell", "duplicate-cell"],
 )
-def test_schedule_mismatch(
-    new_store: Callable[..., Store], tmp_path: Path, rows: list[dict], match: str
+def test_cells_must_be_one_per_record(
+    new_store: Callable[..., Store], tmp_path: Path, cells: list[ManifestCell], match: str
 ) -> None:
     s = new_store(n=6)
     with pytest.raises(ScheduleMismatch, match=match):
-        export_manifest(s, rows, tmp_path / "m.json")
+        export_manifest(s, cells, tmp_path / "m.json")
     assert not (tmp_path / "m.json").exists()
     s.close()
 
 
-def test_duplicate_cell_refused(new_store: Callable[..., Store], tmp_path: Path) -> None:
-    s = new_store(n=2)
-    s.append(cell_body(1))  # the same cell committed twice
-    rows = [ROWS[0], ROWS[1], ROWS[1]]
-    with pytest.raises(ScheduleMismatch, match="repeated"):
-        export_manifest(s, rows, tmp_path / "m.json")
+def test_cell_digests_must_be_digests(new_store: Callable[..., Store], tmp_path: Path) -> None:
+    s = new_store(n=1)
+    bad = ManifestCell(0, "c000", "not a digest", CELLS[0].audit_digest, "goal_met")
+    with pytest.raises(ScheduleMismatch, match="not digests"):
+        export_manifest(s, [bad], tmp_path / "m.json")
     s.close()
 
 

@@ -3,6 +3,7 @@ and that the committed lock is current."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def test_replay_difference_exits_1(reference: Reference, tmp_path: Path,
 
     real = vars(execute_module)["score"]
     monkeypatch.setattr(execute_module, "score",
-                        lambda t, row: {**real(t, row), "cost_usd": -1.0})
+                        lambda t, row: dataclasses.replace(real(t, row), cost_usd=-1.0))
     store = tmp_path / "ref.db"
     shutil.copyfile(reference.store, store)
     shutil.copyfile(reference.store.with_name(reference.store.name + ".checkpoint"),

@@ -9,6 +9,7 @@ digest covers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,12 @@ from click.testing import CliRunner
 
 from runner.canonical import digest, load_strict_file
 from runner.cli._app import cli
+from runner.loop import Outcome
 from runner.sandbox import load_probes
 from runner.store import public_key_path, verify_manifest, verify_store
 from runner.study import (
+    CellRecord,
     ReplayRefused,
-    cell_result_digest,
     read_schedule,
     replay_store,
     study_paths,
@@ -54,11 +56,15 @@ def test_cli_run_export_replay_end_to_end(tmp_path: Path, reference: Reference) 
     recorded = bodies(store)
     assert [b["row"] for b in recorded] == list(range(1, SMALL_ROWS + 1))
     for want, body in zip(rows, recorded, strict=True):
-        assert body["schedule_row"] == want and body["cell_id"] == want["cell_id"]
-        assert body["schedule_row_digest"] == digest("ect/schedule-row/v1", want)
-        assert body["result_digest"] == cell_result_digest(body["result"])
+        assert body["schedule_row"] == want.to_json() and body["cell_id"] == want.cell_id
+        assert body["schedule_row_digest"] == digest("ect/schedule-row/v1", want.to_json())
+        # The typed record reads back to exactly the body committed (so its digests are the
+        # recorded ones), and it checks them itself.
+        record = CellRecord.from_json(body)
+        assert record.to_json() == body and record.mismatch(want) is None
+        assert body["result_digest"] == record.result.digest()
         assert body["audit_digest"] == digest("ect/record/v1", body["audit"])
-        assert body["result"]["outcome"]["policy"] == want["policy"]
+        assert record.result.outcome.policy == want.policy
         assert body["result"]["simulated"] is True
         assert set(body) == {"row", "cell_id", "schedule_row", "schedule_row_digest", "result",
                              "result_digest", "audit", "audit_digest", "artifacts",
@@ -94,16 +100,15 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
 
     real = vars(execute_module)["score"]
 
-    def skewed(trajectory: Any, row: dict[str, Any]) -> dict[str, Any]:
-        outcome: dict[str, Any] = real(trajectory, row)
-        outcome["turns"] += 1
-        return outcome
+    def skewed(trajectory: Any, row: Any) -> Outcome:
+        outcome: Outcome = real(trajectory, row)
+        return dataclasses.replace(outcome, turns=outcome.turns + 1)
 
     monkeypatch.setattr(execute_module, "score", skewed)
     report = replay_store(reference.store, reference.spec)
     assert report.cells == SMALL_ROWS and report.reproduced == 0
-    assert [m["row"] for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))
-    assert all("result digest" in m["detail"] for m in report.mismatches)
+    assert [m.row for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))
+    assert all("result digest" in m.detail for m in report.mismatches)
 
 
 def test_replay_refuses_a_store_that_does_not_verify(reference: Reference,

@@ -86,8 +86,8 @@ def test_schedule_file_edited(study: Path, tmp_path: Path) -> None:
     schedule = study_paths(study).schedule
     data = schedule.read_bytes()
     first = read_schedule(schedule)[0]
-    schedule.write_bytes(data.replace(f'"seed":{first["seed"]},'.encode(),
-                                      f'"seed":{first["seed"] + 1},'.encode(), 1))
+    schedule.write_bytes(data.replace(f'"seed":{first.seed},'.encode(),
+                                      f'"seed":{first.seed + 1},'.encode(), 1))
     _refused(preflight(study, tmp_path / "s.db"), "lock", "lock drift: schedule.sha256")
 
 

@@ -1,0 +1,370 @@
+"""The study's records as typed, frozen values: schedule rows, cell results, audit groups and
+cell records (DESIGN §6, §8).
+
+Every writer (``run``) and every reader (``resume``, ``replay``, ``export``, the analysis) goes
+through these types, so a record's shape is defined once. ``from_json`` is strict: every field
+present, nothing extra, each of its JSON type, errors (:class:`runner.canonical.RecordFormatError`)
+naming the path, e.g. ``record.result.outcome.turns: expected an integer, got boolean``.
+``to_json`` gives back exactly the object that was read, so digests computed over it are the
+recorded ones.
+
+The field names and the digest domains (``ect/schedule-row/v1``, ``ect/record/v1``) are part of
+the record format: renaming a field is a format change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from runner.canonical import (
+    JsonObject,
+    RecordFormatError,
+    digest,
+    read_bool,
+    read_digest,
+    read_int,
+    read_list,
+    read_object,
+    read_opt_digest,
+    read_opt_object,
+    read_opt_str,
+    read_str,
+)
+from runner.loop import Decision, Outcome
+
+__all__ = [
+    "AuditCall",
+    "AuditGroup",
+    "CellRecord",
+    "CellResult",
+    "RawExchangeRef",
+    "ScheduleRow",
+]
+
+_ROW_FIELDS = ("row", "cell_id", "task_id", "world_id", "family", "checkpoint_id", "checkpoint",
+               "fault", "seed_index", "seed", "policy")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """One row of the canonical schedule: which cell to run, with which derived seed."""
+
+    DIGEST_DOMAIN: ClassVar[str] = "ect/schedule-row/v1"
+
+    row: int
+    cell_id: str
+    task_id: str
+    world_id: str
+    family: str
+    checkpoint_id: str
+    checkpoint: str
+    fault: str | None
+    seed_index: int
+    seed: int
+    policy: str
+
+    def to_json(self) -> JsonObject:
+        return {name: getattr(self, name) for name in _ROW_FIELDS}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "schedule_row") -> ScheduleRow:
+        r = read_object(obj, path, _ROW_FIELDS)
+        return cls(
+            row=read_int(r["row"], f"{path}.row", minimum=1),
+            cell_id=read_str(r["cell_id"], f"{path}.cell_id", nonempty=True),
+            task_id=read_str(r["task_id"], f"{path}.task_id", nonempty=True),
+            world_id=read_str(r["world_id"], f"{path}.world_id", nonempty=True),
+            family=read_str(r["family"], f"{path}.family", nonempty=True),
+            checkpoint_id=read_str(r["checkpoint_id"], f"{path}.checkpoint_id", nonempty=True),
+            checkpoint=read_str(r["checkpoint"], f"{path}.checkpoint", nonempty=True),
+            fault=read_opt_str(r["fault"], f"{path}.fault"),
+            seed_index=read_int(r["seed_index"], f"{path}.seed_index", minimum=0),
+            seed=read_int(r["seed"], f"{path}.seed", minimum=0),
+            policy=read_str(r["policy"], f"{path}.policy", nonempty=True),
+        )
+
+    def digest(self) -> str:
+        return digest("ect/schedule-row/v1", self.to_json())
+
+
+@dataclass(frozen=True, slots=True)
+class CellResult:
+    """What one cell did: its outcome, stop, decisions and evidence; ``latency_s`` (the only
+    wall-clock field besides the outcome's) is left out of the result digest."""
+
+    outcome: Outcome
+    stop_reason: str
+    stop_detail: str
+    decisions: tuple[Decision, ...]
+    final_certificate: JsonObject | None
+    ledger_digest: str
+    new_receipts: tuple[JsonObject, ...]
+    notes: JsonObject
+    input_tokens: int
+    output_tokens: int
+    simulated: bool
+    latency_s: int | float
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "outcome", "stop", "decisions", "final_certificate", "ledger_digest", "new_receipts",
+        "notes", "tokens", "simulated", "timing")
+
+    def deterministic_json(self) -> JsonObject:
+        """The result without wall-clock fields (what :meth:`digest` covers)."""
+        return {
+            "outcome": self.outcome.without_timing(),
+            "stop": {"reason": self.stop_reason, "detail": self.stop_detail},
+            "decisions": [d.to_json() for d in self.decisions],
+            "final_certificate": self.final_certificate,
+            "ledger_digest": self.ledger_digest,
+            "new_receipts": list(self.new_receipts),
+            "notes": self.notes,
+            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            "simulated": self.simulated,
+        }
+
+    def to_json(self) -> JsonObject:
+        out = self.deterministic_json()
+        out["outcome"] = self.outcome.to_json()
+        out["timing"] = {"latency_s": self.latency_s}
+        return out
+
+    def digest(self) -> str:
+        """The cell's result digest (``ect/record/v1`` over :meth:`deterministic_json`)."""
+        return digest("ect/record/v1", self.deterministic_json())
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "result") -> CellResult:
+        r = read_object(obj, path, cls._FIELDS)
+        stop = read_object(r["stop"], f"{path}.stop", ("reason", "detail"))
+        tokens = read_object(r["tokens"], f"{path}.tokens", ("input", "output"))
+        timing = read_object(r["timing"], f"{path}.timing", ("latency_s",))
+        receipts = read_list(r["new_receipts"], f"{path}.new_receipts")
+        notes = read_opt_object(r["notes"], f"{path}.notes")
+        if notes is None:
+            raise RecordFormatError(f"{path}.notes", "expected an object, got null")
+        outcome = Outcome.from_json(r["outcome"], f"{path}.outcome")
+        return cls(
+            outcome=outcome,
+            stop_reason=read_str(stop["reason"], f"{path}.stop.reason"),
+            stop_detail=read_str(stop["detail"], f"{path}.stop.detail"),
+            decisions=tuple(Decision.from_json(d, f"{path}.decisions[{i}]")
+                            for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),
+            final_certificate=read_opt_object(r["final_certificate"], f"{path}.final_certificate"),
+            ledger_digest=read_digest(r["ledger_digest"], f"{path}.ledger_digest"),
+            new_receipts=tuple(_object(x, f"{path}.new_receipts[{i}]")
+                               for i, x in enumerate(receipts)),
+            notes=notes,
+            input_tokens=read_int(tokens["input"], f"{path}.tokens.input", minimum=0),
+            output_tokens=read_int(tokens["output"], f"{path}.tokens.output", minimum=0),
+            simulated=read_bool(r["simulated"], f"{path}.simulated"),
+            latency_s=_latency(timing["latency_s"], f"{path}.timing.latency_s",
+                               outcome.latency_s),
+        )
+
+
+def _object(value: object, path: str) -> JsonObject:
+    obj = read_opt_object(value, path)
+    if obj is None:
+        raise RecordFormatError(path, "expected an object, got null")
+    return obj
+
+
+def _latency(value: object, path: str, outcome_latency: int | float) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordFormatError(path, "expected a number")
+    if value != outcome_latency:
+        raise RecordFormatError(path, "differs from the outcome's latency_s")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RawExchangeRef:
+    """One attempt's raw request and response bytes, by blob digest."""
+
+    request: str
+    response: str | None
+
+    def to_json(self) -> JsonObject:
+        return {"request": self.request, "response": self.response}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> RawExchangeRef:
+        r = read_object(obj, path, ("request", "response"))
+        return cls(read_digest(r["request"], f"{path}.request"),
+                   read_opt_digest(r["response"], f"{path}.response"))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditCall:
+    """One audited model call: the digest of its canonical request, every attempt, the raw
+    exchanges and, when it succeeded, the adapter's parsed response (a blob digest)."""
+
+    request: str
+    parsed: str | None
+    ok: bool
+    failure: JsonObject | None
+    attempts: tuple[JsonObject, ...]
+    raw: tuple[RawExchangeRef, ...]
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("request", "parsed", "ok", "failure", "attempts", "raw")
+
+    def to_json(self) -> JsonObject:
+        return {
+            "request": self.request,
+            "parsed": self.parsed,
+            "ok": self.ok,
+            "failure": self.failure,
+            "attempts": list(self.attempts),
+            "raw": [x.to_json() for x in self.raw],
+        }
+
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> AuditCall:
+        c = read_object(obj, path, cls._FIELDS)
+        ok = read_bool(c["ok"], f"{path}.ok")
+        call = cls(
+            request=read_digest(c["request"], f"{path}.request"),
+            parsed=read_opt_digest(c["parsed"], f"{path}.parsed"),
+            ok=ok,
+            failure=read_opt_object(c["failure"], f"{path}.failure"),
+            attempts=tuple(_object(a, f"{path}.attempts[{i}]")
+                           for i, a in enumerate(read_list(c["attempts"], f"{path}.attempts"))),
+            raw=tuple(RawExchangeRef.from_json(x, f"{path}.raw[{i}]")
+                      for i, x in enumerate(read_list(c["raw"], f"{path}.raw"))),
+        )
+        if ok != (call.parsed is not None) or ok == (call.failure is not None):
+            raise RecordFormatError(path, "ok must come with parsed and without failure")
+        return call
+
+
+@dataclass(frozen=True, slots=True)
+class AuditGroup:
+    """The audit of one cell: the provider and model of its first attempt, and every call."""
+
+    provider: str | None
+    model: str | None
+    calls: tuple[AuditCall, ...]
+
+    def to_json(self) -> JsonObject:
+        return {"provider": self.provider, "model": self.model,
+                "calls": [c.to_json() for c in self.calls]}
+
+    def digest(self) -> str:
+        return digest("ect/record/v1", self.to_json())
+
+    def attempt_providers(self) -> set[tuple[str, str, bool]]:
+        """The (provider, model, simulated) of every attempt that names all three."""
+        out: set[tuple[str, str, bool]] = set()
+        for call in self.calls:
+            for a in call.attempts:
+                p, m, s = a.get("provider"), a.get("model"), a.get("simulated")
+                if isinstance(p, str) and isinstance(m, str) and isinstance(s, bool):
+                    out.add((p, m, s))
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "audit") -> AuditGroup:
+        a = read_object(obj, path, ("provider", "model", "calls"))
+        return cls(
+            provider=read_opt_str(a["provider"], f"{path}.provider"),
+            model=read_opt_str(a["model"], f"{path}.model"),
+            calls=tuple(AuditCall.from_json(c, f"{path}.calls[{i}]")
+                        for i, c in enumerate(read_list(a["calls"], f"{path}.calls"))),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CellRecord:
+    """The body of one committed cell in the run store.
+
+    :meth:`from_json` also checks the record against itself: the row and cell id agree with the
+    schedule row and the outcome, and every digest matches what it covers.
+    """
+
+    VERSION: ClassVar[str] = "ect/record/v1"
+
+    schedule_row: ScheduleRow
+    result: CellResult
+    audit: AuditGroup
+    artifacts: dict[str, str]
+    code_version: str
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "row", "cell_id", "schedule_row", "schedule_row_digest", "result", "result_digest",
+        "audit", "audit_digest", "artifacts", "code_version")
+
+    @property
+    def row(self) -> int:
+        return self.schedule_row.row
+
+    @property
+    def cell_id(self) -> str:
+        return self.schedule_row.cell_id
+
+    @property
+    def result_digest(self) -> str:
+        return self.result.digest()
+
+    @property
+    def audit_digest(self) -> str:
+        return self.audit.digest()
+
+    def to_json(self) -> JsonObject:
+        return {
+            "row": self.row,
+            "cell_id": self.cell_id,
+            "schedule_row": self.schedule_row.to_json(),
+            "schedule_row_digest": self.schedule_row.digest(),
+            "result": self.result.to_json(),
+            "result_digest": self.result_digest,
+            "audit": self.audit.to_json(),
+            "audit_digest": self.audit_digest,
+            "artifacts": dict(self.artifacts),
+            "code_version": self.code_version,
+        }
+
+    def mismatch(self, want: ScheduleRow) -> str | None:
+        """Why this record is not the cell of schedule row ``want`` (``None`` when it is).
+
+        The one record-vs-schedule matcher: preflight, export and the analysis all ask here.
+        """
+        if self.schedule_row == want:
+            return None
+        if self.row != want.row:
+            return f"it holds row {self.row} ({self.cell_id}), not row {want.row} ({want.cell_id})"
+        return f"row {want.row} ran a different schedule row ({self.cell_id})"
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "record") -> CellRecord:
+        b = read_object(obj, path, cls._FIELDS)
+        srow = ScheduleRow.from_json(b["schedule_row"], f"{path}.schedule_row")
+        result = CellResult.from_json(b["result"], f"{path}.result")
+        audit = AuditGroup.from_json(b["audit"], f"{path}.audit")
+        artifacts = _object(b["artifacts"], f"{path}.artifacts")
+        record = cls(
+            schedule_row=srow,
+            result=result,
+            audit=audit,
+            artifacts={k: read_digest(v, f"{path}.artifacts.{k}") for k, v in artifacts.items()},
+            code_version=read_str(b["code_version"], f"{path}.code_version"),
+        )
+        _same(b["row"], srow.row, f"{path}.row", "the schedule row's")
+        _same(b["cell_id"], srow.cell_id, f"{path}.cell_id", "the schedule row's")
+        _same(result.outcome.row, srow.row, f"{path}.result.outcome.row", "the record's")
+        _same(result.outcome.cell_id, srow.cell_id, f"{path}.result.outcome.cell_id",
+              "the record's")
+        _same(b["schedule_row_digest"], srow.digest(), f"{path}.schedule_row_digest",
+              "the digest of schedule_row")
+        _same(b["result_digest"], record.result_digest, f"{path}.result_digest",
+              "the digest of result")
+        _same(b["audit_digest"], record.audit_digest, f"{path}.audit_digest",
+              "the digest of audit")
+        return record
+
+
+def _same(got: Any, want: object, path: str, what: str) -> None:
+    if got != want or type(got) is not type(want):
+        raise RecordFormatError(path, f"{got!r} is not {what} ({want!r})")
+

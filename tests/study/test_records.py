@@ -1,0 +1,144 @@
+"""The study's typed records (runner/study/_records.py) on the bodies a real run committed.
+
+Each record type reads strictly (the error names the path) and writes back exactly what it read,
+so every digest computed over it is the recorded one; every reader of records goes through them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.canonical import RecordFormatError, canonical_bytes
+from runner.errors import FormatError
+from runner.loop import Outcome
+from runner.store import Store
+from runner.study import (
+    AuditGroup,
+    CellRecord,
+    CellResult,
+    IncompleteStore,
+    ScheduleError,
+    ScheduleRow,
+    export_study,
+    read_schedule,
+    run_preflight,
+    study_paths,
+)
+from tests.study.conftest import Reference
+from tests.study.support import bodies
+
+
+@pytest.fixture(scope="module")
+def committed(reference: Reference) -> list[dict[str, Any]]:
+    return bodies(reference.store)
+
+
+def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]]) -> None:
+    for body in committed:
+        record = CellRecord.from_json(body)
+        assert canonical_bytes(record.to_json()) == canonical_bytes(body)
+        assert record.result_digest == body["result_digest"]
+        assert record.audit_digest == body["audit_digest"]
+        assert record.schedule_row.digest() == body["schedule_row_digest"]
+        assert Outcome.from_json(body["result"]["outcome"]) == record.result.outcome
+        assert AuditGroup.from_json(body["audit"]) == record.audit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda b: b.pop("code_version"), r"^record: missing field 'code_version'$"),
+        (lambda b: b.update(extra=1), r"^record: unknown field 'extra'$"),
+        (lambda b: b["schedule_row"].update(seed=True),
+         r"^record.schedule_row.seed: expected an integer, got boolean$"),
+        (lambda b: b["result"]["outcome"].update(turns=1.5),
+         r"^record.result.outcome.turns: expected an integer, got number$"),
+        (lambda b: b["result"]["decisions"][0].pop("verdict"),
+         r"^record.result.decisions\[0\]: missing field 'verdict'$"),
+        (lambda b: b["audit"]["calls"][0].update(request="md5:0"),
+         r"^record.audit.calls\[0\].request: expected a 'sha256:<64 lowercase hex>' digest$"),
+        (lambda b: b["result"]["outcome"].update(turns=b["result"]["outcome"]["turns"] + 1),
+         r"^record.result_digest: .* is not the digest of result"),
+        (lambda b: b["result"]["outcome"].update(row=99),
+         r"^record.result.outcome.row: 99 is not the record's \(1\)$"),
+        (lambda b: b.update(cell_id="other"),
+         r"^record.cell_id: 'other' is not the schedule row's"),
+    ],
+    ids=["missing", "unknown", "bool-seed", "float-turns", "decision-shape", "digest-shape",
+         "result-digest", "outcome-row", "cell-id"],
+)
+def test_malformed_records_name_the_path(committed: list[dict[str, Any]], edit: Any,
+                                         message: str) -> None:
+    body = copy.deepcopy(committed[0])
+    edit(body)
+    with pytest.raises(RecordFormatError, match=message):
+        CellRecord.from_json(body)
+
+
+def test_the_one_matcher(committed: list[dict[str, Any]], reference: Reference) -> None:
+    rows = read_schedule(study_paths(reference.spec).schedule)
+    first, second = (CellRecord.from_json(b) for b in committed[:2])
+    assert first.mismatch(rows[0]) is None
+    assert first.mismatch(rows[1]) == (f"it holds row 1 ({first.cell_id}), not row 2 "
+                                       f"({rows[1].cell_id})")
+    other_seed = dataclasses.replace(rows[1], seed=rows[1].seed + 1)
+    assert second.mismatch(other_seed) == f"row 2 ran a different schedule row ({second.cell_id})"
+
+
+def test_cell_result_digest_leaves_out_wall_clock(committed: list[dict[str, Any]]) -> None:
+    result = CellResult.from_json(committed[0]["result"])
+    slower = dataclasses.replace(result, latency_s=result.latency_s + 5,
+                                 outcome=dataclasses.replace(result.outcome,
+                                                             latency_s=result.latency_s + 5))
+    assert slower.digest() == result.digest()
+    assert slower.to_json() != result.to_json()
+
+
+def test_schedule_reader_names_line_and_field(tmp_path: Path, reference: Reference) -> None:
+    rows = read_schedule(study_paths(reference.spec).schedule)
+    assert all(isinstance(r, ScheduleRow) for r in rows)
+    bad = [r.to_json() for r in rows[:3]]
+    bad[1]["fault"] = 7
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in bad))
+    with pytest.raises(ScheduleError, match=r"s.jsonl:2: not a schedule row: row.fault: "
+                                            r"expected a string, got number"):
+        read_schedule(path)
+
+
+def _forge_copy(reference: Reference, tmp_path: Path, swap: tuple[int, int]) -> Path:
+    """A store with the reference's records, two of them committed in swapped order."""
+    store = tmp_path / "swapped.db"
+    key = tmp_path / "swapped.db.key"
+    from runner.store import generate_key
+
+    signing = generate_key(key)
+    with Store.open(reference.store) as src:
+        header = {k: v for k, v in src.header.items()
+                  if k not in ("format", "store_id", "public_key", "journal", "created_utc")}
+        recs = [r.body for r in src.records(1)]
+    recs[swap[0]], recs[swap[1]] = recs[swap[1]], recs[swap[0]]
+    with Store.create(store, header=header, signing_key=signing) as dst:
+        dst.append_batch(recs)
+    return store
+
+
+def test_preflight_and_export_use_the_one_matcher(reference: Reference, tmp_path: Path) -> None:
+    store = _forge_copy(reference, tmp_path, (0, 1))
+    report = run_preflight(reference.spec, store)
+    check = next(c for c in report.checks if c.name.startswith("store"))
+    assert not check.ok and "record 1 is not schedule row 1" in check.detail
+    assert "it holds row 2" in check.detail
+    with pytest.raises(IncompleteStore, match=r"record 1 is not schedule row 1: it holds row 2"):
+        export_study(store, tmp_path / "m.json", reference.spec)
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_record_errors_are_format_errors() -> None:
+    with pytest.raises(FormatError):
+        CellRecord.from_json([])
