@@ -22,6 +22,7 @@ from runner.analysis._load import StoreOutcomes, load_outcomes_from_store
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
 from runner.analysis._static import (
     ABLATION_TABLE,
+    StaticDecisionRow,
     StaticRun,
     StaticSpec,
     analyse_static,
@@ -51,6 +52,7 @@ __all__ = [
     "ProviderInfo",
     "ScheduleDisagrees",
     "SpecInvalid",
+    "StaticDecisionRow",
     "StaticRun",
     "StaticSpec",
     "StoreOutcomes",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
+from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 from runner.policies import PIPELINES, STATIC_ARMS
 
@@ -57,7 +57,7 @@ class ProviderInfo:
             )
         return f"provider: {self.name} (model {self.model}) - real model responses"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "model": self.model, "simulated": self.simulated}
 
 

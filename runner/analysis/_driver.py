@@ -17,6 +17,7 @@ from runner.analysis._errors import ScheduleDisagrees
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
+from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.study import ScheduleRow, read_schedule
@@ -34,7 +35,7 @@ DEFAULT_REPORT_SEED = 2705
 """Bootstrap seed of ``ect report`` unless ``--seed`` says otherwise (the paper's seed)."""
 
 
-def jsonl_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+def jsonl_bytes(rows: Sequence[JsonObject]) -> bytes:
     """One key-sorted JSON object per line (display/audit output, not a digest input)."""
     return b"".join(
         (json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()  # noqa: TID251
@@ -134,7 +135,7 @@ def static_study(
     write_outputs(results, out)
     label = f"{info.name}/{info.model}" + (" (SIMULATED)" if info.simulated else "")
     for name, rows in (
-        ("decisions.jsonl", [{"provider": label, **r} for r in run.rows]),
+        ("decisions.jsonl", [{"provider": label, **r.to_json()} for r in run.rows]),
         ("attempts.jsonl", run.attempts),
         ("attempts.journal.jsonl", run.journal),
     ):

@@ -31,10 +31,20 @@ from runner.analysis._stats import (
     macro_f1,
     mcnemar_exact,
 )
+from runner.canonical import (
+    JsonObject,
+    read_bool,
+    read_int,
+    read_list,
+    read_number,
+    read_object,
+    read_str,
+)
 from runner.errors import AnalysisError
 
 __all__ = [
     "ABLATION_TABLE",
+    "StaticDecisionRow",
     "StaticRun",
     "StaticSpec",
     "analyse_static",
@@ -231,38 +241,102 @@ Decide = Callable[..., Awaitable[Any]]
 class StaticRun:
     """Decision rows (one per snapshot x arm, plus ECT ablations) and the provider audit."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[StaticDecisionRow] = field(default_factory=list)
+    attempts: list[JsonObject] = field(default_factory=list)
     """Attempt records without wall-clock or random fields (deterministic)."""
-    journal: list[dict[str, Any]] = field(default_factory=list)
+    journal: list[JsonObject] = field(default_factory=list)
     """Full attempt records, wall clock included (the audit journal; not byte-stable)."""
 
 
-def _row(snapshot: Any, arm: str, ablate: str, decision: Any, cost: float) -> dict[str, Any]:
+_DECISION_ROW_FIELDS = (
+    "snapshot_id", "task_id", "world_id", "family", "split", "condition", "gold", "arm", "ablate",
+    "decision", "reasons", "reason_families", "model_calls", "attempts", "retries",
+    "provider_failure", "input_tokens", "output_tokens", "cost_usd",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticDecisionRow:
+    """One static decision (a snapshot decided by one arm, under one ablation or none): the row
+    ``analyse_static`` counts and ``decisions.jsonl`` lists. ``ablate`` is ``""`` without one."""
+
+    snapshot_id: str
+    task_id: str
+    world_id: str
+    family: str
+    split: str
+    condition: str
+    gold: str
+    arm: str
+    ablate: str
+    decision: str
+    reasons: tuple[str, ...]
+    reason_families: tuple[str, ...]
+    model_calls: int
+    attempts: int
+    retries: int
+    provider_failure: bool
+    input_tokens: int
+    output_tokens: int
+    cost_usd: int | float
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {name: getattr(self, name) for name in _DECISION_ROW_FIELDS}
+        out["reasons"] = list(self.reasons)
+        out["reason_families"] = list(self.reason_families)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "decision_row") -> StaticDecisionRow:
+        r = read_object(obj, path, _DECISION_ROW_FIELDS)
+        def text(k: str) -> str:
+            return read_str(r[k], f"{path}.{k}")
+
+        def count(k: str) -> int:
+            return read_int(r[k], f"{path}.{k}", minimum=0)
+
+        return cls(
+            snapshot_id=text("snapshot_id"), task_id=text("task_id"), world_id=text("world_id"),
+            family=text("family"), split=text("split"), condition=text("condition"),
+            gold=text("gold"), arm=text("arm"), ablate=text("ablate"), decision=text("decision"),
+            model_calls=count("model_calls"), attempts=count("attempts"),
+            retries=count("retries"), input_tokens=count("input_tokens"),
+            output_tokens=count("output_tokens"),
+            reasons=tuple(read_str(x, f"{path}.reasons[{i}]")
+                          for i, x in enumerate(read_list(r["reasons"], f"{path}.reasons"))),
+            reason_families=tuple(
+                read_str(x, f"{path}.reason_families[{i}]")
+                for i, x in enumerate(read_list(r["reason_families"], f"{path}.reason_families"))),
+            provider_failure=read_bool(r["provider_failure"], f"{path}.provider_failure"),
+            cost_usd=read_number(r["cost_usd"], f"{path}.cost_usd"),
+        )
+
+
+def _row(snapshot: Any, arm: str, ablate: str, decision: Any, cost: float) -> StaticDecisionRow:
     result = decision.provider_result
     usage = result.usage if result is not None else None
     codes = sorted({r.code for r in decision.reasons})
-    return {
-        "snapshot_id": str(snapshot.snapshot_id),
-        "task_id": snapshot.task.task_id,
-        "world_id": snapshot.task.world_id,
-        "family": snapshot.task.family,
-        "split": snapshot.task.split,
-        "condition": snapshot.condition,
-        "gold": snapshot.gold_decision,
-        "arm": arm,
-        "ablate": ablate,
-        "decision": decision.decision,
-        "reasons": codes,
-        "reason_families": sorted({c.split(".", 1)[0] for c in codes}),
-        "model_calls": int(decision.model_calls),
-        "attempts": len(result.attempts) if result is not None else 0,
-        "retries": sum(1 for a in result.attempts if a.retry) if result is not None else 0,
-        "provider_failure": bool(result is not None and not result.ok),
-        "input_tokens": int(usage.input_tokens) if usage is not None else 0,
-        "output_tokens": int(usage.output_tokens) if usage is not None else 0,
-        "cost_usd": cost,
-    }
+    return StaticDecisionRow(
+        snapshot_id=str(snapshot.snapshot_id),
+        task_id=snapshot.task.task_id,
+        world_id=snapshot.task.world_id,
+        family=snapshot.task.family,
+        split=snapshot.task.split,
+        condition=snapshot.condition,
+        gold=snapshot.gold_decision,
+        arm=arm,
+        ablate=ablate,
+        decision=decision.decision,
+        reasons=tuple(codes),
+        reason_families=tuple(sorted({c.split(".", 1)[0] for c in codes})),
+        model_calls=int(decision.model_calls),
+        attempts=len(result.attempts) if result is not None else 0,
+        retries=sum(1 for a in result.attempts if a.retry) if result is not None else 0,
+        provider_failure=bool(result is not None and not result.ok),
+        input_tokens=int(usage.input_tokens) if usage is not None else 0,
+        output_tokens=int(usage.output_tokens) if usage is not None else 0,
+        cost_usd=cost,
+    )
 
 
 async def run_static(
@@ -354,33 +428,33 @@ async def run_static(
 # -------------------------------------------------------------------------- the analysis
 
 
-def _table2_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    faults = [r for r in rows if r["condition"] != "C0"]
-    clean = [r for r in rows if r["condition"] == "C0"]
+def _table2_row(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+    faults = [r for r in rows if r.condition != "C0"]
+    clean = [r for r in rows if r.condition == "C0"]
     return {
-        "unsafe": sum(1 for r in faults if r["decision"] == "complete"),
+        "unsafe": sum(1 for r in faults if r.decision == "complete"),
         "unsafe_den": len(faults),
-        "clean_noncomplete": sum(1 for r in clean if r["decision"] != "complete"),
+        "clean_noncomplete": sum(1 for r in clean if r.decision != "complete"),
         "clean_den": len(clean),
-        "stuck": sum(1 for r in faults if r["decision"] == "stuck"),
+        "stuck": sum(1 for r in faults if r.decision == "stuck"),
         "stuck_den": len(faults),
-        "macro_f1": rnd(macro_f1([r["gold"] for r in rows], [r["decision"] for r in rows])),
-        "model_calls": sum(r["model_calls"] for r in rows),
-        "attempts": sum(r["attempts"] for r in rows),
-        "retries": sum(r["retries"] for r in rows),
-        "provider_failures": sum(1 for r in rows if r["provider_failure"]),
-        "unparseable": sum(1 for r in rows if "critic.unparseable" in r["reasons"]),
-        "input_tokens": sum(r["input_tokens"] for r in rows),
-        "output_tokens": sum(r["output_tokens"] for r in rows),
-        "cost_usd": rnd(sum(r["cost_usd"] for r in rows)),
+        "macro_f1": rnd(macro_f1([r.gold for r in rows], [r.decision for r in rows])),
+        "model_calls": sum(r.model_calls for r in rows),
+        "attempts": sum(r.attempts for r in rows),
+        "retries": sum(r.retries for r in rows),
+        "provider_failures": sum(1 for r in rows if r.provider_failure),
+        "unparseable": sum(1 for r in rows if "critic.unparseable" in r.reasons),
+        "input_tokens": sum(r.input_tokens for r in rows),
+        "output_tokens": sum(r.output_tokens for r in rows),
+        "cost_usd": rnd(sum(r.cost_usd for r in rows)),
     }
 
 
-def _per_condition(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _per_condition(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for cond in ("C0", *FAULTS):
-        sel = [r for r in rows if r["condition"] == cond]
-        counts = Counter(r["decision"] for r in sel)
+        sel = [r for r in rows if r.condition == cond]
+        counts = Counter(r.decision for r in sel)
         out[cond] = {
             "n": len(sel),
             "complete": counts.get("complete", 0),
@@ -391,7 +465,7 @@ def _per_condition(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def analyse_static(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[StaticDecisionRow],
     *,
     spec: StaticSpec,
     provider: ProviderInfo,
@@ -400,47 +474,47 @@ def analyse_static(
     """Table 2, Table 3, H1 and the plot intervals from the decision rows of ``run_static``."""
     seed = spec.seed if seed is None else seed
     reps = spec.replicates
-    base = [r for r in rows if r["ablate"] == ""]
-    held = [r for r in base if r["split"] == "heldout"]
-    arms = [a for a in STATIC_POLICIES if any(r["arm"] == a for r in held)]
+    base = [r for r in rows if r.ablate == ""]
+    held = [r for r in base if r.split == "heldout"]
+    arms = [a for a in STATIC_POLICIES if any(r.arm == a for r in held)]
     for need in ("ect", "critic_core"):
         if need not in arms:
             raise AnalysisError(f"static analysis needs held-out decisions of arm {need!r}")
-    by_arm = {a: [r for r in held if r["arm"] == a] for a in arms}
+    by_arm = {a: [r for r in held if r.arm == a] for a in arms}
     sizes = {a: len(v) for a, v in by_arm.items()}
     if len(set(sizes.values())) != 1:
         raise AnalysisError(f"arms decided different numbers of held-out snapshots: {sizes}")
 
     table2 = {a: _table2_row(by_arm[a]) for a in arms}
     per_fault = {a: _per_condition(by_arm[a]) for a in arms}
-    dev = [r for r in base if r["split"] == "dev"]
+    dev = [r for r in base if r.split == "dev"]
     dev_table = {
-        a: _table2_row([r for r in dev if r["arm"] == a])
+        a: _table2_row([r for r in dev if r.arm == a])
         for a in arms
-        if any(r["arm"] == a for r in dev)
+        if any(r.arm == a for r in dev)
     }
 
     # H1: per held-out task, "any unsafe complete among its fault snapshots", ECT vs critic core.
-    def unsafe_rows(arm: str) -> list[Mapping[str, Any]]:
-        return [r for r in by_arm[arm] if r["condition"] != "C0"]
+    def unsafe_rows(arm: str) -> list[StaticDecisionRow]:
+        return [r for r in by_arm[arm] if r.condition != "C0"]
 
     ect_f, critic_f = unsafe_rows("ect"), unsafe_rows("critic_core")
-    tasks = sorted({r["task_id"] for r in ect_f})
-    if tasks != sorted({r["task_id"] for r in critic_f}):
+    tasks = sorted({r.task_id for r in ect_f})
+    if tasks != sorted({r.task_id for r in critic_f}):
         raise AnalysisError("ECT and critic core decided different held-out tasks")
 
-    def indicator(frows: Sequence[Mapping[str, Any]]) -> list[bool]:
-        hit = {r["task_id"] for r in frows if r["decision"] == "complete"}
+    def indicator(frows: Sequence[StaticDecisionRow]) -> list[bool]:
+        hit = {r.task_id for r in frows if r.decision == "complete"}
         return [t in hit for t in tasks]
 
     mc = mcnemar_exact(indicator(ect_f), indicator(critic_f))
 
     def boot(cluster_key: str, label: str) -> Any:
         return cluster_bootstrap_diff(
-            [r[cluster_key] for r in ect_f],
-            [float(r["decision"] == "complete") for r in ect_f],
-            [r[cluster_key] for r in critic_f],
-            [float(r["decision"] == "complete") for r in critic_f],
+            [getattr(r, cluster_key) for r in ect_f],
+            [float(r.decision == "complete") for r in ect_f],
+            [getattr(r, cluster_key) for r in critic_f],
+            [float(r.decision == "complete") for r in critic_f],
             replicates=reps,
             seed=seed,
             label=label,
@@ -454,8 +528,8 @@ def analyse_static(
         "tasks": len(tasks),
         "worlds": world_b.n_clusters,
         "fault_snapshots": len(ect_f),
-        "ect_unsafe": sum(1 for r in ect_f if r["decision"] == "complete"),
-        "critic_unsafe": sum(1 for r in critic_f if r["decision"] == "complete"),
+        "ect_unsafe": sum(1 for r in ect_f if r.decision == "complete"),
+        "critic_unsafe": sum(1 for r in critic_f if r.decision == "complete"),
         "ect_tasks_with_unsafe": sum(indicator(ect_f)),
         "critic_tasks_with_unsafe": sum(indicator(critic_f)),
         "b_ect": mc.b_x,
@@ -472,17 +546,17 @@ def analyse_static(
         "95% interval wholly below 0",
     }
 
-    families = sorted({r["family"] for r in held})
+    families = sorted({r.family for r in held})
     per_family = {
         a: {
             fam: {
                 "unsafe": sum(
                     1
                     for r in by_arm[a]
-                    if r["family"] == fam and r["condition"] != "C0" and r["decision"] == "complete"
+                    if r.family == fam and r.condition != "C0" and r.decision == "complete"
                 ),
                 "faults": sum(
-                    1 for r in by_arm[a] if r["family"] == fam and r["condition"] != "C0"
+                    1 for r in by_arm[a] if r.family == fam and r.condition != "C0"
                 ),
             }
             for fam in families
@@ -493,7 +567,7 @@ def analyse_static(
         cond: dict(
             sorted(
                 Counter(
-                    f for r in by_arm["ect"] if r["condition"] == cond for f in r["reason_families"]
+                    f for r in by_arm["ect"] if r.condition == cond for f in r.reason_families
                 ).items()
             )
         )
@@ -504,7 +578,7 @@ def analyse_static(
     ect_held = by_arm["ect"]
     for name, label, fault, measure in ABLATION_TABLE:
         abl = [
-            r for r in rows if r["ablate"] == name and r["split"] == "heldout" and r["arm"] == "ect"
+            r for r in rows if r.ablate == name and r.split == "heldout" and r.arm == "ect"
         ]
         if not abl:
             raise AnalysisError(f"no held-out decisions for the {name!r} ablation")
@@ -516,11 +590,11 @@ def analyse_static(
             "measure": measure,
         }
         if fault is None:
-            before = {r["snapshot_id"]: r["decision"] for r in ect_held if r["condition"] != "C0"}
+            before = {r.snapshot_id: r.decision for r in ect_held if r.condition != "C0"}
             changed = sum(
                 1
                 for r in abl
-                if r["condition"] != "C0" and before[r["snapshot_id"]] != r["decision"]
+                if r.condition != "C0" and before[r.snapshot_id] != r.decision
             )
             entry.update(
                 target_fault=None,
@@ -530,11 +604,11 @@ def analyse_static(
                 changed_decisions=changed,
             )
         else:
-            tgt_ect = [r for r in ect_held if r["condition"] == fault]
-            tgt_abl = [r for r in abl if r["condition"] == fault]
-            n_ect = sum(1 for r in tgt_ect if r["decision"] == counted)
-            n_abl = sum(1 for r in tgt_abl if r["decision"] == counted)
-            fams = Counter(f for r in tgt_abl for f in r["reason_families"])
+            tgt_ect = [r for r in ect_held if r.condition == fault]
+            tgt_abl = [r for r in abl if r.condition == fault]
+            n_ect = sum(1 for r in tgt_ect if r.decision == counted)
+            n_abl = sum(1 for r in tgt_abl if r.decision == counted)
+            fams = Counter(f for r in tgt_abl for f in r.reason_families)
             entry.update(
                 target_fault=fault,
                 fault_label=FAULT_LABELS[fault],
@@ -548,8 +622,8 @@ def analyse_static(
 
     intervals: dict[str, Any] = {}
     for a in arms:
-        faults = [r for r in by_arm[a] if r["condition"] != "C0"]
-        clean = [r for r in by_arm[a] if r["condition"] == "C0"]
+        faults = [r for r in by_arm[a] if r.condition != "C0"]
+        clean = [r for r in by_arm[a] if r.condition == "C0"]
         intervals[a] = {}
         for key, sel, wanted, positive in (
             ("U", faults, "complete", True),
@@ -557,8 +631,8 @@ def analyse_static(
             ("S", faults, "stuck", True),
         ):
             res = cluster_bootstrap_mean(
-                [r["task_id"] for r in sel],
-                [float((r["decision"] == wanted) == positive) for r in sel],
+                [r.task_id for r in sel],
+                [float((r.decision == wanted) == positive) for r in sel],
                 replicates=reps,
                 seed=seed,
                 label=f"rate/{a}/{key}",
@@ -578,9 +652,9 @@ def analyse_static(
             "spec_sha256": spec.sha256,
             "seed": seed,
             "replicates": reps,
-            "snapshots": len({r["snapshot_id"] for r in base}),
+            "snapshots": len({r.snapshot_id for r in base}),
             "heldout_snapshots": sizes[arms[0]],
-            "heldout_tasks": len({r["task_id"] for r in held}),
+            "heldout_tasks": len({r.task_id for r in held}),
             "decisions": len(rows),
             "arms": arms,
             "cluster": "task_id (sensitivity: world_id)",

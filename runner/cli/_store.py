@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonObject, canonical_bytes
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die, map_errors
 from runner.store import (
     KeyFileError,
@@ -93,7 +93,7 @@ def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first)."""
     with Store.open(path) as store:
         if seq is None:
-            out: dict[str, Any] = {
+            out: JsonObject = {
                 "header": store.header,
                 "records": store.count,
                 "head": {"seq": store.head[0], "chain": store.head[1]},

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import structlog
 
+from runner.canonical import JsonObject
 from runner.cli._common import (
     EXIT_HALTED,
     EXIT_NEGATIVE,
@@ -328,7 +329,7 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
     _run(settings, resume=False, as_json=as_json, quiet=quiet)
 
 
-def _store_header(store: str) -> dict[str, Any]:
+def _store_header(store: str) -> JsonObject:
     from runner.store import Store
 
     with Store.open(store) as s:

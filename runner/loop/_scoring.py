@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.canonical import JsonObject
 from runner.ect import Receipt
 from runner.loop._outcome import CellIdentity, Outcome
 from runner.loop._trajectory import Trajectory
@@ -42,7 +43,7 @@ def _equal(value: Any, gold: Any, tolerance: float) -> bool:
     return type(value) is type(gold) and value == gold
 
 
-def _claims(certificate: Any) -> list[dict[str, Any]]:
+def _claims(certificate: Any) -> list[JsonObject]:
     if not isinstance(certificate, dict) or not isinstance(certificate.get("claims"), list):
         return []
     return [c for c in certificate["claims"] if isinstance(c, dict)]

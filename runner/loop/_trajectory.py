@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.canonical import (
+    JsonObject,
     RecordFormatError,
     canonical_bytes,
     read_bool,
@@ -66,7 +67,7 @@ from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
 __all__ = ["Decision", "ToolExecutor", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
 
-ToolExecutor = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+ToolExecutor = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 """``(world_id, tool_id, args) -> response``: one sandboxed call. Raises EctError on failure."""
 
 
@@ -89,14 +90,14 @@ class Decision:
     """
 
     index: int
-    action: dict[str, Any]
+    action: JsonObject
     verdict: str
-    pipeline: dict[str, Any] | None = None
-    tool_response: dict[str, Any] | None = None
+    pipeline: JsonObject | None = None
+    tool_response: JsonObject | None = None
     tool_error: str | None = None
     provider_ok: bool = True
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "index": self.index,
             "action": self.action,
@@ -136,7 +137,7 @@ class Trajectory:
     policy: str
     stop_reason: StopReason
     stop_detail: str
-    final_certificate: dict[str, Any] | None
+    final_certificate: JsonObject | None
     trace: tuple[TraceCall, ...]
     ledger: Ledger
     decisions: list[Decision]
@@ -146,7 +147,7 @@ class Trajectory:
     input_tokens: int
     output_tokens: int
     cost_usd: float
-    notes: dict[str, Any]
+    notes: JsonObject
     note_statuses: list[str]
     provider_results: list[ProviderResult]
     calls_budget: int
@@ -167,7 +168,7 @@ def _controller(config: TrajectoryConfig) -> RunController:
     return RunController(budget, guard=Guard(allow=frozenset(TOOL_SCHEMAS), side_effects=side))
 
 
-def _action_json(action: Any) -> dict[str, Any]:
+def _action_json(action: Any) -> JsonObject:
     if isinstance(action, ToolCallAction):
         return {"kind": "tool_call", "tool_id": action.tool_id, "args": dict(action.args)}
     if isinstance(action, FinishAction):
@@ -198,7 +199,7 @@ async def run_trajectory(
     execute_tool: ToolExecutor,
     config: TrajectoryConfig,
     *,
-    metadata: dict[str, Any],
+    metadata: JsonObject,
 ) -> Trajectory:
     """Run one cell from ``checkpoint`` until the controller records a stop."""
     task = checkpoint.task
@@ -210,7 +211,7 @@ async def run_trajectory(
     notes = NoteBook()
     note_statuses: list[str] = []
     directive: str | None = None
-    final_certificate: dict[str, Any] | None = None
+    final_certificate: JsonObject | None = None
     decisions: list[Decision] = []
     verdicts: list[str] = []
     results: list[ProviderResult] = []

@@ -39,6 +39,7 @@ from runner.study._records import (
     ScheduleRow,
 )
 from runner.study._spec import StudySpec, file_sha256
+from runner.worlds import Checkpoint
 
 __all__ = [
     "Halted",
@@ -234,7 +235,7 @@ class _Journaled:
 @dataclass
 class _Context:
     spec: StudySpec
-    checkpoints: dict[str, Any]
+    checkpoints: dict[str, Checkpoint]
     provider_factory: Callable[[], Any]
     store: Any
     sandbox: Any
@@ -244,7 +245,7 @@ class _Context:
     simulated: bool
 
 
-async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Any,
+async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Checkpoint,
                               provider: Any, execute_tool: Any) -> Trajectory:
     """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
 
@@ -272,9 +273,9 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Any
 async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRecord]:
     provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
 
-    async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         ctx.tool_calls[0] += 1
-        response: dict[str, Any] = await anyio.to_thread.run_sync(
+        response: JsonObject = await anyio.to_thread.run_sync(
             ctx.sandbox.call, world_id, tool_id, args, limiter=ctx.limiter)
         return response
 
@@ -458,8 +459,8 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             snapdir = Path(tmp)
             for world in spec.worlds:
                 write_snapshot(world, snapdir)
-            limits = Limits(wall_s=float(spec.sandbox["wall_s"]), cpu_s=int(spec.sandbox["cpu_s"]),
-                            output_bytes=int(spec.sandbox["output_bytes"]))
+            limits = Limits(wall_s=spec.sandbox.wall_s, cpu_s=spec.sandbox.cpu_s,
+                            output_bytes=spec.sandbox.output_bytes)
             ctx = _Context(
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},

@@ -110,7 +110,7 @@ def source_tree_digest(root: Path | None = None) -> str:
     return "sha256:" + hashlib.sha256(canonical_bytes(entries)).hexdigest()
 
 
-def generation_config(spec: StudySpec) -> dict[str, Any]:
+def generation_config(spec: StudySpec) -> JsonObject:
     """The frozen generation config, retry policy and price table, as locked."""
     return {
         "model": spec.model.name,
@@ -138,7 +138,7 @@ def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False)
 
 
 def build_lock(spec: StudySpec, paths: StudyPaths,
-               *, extra: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+               *, extra: Callable[[], JsonObject] | None = None) -> JsonObject:
     """Compute the lock for the files at ``paths`` as they are now."""
     from runner.policies import prompt_digests
     from runner.sandbox import verify_pins
@@ -166,11 +166,11 @@ def build_lock(spec: StudySpec, paths: StudyPaths,
     return lock
 
 
-def lock_digest(lock: dict[str, Any]) -> str:
+def lock_digest(lock: JsonObject) -> str:
     return digest("ect/lock/v1", lock)
 
 
-def read_lock(path: Path) -> dict[str, Any]:
+def read_lock(path: Path) -> JsonObject:
     try:
         lock = load_strict_file(path)
     except OSError as e:
@@ -182,7 +182,7 @@ def read_lock(path: Path) -> dict[str, Any]:
     return lock
 
 
-def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> dict[str, Any]:
+def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> JsonObject:
     """Write the lock for the current files. Refuses to change an existing lock unless ``replace``."""
     lock = build_lock(spec, paths)
     data = canonical_bytes(lock) + b"\n"
@@ -222,7 +222,7 @@ def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, JsonObject
     return spec, paths, locked, rows
 
 
-def _diff(locked: dict[str, Any], actual: dict[str, Any], prefix: str = "") -> list[Drift]:
+def _diff(locked: JsonObject, actual: JsonObject, prefix: str = "") -> list[Drift]:
     drifts: list[Drift] = []
     for key in sorted(set(locked) | set(actual)):
         a, b = locked.get(key), actual.get(key)

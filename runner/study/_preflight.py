@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import digest
+from runner.canonical import JsonObject, digest
 from runner.errors import EctError, FormatError, StudyError
 from runner.study._lock import check_lock, generation_config, lock_digest
 from runner.study._records import CellRecord, ScheduleRow
@@ -60,7 +60,7 @@ class Check:
     ok: bool
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
@@ -74,7 +74,7 @@ class ProviderChoice:
     credential_file: str | None = None
     credential_env: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         # Names where the credential comes from (a path or a variable name), never its value.
         return {"name": self.name, "model": self.model, "base_url": self.base_url,
                 "credential_file": self.credential_file, "credential_env": self.credential_env}
@@ -92,7 +92,7 @@ class PreflightReport:
     checks: list[Check] = field(default_factory=list)
     spec: StudySpec | None = None
     rows: list[ScheduleRow] = field(default_factory=list)
-    lock: dict[str, Any] = field(default_factory=dict)
+    lock: JsonObject = field(default_factory=dict)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
     credential: Any = field(default=None, repr=False)
@@ -101,7 +101,7 @@ class PreflightReport:
     def passed(self) -> bool:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "format": PREFLIGHT_FORMAT,
             "study": self.study,

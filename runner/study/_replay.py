@@ -18,7 +18,8 @@ import anyio
 from runner.canonical import JsonObject, loads_strict
 from runner.errors import FormatError, StudyError
 from runner.study._records import AuditCall, CellRecord
-from runner.study._spec import file_sha256, load_spec
+from runner.study._spec import StudySpec, file_sha256, load_spec
+from runner.worlds import Checkpoint
 
 __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
 
@@ -112,7 +113,7 @@ class _ReplayProvider:
 
 
 async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
-                       checkpoints: dict[str, Any], spec: Any) -> str:
+                       checkpoints: dict[str, Checkpoint], spec: StudySpec) -> str:
     from runner.study._execute import cell_result, run_cell_trajectory
 
     row = record.schedule_row

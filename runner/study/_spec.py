@@ -7,8 +7,8 @@ import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from runner.canonical import JsonObject
 from runner.errors import EctError, StudyError
 
 __all__ = ["Budget", "ModelConfig", "SpecError", "StudySpec", "file_sha256", "load_spec"]
@@ -41,11 +41,19 @@ class ModelConfig:
     timeout_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """The per-call limits of every sandboxed tool call ([sandbox])."""
+
+    wall_s: float
+    cpu_s: int
+    output_bytes: int
+
+
 @dataclass(frozen=True)
 class StudySpec:
     path: Path
     raw: bytes
-    data: dict[str, Any]
     name: str
     worlds: tuple[str, ...]
     checkpoints: tuple[str, ...]
@@ -57,8 +65,9 @@ class StudySpec:
     identical_retries_before_output: int
     price_input_per_mtok: float
     price_output_per_mtok: float
-    sandbox: dict[str, Any]
-    simulated: dict[str, Any]
+    sandbox: SandboxLimits
+    simulated: JsonObject
+    """The [simulated] behaviour tables, as ``runner.policies`` reads them (and the lock pins)."""
 
     @property
     def digest(self) -> str:
@@ -68,8 +77,8 @@ class StudySpec:
 _TOP_KEYS = {"format", "name", "design", "budget", "model", "retry", "price", "sandbox", "simulated"}
 
 
-def _table(data: dict[str, Any], key: str, fields: dict[str, type | tuple[type, ...]],
-           *, optional: bool = False) -> dict[str, Any]:
+def _table(data: JsonObject, key: str, fields: dict[str, type | tuple[type, ...]],
+           *, optional: bool = False) -> JsonObject:
     table = data.get(key)
     if table is None and optional:
         return {}
@@ -95,9 +104,8 @@ def _typename(typ: type | tuple[type, ...]) -> str:
     return typ.__name__
 
 
-def _check_values(data: dict[str, Any], design: dict[str, Any], model: dict[str, Any],
-                  price: dict[str, Any], sandbox: dict[str, Any],
-                  simulated: dict[str, Any]) -> None:
+def _check_values(data: JsonObject, design: JsonObject, model: JsonObject,
+                  price: JsonObject, sandbox: JsonObject, simulated: JsonObject) -> None:
     """Ranges and names a well-typed spec can still get wrong (each would otherwise surface
     only mid-run, after the store exists, or silently: a NaN wall clock never fires, an unknown
     world just drops out of the schedule)."""
@@ -145,7 +153,7 @@ def _check_values(data: dict[str, Any], design: dict[str, Any], model: dict[str,
             raise SpecError(f"spec: [simulated.{key}]: {e}") from e
 
 
-def _str_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+def _str_list(table: JsonObject, key: str, where: str) -> tuple[str, ...]:
     value = table[key]
     if not value or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
         raise SpecError(f"spec: [{where}].{key} must be a non-empty list of distinct strings")
@@ -200,7 +208,6 @@ def load_spec(path: str | Path) -> StudySpec:
     return StudySpec(
         path=path,
         raw=raw,
-        data=data,
         name=data["name"],
         worlds=_str_list(design, "worlds", "design"),
         checkpoints=checkpoints,
@@ -214,6 +221,6 @@ def load_spec(path: str | Path) -> StudySpec:
         identical_retries_before_output=retry["identical_retries_before_output"],
         price_input_per_mtok=float(price["input_per_mtok"]),
         price_output_per_mtok=float(price["output_per_mtok"]),
-        sandbox=dict(sandbox),
+        sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"], sandbox["output_bytes"]),
         simulated=dict(simulated),
     )

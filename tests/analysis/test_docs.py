@@ -48,7 +48,8 @@ def test_exported_surface() -> None:
     assert set(analysis.__all__) == {
         "ABLATION_TABLE", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
         "FastPathInvariantBroken", "InventoryIncomplete", "McNemarResult",
-        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "SpecInvalid", "StaticRun", "StaticSpec",
+        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "SpecInvalid", "StaticDecisionRow",
+        "StaticRun", "StaticSpec",
         "StoreOutcomes", "analyse_closed_loop", "analyse_static", "build_provider",
         "check_inventory", "closed_loop_report", "cluster_bootstrap_diff",
         "cluster_bootstrap_mean", "load_outcomes_from_store", "macro_f1", "mcnemar_exact",

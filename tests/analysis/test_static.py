@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from runner.analysis import (
     FastPathInvariantBroken,
     ProviderInfo,
+    StaticDecisionRow,
     StaticSpec,
     analyse_static,
     render_outputs,
@@ -49,7 +51,7 @@ def scripted() -> tuple[Any, dict[str, Any]]:
 def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[str, Any]]) -> None:
     r, _ = scripted
     assert len(r.rows) == 432 * (7 + len(ABLATION_TABLE))
-    ablated = {row["ablate"] for row in r.rows if row["ablate"]}
+    ablated = {row.ablate for row in r.rows if row.ablate}
     assert ablated == {
         "coverage",
         "scope",
@@ -59,7 +61,7 @@ def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[st
         "transform",
         "recovery",
     }
-    assert all(row["arm"] == "ect" for row in r.rows if row["ablate"])
+    assert all(row.arm == "ect" for row in r.rows if row.ablate)
 
 
 def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, dict[str, Any]]) -> None:
@@ -124,8 +126,8 @@ def test_h1_fails_when_ect_is_unsafe_too() -> None:
     script = _standin.Script()
     r = run(script, spec(replicates=200))
     rows = [
-        {**row, "decision": "complete"}
-        if row["arm"] == "ect" and row["condition"] != "C0" and not row["ablate"]
+        dataclasses.replace(row, decision="complete")
+        if row.arm == "ect" and row.condition != "C0" and not row.ablate
         else row
         for row in r.rows
     ]
@@ -154,7 +156,7 @@ def test_attempt_records_are_kept_without_clock_fields(
 
 def test_analysis_refuses_missing_arms(scripted: tuple[Any, dict[str, Any]]) -> None:
     r, _ = scripted
-    rows = [row for row in r.rows if row["arm"] != "critic_core"]
+    rows = [row for row in r.rows if row.arm != "critic_core"]
     with pytest.raises(AnalysisError, match="critic_core"):
         analyse_static(rows, spec=spec(), provider=SIM)
 
@@ -191,6 +193,7 @@ def test_concurrency_keeps_canonical_order() -> None:
 
     one, many = anyio.run(go, 1), anyio.run(go, 8)
     assert one.rows == many.rows and one.attempts == many.attempts
+    assert [StaticDecisionRow.from_json(r.to_json()) for r in one.rows] == one.rows
     with pytest.raises(AnalysisError, match="concurrency"):
         anyio.run(go, 0)
 

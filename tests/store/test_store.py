@@ -41,7 +41,8 @@ def test_exported_members() -> None:
     assert set(store_pkg.__all__) == {
         "DAMAGE_KINDS", "DEFAULT_BUSY_TIMEOUT_S", "MANIFEST_FORMAT", "AttemptError",
         "AttemptJournalDamaged", "BlobCorrupt", "BlobNotFound", "CheckpointMissing",
-        "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestInvalid", "NotAStore",
+        "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestCell", "ManifestInvalid",
+        "NotAStore",
         "ProofInvalid", "Record", "ScheduleMismatch", "SignatureInvalid", "StaleCheckpoint",
         "Store", "StoreBusy", "StoreDamaged", "StoreReport", "StoreUsageError",
         "TamperDetected", "TruncationDetected", "checkpoint_path", "export_manifest",
