@@ -13,6 +13,7 @@ from runner.analysis._driver import (
     static_study,
 )
 from runner.analysis._errors import (
+    AllModelCallsFailed,
     FastPathInvariantBroken,
     InventoryIncomplete,
     ScheduleDisagrees,
@@ -45,6 +46,7 @@ __all__ = [
     "CLOSED_LOOP_POLICIES",
     "DEFAULT_REPORT_SEED",
     "STATIC_POLICIES",
+    "AllModelCallsFailed",
     "BootstrapResult",
     "FastPathInvariantBroken",
     "InventoryIncomplete",

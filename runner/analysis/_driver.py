@@ -13,7 +13,7 @@ import anyio
 
 from runner.analysis._closed import analyse_closed_loop
 from runner.analysis._common import ProviderInfo
-from runner.analysis._errors import ScheduleDisagrees
+from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
@@ -109,6 +109,10 @@ def static_study(
     attempts.jsonl (provider attempt records without wall-clock fields) and
     attempts.journal.jsonl (the same records with their UTC timestamps, latencies and attempt
     ids: the one file that differs between runs).
+
+    Raises:
+        AllModelCallsFailed: the study made model calls and every one failed (the outputs are
+            written all the same, and attached to the error, but they are not measurements).
     """
     spec = StaticSpec.load(spec_path)
     prov = build_provider(
@@ -140,6 +144,10 @@ def static_study(
         ("attempts.journal.jsonl", run.journal),
     ):
         (out / name).write_bytes(jsonl_bytes(rows))
+    calls = sum(v.get("model_calls", 0) for v in results["table2"].values())
+    failed = sum(v.get("provider_failures", 0) for v in results["table2"].values())
+    if calls and failed == calls:
+        raise AllModelCallsFailed(calls, results)
     return results
 
 

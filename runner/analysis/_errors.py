@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from runner.errors import AnalysisError
 
-__all__ = ["FastPathInvariantBroken", "InventoryIncomplete", "ScheduleDisagrees", "SpecInvalid"]
+__all__ = [
+    "AllModelCallsFailed",
+    "FastPathInvariantBroken",
+    "InventoryIncomplete",
+    "ScheduleDisagrees",
+    "SpecInvalid",
+]
 
 
 class ScheduleDisagrees(AnalysisError):
@@ -51,3 +59,14 @@ class FastPathInvariantBroken(AnalysisError):
 def _abbrev(items: tuple[object, ...], limit: int = 8) -> str:
     shown = ", ".join(str(i) for i in items[:limit])
     return shown + (f", ... +{len(items) - limit} more" if len(items) > limit else "")
+
+
+class AllModelCallsFailed(AnalysisError):
+    """Every model call of a static study failed: its tables (written all the same, each failure
+    counted as ``continue``) are not model measurements. ``results`` is what was written."""
+
+    def __init__(self, calls: int, results: dict[str, Any]) -> None:
+        self.calls = calls
+        self.results = results
+        super().__init__("every model call failed: these tables are not model measurements "
+                         "(check the provider, --base-url and the credential)")

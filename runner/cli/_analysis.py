@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from runner.analysis import (
     DEFAULT_REPORT_SEED,
+    AllModelCallsFailed,
     FastPathInvariantBroken,
     InventoryIncomplete,
     ScheduleDisagrees,
@@ -15,7 +18,7 @@ from runner.analysis import (
 )
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
-from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
 from runner.study import ScheduleError
@@ -77,6 +80,7 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
         CredentialError: EXIT_USAGE,
         EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
         FastPathInvariantBroken: EXIT_RUNTIME,
+        AllModelCallsFailed: EXIT_RUNTIME,
     }
 )
 def static_cmd(
@@ -96,17 +100,25 @@ def static_cmd(
     seed), decisions.jsonl, attempts.jsonl and attempts.journal.jsonl (with wall-clock times)
     into --out. A model call from the critic core aborts the run (exit 5).
     """
-    res = static_study(
-        spec_path,
-        out_dir,
-        provider=provider,
-        seed=seed,
-        model=model,
-        base_url=base_url,
-        credential_file=credential_file,
-        credential_env=credential_env,
-        concurrency=concurrency,
-    )
+    try:
+        res = static_study(
+            spec_path,
+            out_dir,
+            provider=provider,
+            seed=seed,
+            model=model,
+            base_url=base_url,
+            credential_file=credential_file,
+            credential_env=credential_env,
+            concurrency=concurrency,
+        )
+    except AllModelCallsFailed as e:
+        _print_static(e.results, out_dir)
+        raise
+    _print_static(res, out_dir)
+
+
+def _print_static(res: dict[str, Any], out_dir: str) -> None:
     click.echo(res["provider_line"])
     for name, v in res["table2"].items():
         click.echo(
@@ -125,9 +137,6 @@ def static_cmd(
     if failed:
         click.echo(f"ect: warning: {failed} of {calls} model calls failed (each counts as "
                    "continue, as the protocol says); see attempts.jsonl", err=True)
-    if calls and failed == calls:
-        die("every model call failed: these tables are not model measurements "
-            "(check the provider, --base-url and the credential)", EXIT_RUNTIME)
 
 
 @click.command("report")

@@ -52,7 +52,8 @@ def die(message: str, code: int) -> None:
 def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
-    ``codes`` maps error classes (most specific first) to exit codes; any other
+    ``codes`` maps error classes to exit codes (the error's most specific class in the table
+    decides, as in httpx's error mapping); any other
     :class:`EctError` exits :data:`EXIT_RUNTIME`; ``OSError`` on user-supplied paths is a usage
     error. Unexpected exceptions still raise: those are bugs and deserve a traceback.
     """
@@ -64,9 +65,11 @@ def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
             try:
                 return fn(*args, **kwargs)
             except EctError as e:
-                for cls, code in table.items():
-                    if isinstance(e, cls):
-                        die(str(e), code)
+                # The most specific class of the error that the table names wins, whatever
+                # the table's order (a subclass listed after its base still decides).
+                for cls in type(e).__mro__:
+                    if cls in table:
+                        die(str(e), table[cls])
                 die(str(e), EXIT_RUNTIME)
             except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
                 die(f"{e.strerror}: {e.filename}", EXIT_USAGE)

@@ -13,7 +13,6 @@ from typing import Any
 import click
 import structlog
 
-from runner.canonical import JsonObject
 from runner.cli._common import (
     EXIT_HALTED,
     EXIT_NEGATIVE,
@@ -32,15 +31,18 @@ from runner.study import (
     LockMismatch,
     PreflightFailed,
     ProviderChoice,
+    ProviderMismatch,
     ReplayRefused,
     RunSettings,
     RunSummary,
     SpecError,
     StoreInUse,
     StoreNotEmpty,
+    check_resume_provider,
     execute,
     load_spec,
     run_preflight,
+    spec_for_store,
     study_paths,
     write_lock,
     write_schedule,
@@ -55,6 +57,7 @@ _REFUSED: dict[type[BaseException], int] = {
     LockMismatch: EXIT_REFUSED,
     LockError: EXIT_REFUSED,
     StoreNotEmpty: EXIT_REFUSED,
+    ProviderMismatch: EXIT_REFUSED,
     StoreInUse: EXIT_REFUSED,
     IncompleteStore: EXIT_REFUSED,
     ReplayRefused: EXIT_REFUSED,
@@ -253,6 +256,8 @@ class _Progress:
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    if resume:
+        check_resume_provider(settings)  # before the preflight, which would fail less clearly
     progress = _Progress(enabled=not quiet)
     if not quiet:
         click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)
@@ -329,13 +334,6 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
     _run(settings, resume=False, as_json=as_json, quiet=quiet)
 
 
-def _store_header(store: str) -> JsonObject:
-    from runner.store import Store
-
-    with Store.open(store) as s:
-        return dict(s.header)
-
-
 @click.command("resume")
 @click.option("--store", "store", required=True, type=click.Path(dir_okay=False, exists=True),
               help="The store of an interrupted run.")
@@ -357,18 +355,14 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     _configure_logging(log_json)
     from runner.store import Store
 
-    with Store.open(store) as s:  # one open: the header and the attempt journal together
-        header = dict(s.header)
+    with Store.open(store) as s:
         orphans = s.orphan_attempts()
-    spec_path = spec or header.get("spec") or DEFAULT_SPEC
-    if header.get("provider") not in (None, provider_name):
-        die(f"{store} was run with --provider {header.get('provider')}; "
-            f"resume it with the same provider", EXIT_REFUSED)
+    spec_path = spec_for_store(store, spec)
     if orphans and not quiet:
         cells = sorted({a["cell_id"] for a in orphans})
         click.echo(f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) "
                    f"that never committed (first: {cells[0]}); those cells run again", err=True)
-    settings = RunSettings(Path(spec_path), Path(store),
+    settings = RunSettings(spec_path, Path(store),
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),
                            concurrency, limit, max_cost_usd, max_calls, sandbox_backend)
@@ -398,8 +392,7 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
         # key, an earlier manifest) would be lost without a word.
         die(f"--out {out} already exists; export writes a new file only", EXIT_USAGE)
     check_store_dir(out, "--out")
-    header = _store_header(store)
-    doc = export_study(Path(store), Path(out), Path(spec or header.get("spec") or DEFAULT_SPEC))
+    doc = export_study(Path(store), Path(out), Path(spec) if spec else None)
     m = doc["manifest"]
     click.echo(f"{out}: {len(m['cells'])} cells, {len(m['audit_groups'])} audit groups, "
                f"merkle root {m['merkle_root'][:16]}..., signed")

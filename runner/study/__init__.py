@@ -6,11 +6,13 @@
 
 from runner.study._execute import (
     Halted,
+    ProviderMismatch,
     RunSettings,
     RunSummary,
     StoreInUse,
     StoreNotEmpty,
     cell_result,
+    check_resume_provider,
     execute,
     run_lock_path,
     stop_file,
@@ -63,7 +65,15 @@ from runner.study._schedule import (
     read_schedule,
     schedule_bytes,
 )
-from runner.study._spec import SpecError, StudySpec, file_sha256, load_spec
+from runner.study._spec import (
+    SandboxLimits,
+    SpecError,
+    StudySpec,
+    file_sha256,
+    load_spec,
+    recorded_spec,
+    spec_for_store,
+)
 
 __all__ = [
     "LOCK_FORMAT",
@@ -82,6 +92,7 @@ __all__ = [
     "PreflightFailed",
     "PreflightReport",
     "ProviderChoice",
+    "ProviderMismatch",
     "RawExchangeRef",
     "ReplayDiverged",
     "ReplayMismatch",
@@ -89,6 +100,7 @@ __all__ = [
     "ReplayReport",
     "RunSettings",
     "RunSummary",
+    "SandboxLimits",
     "ScheduleError",
     "ScheduleRow",
     "SpecError",
@@ -101,6 +113,7 @@ __all__ = [
     "cell_result",
     "cell_seed",
     "check_lock",
+    "check_resume_provider",
     "execute",
     "export_study",
     "file_sha256",
@@ -110,11 +123,13 @@ __all__ = [
     "lock_digest",
     "read_lock",
     "read_schedule",
+    "recorded_spec",
     "replay_store",
     "run_lock_path",
     "run_preflight",
     "schedule_bytes",
     "source_tree_digest",
+    "spec_for_store",
     "stop_file",
     "study_paths",
     "write_lock",

@@ -43,11 +43,13 @@ from runner.worlds import Checkpoint
 
 __all__ = [
     "Halted",
+    "ProviderMismatch",
     "RunSettings",
     "RunSummary",
     "StoreInUse",
     "StoreNotEmpty",
     "cell_result",
+    "check_resume_provider",
     "execute",
     "run_lock_path",
     "stop_file",
@@ -69,6 +71,11 @@ class Halted(StudyError):
 
 class StoreNotEmpty(StudyError):
     """``run`` was pointed at a store that already has cells: use ``resume``."""
+
+
+class ProviderMismatch(StudyError):
+    """``resume`` was asked to continue a store under another provider than it was run with
+    (the cells would mix two providers' outputs in one study)."""
 
 
 class StoreInUse(StudyError):
@@ -412,9 +419,12 @@ def execute(
         StoreNotEmpty: ``run`` on a store with cells (use resume).
         Halted: a kill switch stopped the run at a cell boundary (the summary is attached).
         StoreInUse: another process is running or resuming this store.
+        ProviderMismatch: ``resume`` under another provider than the store was run with.
     """
     if settings.concurrency < 1:
         raise StudyError("--concurrency must be at least 1")
+    if resume:
+        check_resume_provider(settings)
     report = preflight or run_preflight(settings.spec_path, settings.store_path,
                                         settings.provider, sandbox_backend=settings.sandbox_backend)
     if not report.passed:
@@ -430,6 +440,26 @@ def execute(
         summary.halted = halted
         raise Halted(halted, summary)
     return summary
+
+
+def check_resume_provider(settings: RunSettings) -> None:
+    """A resumed store continues under the provider its header records, or not at all.
+
+    :func:`execute` checks it on ``resume``; a caller that runs the preflight itself may check
+    it first (it is cheaper than the preflight and names the real problem).
+
+    Raises:
+        ProviderMismatch: the header records another provider than ``settings.provider``.
+    """
+    if not settings.store_path.exists():
+        return  # refused with its own error once the run lock is held
+    from runner.store import Store
+
+    with Store.open(settings.store_path) as store:
+        recorded = store.header.get("provider")
+    if recorded is not None and recorded != settings.provider.name:
+        raise ProviderMismatch(f"{settings.store_path} was run with --provider {recorded}; "
+                               f"resume it with the same provider")
 
 
 def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,

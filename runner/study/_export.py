@@ -8,6 +8,7 @@ from runner.canonical import JsonObject
 from runner.errors import FormatError, StudyError
 from runner.study._lock import LockMismatch, check_lock, lock_digest
 from runner.study._records import CellRecord
+from runner.study._spec import spec_for_store
 
 __all__ = ["IncompleteStore", "export_study", "key_path_for"]
 
@@ -20,8 +21,10 @@ def key_path_for(store_path: Path) -> Path:
     return store_path.with_name(store_path.name + ".key")
 
 
-def export_study(store_path: Path, out_path: Path, spec_path: Path) -> JsonObject:
+def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None) -> JsonObject:
     """Verify the store in full against the current lock, then write the signed manifest.
+
+    ``spec_path`` defaults to the spec the store's header records.
 
     Raises:
         LockMismatch: the store was made under another lock, or the files drifted.
@@ -31,7 +34,7 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path) -> JsonObjec
     """
     from runner.store import ManifestCell, Store, export_manifest, load_signing_key, verify_store
 
-    _, _, lock, rows = check_lock(spec_path)
+    _, _, lock, rows = check_lock(spec_for_store(store_path, spec_path))
     report = verify_store(store_path, full=True)
     if not report.ok:
         raise IncompleteStore(f"{store_path} does not verify: {report.damage} at seq "

@@ -18,7 +18,7 @@ import anyio
 from runner.canonical import JsonObject, loads_strict
 from runner.errors import FormatError, StudyError
 from runner.study._records import AuditCall, CellRecord
-from runner.study._spec import StudySpec, file_sha256, load_spec
+from runner.study._spec import StudySpec, file_sha256, load_spec, recorded_spec
 from runner.worlds import Checkpoint
 
 __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
@@ -140,7 +140,14 @@ async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
 
 
 def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
-    """Replay every committed cell of ``store_path`` and compare result digests."""
+    """Replay every committed cell of ``store_path`` and compare result digests.
+
+    ``spec_path`` defaults to the spec the store's header records.
+
+    Raises:
+        ReplayRefused: the store does not verify in full.
+        SpecError: no ``spec_path`` and the header records none, or the spec is malformed.
+    """
     from runner.store import Store, verify_store
     from runner.worlds import closed_loop_checkpoints
 
@@ -152,7 +159,7 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path) as store:
         header = dict(store.header)
-        spec = load_spec(spec_path or header.get("spec") or "schedules/v2.toml")
+        spec = load_spec(spec_path or recorded_spec(header, store_path))
         for rec in store.records(1):
             report.cells += 1
             try:

@@ -11,7 +11,17 @@ from pathlib import Path
 from runner.canonical import JsonObject
 from runner.errors import EctError, StudyError
 
-__all__ = ["Budget", "ModelConfig", "SpecError", "StudySpec", "file_sha256", "load_spec"]
+__all__ = [
+    "Budget",
+    "ModelConfig",
+    "SandboxLimits",
+    "SpecError",
+    "StudySpec",
+    "file_sha256",
+    "load_spec",
+    "recorded_spec",
+    "spec_for_store",
+]
 
 STUDY_FORMAT = "ect.study/1"
 MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000 rows
@@ -19,6 +29,29 @@ MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000
 
 class SpecError(StudyError):
     """The study spec is missing, malformed, or has unknown or mistyped fields."""
+
+
+def recorded_spec(header: JsonObject, store_path: str | Path) -> Path:
+    """The study spec a store's header records (``runner.study`` writes it as ``"spec"``).
+
+    Raises:
+        SpecError: the header records none (a store not written by ``ect run``): there is no
+            default to fall back to, the caller must name the spec.
+    """
+    spec = header.get("spec")
+    if not isinstance(spec, str) or not spec:
+        raise SpecError(f"{store_path} records no study spec in its header; name it with --study")
+    return Path(spec)
+
+
+def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) -> Path:
+    """``spec_path`` when given, else the spec recorded in the store's header."""
+    if spec_path is not None:
+        return Path(spec_path)
+    from runner.store import Store
+
+    with Store.open(store_path) as store:
+        return recorded_spec(store.header, store_path)
 
 
 def file_sha256(data: bytes) -> str:

@@ -46,7 +46,7 @@ def test_exported_surface() -> None:
     public = {n for n in dir(analysis) if not n.startswith("_")}
     assert set(analysis.__all__) == public
     assert set(analysis.__all__) == {
-        "ABLATION_TABLE", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
+        "ABLATION_TABLE", "AllModelCallsFailed", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
         "FastPathInvariantBroken", "InventoryIncomplete", "McNemarResult",
         "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "SpecInvalid", "StaticDecisionRow",
         "StaticRun", "StaticSpec",

@@ -116,3 +116,15 @@ def test_bad_spec_is_a_usage_error(tmp_path: Path) -> None:
     )
     res = CliRunner().invoke(cli, ["static", "--spec", str(bad), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "replicates" in res.output and "Traceback" not in res.output
+
+
+def test_static_study_refuses_when_every_model_call_failed(tmp_path: Path) -> None:
+    """The rule lives in the library (not only in `ect static`): a Python caller of
+    static_study gets AllModelCallsFailed, with the outputs written and attached."""
+    from runner.analysis import AllModelCallsFailed
+
+    with pytest.raises(AllModelCallsFailed, match="every model call failed") as e:
+        static_study("schedules/static.toml", tmp_path / "out", provider="openai",
+                     base_url="http://127.0.0.1:9/v1")
+    assert e.value.calls > 0
+    assert e.value.results["table2"] and (tmp_path / "out" / "results.json").exists()

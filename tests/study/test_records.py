@@ -142,3 +142,31 @@ def test_preflight_and_export_use_the_one_matcher(reference: Reference, tmp_path
 def test_record_errors_are_format_errors() -> None:
     with pytest.raises(FormatError):
         CellRecord.from_json([])
+
+
+def test_resume_under_another_provider_is_refused_by_the_library(reference: Reference,
+                                                                 tmp_path: Path) -> None:
+    """The rule is execute()'s, not only the CLI's: a Python caller resuming a simulated store
+    with another provider is refused before anything runs."""
+    import shutil
+
+    from runner.study import ProviderChoice, ProviderMismatch, RunSettings, execute
+
+    store = tmp_path / "ref.db"
+    shutil.copyfile(reference.store, store)
+    shutil.copyfile(reference.store.with_name(reference.store.name + ".checkpoint"),
+                    store.with_name(store.name + ".checkpoint"))
+    before = store.read_bytes()
+    settings = RunSettings(reference.spec, store,
+                           ProviderChoice("openai", base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(ProviderMismatch, match="was run with --provider simulated"):
+        execute(settings, resume=True)
+    assert store.read_bytes() == before
+
+
+def test_a_store_without_a_recorded_spec_needs_one_named(tmp_path: Path) -> None:
+    from runner.study import SpecError, recorded_spec
+
+    assert recorded_spec({"spec": "s/v2.toml"}, "x.db") == Path("s/v2.toml")
+    with pytest.raises(SpecError, match=r"^x\.db records no study spec in its header; name it"):
+        recorded_spec({}, "x.db")
