@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
-from runner.canonical import JsonObject
+from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.study import ScheduleRow, read_schedule
@@ -143,7 +142,7 @@ def static_study(
         ("attempts.jsonl", run.attempts),
         ("attempts.journal.jsonl", run.journal),
     ):
-        (out / name).write_bytes(jsonl_bytes(rows))
+        atomic_write(out / name, jsonl_bytes(rows))
     calls = sum(v.get("model_calls", 0) for v in results["table2"].values())
     failed = sum(v.get("provider_failures", 0) for v in results["table2"].values())
     if calls and failed == calls:
@@ -198,7 +197,7 @@ def report_from_store(
         raise ScheduleDisagrees(
             f"the store was run for {declared} schedule rows, the schedule given has {len(schedule)}"
         )
-    sched_sha = "sha256:" + hashlib.sha256(Path(schedule_path).read_bytes()).hexdigest()
+    sched_sha = raw_digest(Path(schedule_path).read_bytes())
     return closed_loop_report(
         loaded.outcomes,
         schedule,

@@ -16,6 +16,7 @@ from typing import Any
 from runner.analysis._closed import FAULTS_CLOSED_LOOP
 from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
 from runner.analysis._svg import hbar_chart, heatmap
+from runner.canonical import atomic_write
 from runner.errors import AnalysisError
 
 __all__ = ["render_outputs", "results_json_bytes", "write_outputs"]
@@ -562,8 +563,6 @@ def write_outputs(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
     paths = {}
     for name, data in sorted(render_outputs(results).items()):
         path = out_dir / name
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        atomic_write(path, data)
         paths[name] = path
     return paths

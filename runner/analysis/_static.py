@@ -13,7 +13,6 @@ a decision reporting a model call or a provider result from the critic core abor
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ from runner.analysis._stats import (
 )
 from runner.canonical import (
     JsonObject,
+    raw_digest,
     read_bool,
     read_int,
     read_list,
@@ -198,7 +198,7 @@ class StaticSpec:
             generation=generation,
             critic={k: float(v) for k, v in sorted(critic.items())},
             price=prices,
-            sha256="sha256:" + hashlib.sha256(data).hexdigest(),
+            sha256=raw_digest(data),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Everything that is hashed or signed goes through :func:`canonical_bytes` and :fu
 nothing in digest code calls ``json.dumps``.
 """
 
-from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest
+from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest, raw_digest
 from runner.canonical._fields import (
     JsonObject,
     RecordFormatError,
@@ -19,6 +19,7 @@ from runner.canonical._fields import (
     read_opt_str,
     read_str,
 )
+from runner.canonical._files import Hook, atomic_write, fsync_dir
 from runner.canonical._jcs import canonical_bytes
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
@@ -27,14 +28,18 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INPUT_BYTES",
     "Domain",
+    "Hook",
     "JsonObject",
     "RecordFormatError",
+    "atomic_write",
     "canonical_bytes",
     "digest",
     "digest_bytes",
+    "fsync_dir",
     "is_digest",
     "load_strict_file",
     "loads_strict",
+    "raw_digest",
     "read_bool",
     "read_digest",
     "read_int",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from runner.canonical._jcs import canonical_bytes
 
-__all__ = ["DOMAINS", "Domain", "digest", "digest_bytes", "is_digest"]
+__all__ = ["DOMAINS", "Domain", "digest", "digest_bytes", "is_digest", "raw_digest"]
 
 # The domains of DESIGN §3.1. Part of the wire format: adding one is a format change.
 Domain = Literal[
@@ -26,6 +26,12 @@ Domain = Literal[
 DOMAINS: frozenset[str] = frozenset(Domain.__args__)  # type: ignore[attr-defined]
 
 _DIGEST_RE = re.compile(r"\Asha256:[0-9a-f]{64}\Z")
+
+
+def raw_digest(data: bytes) -> str:
+    """``"sha256:" + hex(sha256(data))``: the digest of exact bytes, with no domain (files
+    pinned byte for byte, blobs, raw requests). The one place this formula is written."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def digest_bytes(domain: str, payload: bytes) -> str:

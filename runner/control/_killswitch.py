@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from runner.canonical import canonical_bytes, load_strict_file
+from runner.canonical import atomic_write, canonical_bytes, load_strict_file
 from runner.control._errors import (
     DailyRunCeiling,
     DailySpendCeiling,
@@ -221,12 +221,7 @@ class KillSwitch:
     @staticmethod
     def _write(path: Path, book: dict[str, dict[str, Any]]) -> None:
         payload = canonical_bytes({"format": LEDGER_FORMAT, "days": book})
-        tmp = path.with_name(f".{path.name}.tmp")
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(payload + b"\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            atomic_write(path, payload + b"\n")
         except OSError as e:
             raise LedgerError(f"cannot write kill-switch ledger {path}: {e.strerror}") from e

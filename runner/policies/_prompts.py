@@ -6,9 +6,10 @@ A prompt's digest is ``"sha256:" + sha256(file bytes)``: a plain file hash, chec
 
 from __future__ import annotations
 
-import hashlib
 from functools import cache
 from importlib import resources
+
+from runner.canonical import raw_digest
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "prompt_digests"]
 
@@ -30,4 +31,4 @@ def load_prompt(name: str) -> str:
 
 def prompt_digests() -> dict[str, str]:
     """``{name: "sha256:<hex of the file bytes>"}`` for every frozen prompt, in name order."""
-    return {n: "sha256:" + hashlib.sha256(_prompt_bytes(n)).hexdigest() for n in PROMPT_NAMES}
+    return {n: raw_digest(_prompt_bytes(n)) for n in PROMPT_NAMES}

@@ -13,7 +13,6 @@ SDK client) can serve concurrent cells.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 import anyio
 import httpx
 
+from runner.canonical import raw_digest
 from runner.providers._errors import EgressRefused, ProviderFailure
 from runner.providers._retry import RetryPolicy, classify_httpx_error, parse_retry_after
 from runner.providers._types import (
@@ -35,16 +35,11 @@ from runner.providers._types import (
     Usage,
 )
 
-__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "run_call", "sha256_hex", "utc_now"]
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "run_call", "utc_now"]
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def sha256_hex(data: bytes) -> str:
-    """``sha256:<hex>`` of raw bytes: the same digest the store gives a blob of these bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class ObserverFailed(Exception):
@@ -107,8 +102,8 @@ class CallLog:
             model=self.model,
             simulated=self.simulated,
             attempt_no=s.attempt_no,
-            request_sha256=sha256_hex(s.request_bytes),
-            response_sha256=sha256_hex(s.response_bytes) if s.response_bytes is not None else None,
+            request_sha256=raw_digest(s.request_bytes),
+            response_sha256=raw_digest(s.response_bytes) if s.response_bytes is not None else None,
             started_utc=s.started_utc,
             ended_utc=s.ended_utc,
             latency_s=s.latency_s,

@@ -6,7 +6,6 @@ Numbered as in docs/store.md ("Verification"). Each step raises the typed
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sqlite3
@@ -14,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import is_digest, loads_strict
+from runner.canonical import is_digest, loads_strict, raw_digest
 from runner.errors import EctError, FormatError
 from runner.store._checkpoint import Checkpoint, parse_checkpoint
 from runner.store._db import (
@@ -40,7 +39,7 @@ from runner.store._errors import (
     TruncationDetected,
 )
 from runner.store._keys import Ed25519PublicKey, decode_public_key, encode_public_key
-from runner.store.merkle import Accumulator
+from runner.store.merkle import Accumulator, leaf_hash
 
 __all__ = [
     "HEADER_RESERVED",
@@ -54,7 +53,6 @@ __all__ = [
 HEADER_RESERVED = ("format", "store_id", "public_key", "journal", "created_utc")
 HEADER_REQUIRED = ("lock_digest", "preflight_digest")
 _HEX32 = re.compile(r"\A[0-9a-f]{32}\Z")
-_sha256 = hashlib.sha256
 
 
 def checkpoint_path(path: str | os.PathLike[str]) -> Path:
@@ -168,7 +166,7 @@ def _check(
         raise TamperDetected("record 0 (header) is missing", seq=0)
     _, hbody, hleaf, hchain = row
     header, sid, hkey = parse_header(hbody)
-    if _sha256(b"\x00" + hbody).digest() != hleaf:
+    if leaf_hash(hbody) != hleaf:
         raise TamperDetected("record 0 (header): body does not match its leaf hash", seq=0)
     if chain_hash(sid, 0, GENESIS, hleaf) != hchain:
         raise TamperDetected("record 0 (header): chain link does not verify", seq=0)
@@ -236,17 +234,15 @@ def _check(
         cur = conn.execute("SELECT seq, leaf, chain, body FROM records WHERE seq >= 1 ORDER BY seq")
     else:
         cur = conn.execute("SELECT seq, leaf, chain FROM records WHERE seq >= 1 ORDER BY seq")
-    sha = _sha256
-    prefix = b"\x02" + sid
     for r in cur:
         seq, leaf, chain = r[0], r[1], r[2]
         if seq != expected:
             raise TamperDetected(
                 f"record {expected} is missing (next stored is {seq})", seq=expected
             )
-        if full and sha(b"\x00" + r[3]).digest() != leaf:
+        if full and leaf_hash(r[3]) != leaf:
             raise TamperDetected(f"record {seq}: body does not match its leaf hash", seq=seq)
-        if sha(prefix + seq.to_bytes(8, "big") + prev + leaf).digest() != chain:
+        if chain_hash(sid, seq, prev, leaf) != chain:
             raise TamperDetected(f"record {seq}: chain link does not verify", seq=seq)
         prev = chain
         expected += 1
@@ -274,7 +270,7 @@ def _check(
         if seq != aexpected:
             raise AttemptJournalDamaged(f"attempt {aexpected} is missing", seq=aexpected)
         if full:
-            if sha(b"\x00" + r[3]).digest() != leaf:
+            if leaf_hash(r[3]) != leaf:
                 raise AttemptJournalDamaged(f"attempt {seq}: body does not match its leaf", seq=seq)
             _check_attempt_columns(seq, r[3], r[4], r[5], r[6], begun)
         if attempt_chain_hash(sid, seq, aprev, leaf) != chain:
@@ -312,7 +308,7 @@ def _check(
     # 8. Blobs (full): every blob hashes to its digest.
     if full:
         for digest, data in conn.execute("SELECT digest, data FROM blobs"):
-            if digest != "sha256:" + sha(data).hexdigest():
+            if digest != raw_digest(data):
                 raise BlobCorrupt(f"blob {digest} does not match its bytes")
     return res
 

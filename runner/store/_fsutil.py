@@ -1,45 +1,8 @@
-"""Durable file writes: temp file -> fsync -> rename -> fsync directory."""
+"""Durable file writes for the store: the one helper of :mod:`runner.canonical` (temp file ->
+fsync -> rename -> fsync directory), re-exported under the names the store's modules use."""
 
 from __future__ import annotations
 
-import os
-import secrets
-from collections.abc import Callable
-from pathlib import Path
+from runner.canonical import Hook, atomic_write, fsync_dir
 
 __all__ = ["Hook", "atomic_write", "fsync_dir"]
-
-Hook = Callable[[str], None]
-"""Called with a crash-point name at each durability boundary (tests inject crashes here)."""
-
-
-def fsync_dir(directory: str | os.PathLike[str]) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, hook: Hook, point: str) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
-
-    ``hook`` is called with ``point + ".mid_file"`` after the temp file is durable but before
-    the rename, and ``point + ".after_rename"`` before the directory is synced.
-    """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    tmp = directory / f".{target.name}.tmp-{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        hook(point + ".mid_file")
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    hook(point + ".after_rename")
-    fsync_dir(directory)

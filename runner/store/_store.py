@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import secrets
 import sqlite3
@@ -14,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from runner.canonical import canonical_bytes, digest_bytes, is_digest, loads_strict
+from runner.canonical import canonical_bytes, digest_bytes, is_digest, loads_strict, raw_digest
 from runner.store._check import (
     HEADER_REQUIRED,
     HEADER_RESERVED,
@@ -47,12 +46,11 @@ from runner.store._errors import (
 from runner.store._fsutil import Hook, atomic_write, fsync_dir
 from runner.store._keys import Ed25519PrivateKey, encode_public_key
 from runner.store._keys import sign as _sign
-from runner.store.merkle import Accumulator, inclusion_proof
+from runner.store.merkle import Accumulator, inclusion_proof, leaf_hash
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Record", "Store"]
 
 DEFAULT_BUSY_TIMEOUT_S = 10.0
-_sha256 = hashlib.sha256
 
 
 def _no_hook(point: str) -> None:
@@ -151,7 +149,7 @@ class Store:
         }
         body = canonical_bytes(record0)
         sid = bytes.fromhex(record0["store_id"])
-        leaf = _sha256(b"\x00" + body).digest()
+        leaf = leaf_hash(body)
         chain = chain_hash(sid, 0, GENESIS, leaf)
         # Built under a temporary name and renamed, so `path` never names a half-made store.
         tmp = target.parent / f".{target.name}.creating-{secrets.token_hex(4)}"
@@ -427,7 +425,7 @@ class Store:
             if not isinstance(body, dict):
                 raise TypeError("a record body must be a dict")
             data = canonical_bytes(body)
-            prepared.append((data, _sha256(b"\x00" + data).digest()))
+            prepared.append((data, leaf_hash(data)))
         if not prepared:
             return []
         sid = self._store_id
@@ -460,7 +458,7 @@ class Store:
     # ---- attempt journal ----------------------------------------------------------------
 
     def _append_attempt(self, kind: str, ref: int | None, cell_id: str, body: bytes) -> int:
-        leaf = _sha256(b"\x00" + body).digest()
+        leaf = leaf_hash(body)
         with self._lock:
             with self._transaction():
                 conn = self._conn
@@ -569,7 +567,7 @@ class Store:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError("blob data must be bytes")
         raw = bytes(data)
-        digest = "sha256:" + _sha256(raw).hexdigest()
+        digest = raw_digest(raw)
         with self._lock:
             with self._transaction():
                 self._conn.execute(
@@ -596,7 +594,7 @@ class Store:
         if row is None:
             raise BlobNotFound(f"no blob {digest}")
         data = bytes(row[0])
-        if "sha256:" + _sha256(data).hexdigest() != digest:
+        if raw_digest(data) != digest:
             raise BlobCorrupt(f"blob {digest} does not match its bytes")
         return data
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import loads_strict
+from runner.canonical import loads_strict, raw_digest
 from runner.errors import EctError, FormatError
 from runner.store._check import (
     check_connection,
@@ -43,7 +43,7 @@ from runner.store._errors import (
 )
 from runner.store._fsutil import atomic_write, fsync_dir
 from runner.store._keys import Ed25519PrivateKey, Ed25519PublicKey, encode_public_key
-from runner.store.merkle import Accumulator
+from runner.store.merkle import Accumulator, leaf_hash
 
 __all__ = ["DAMAGE_KINDS", "StoreReport", "salvage", "verify_store"]
 
@@ -318,9 +318,6 @@ def _read_prefix(
     list[tuple[Checkpoint, bytes]],
     dict[str, Any],
 ]:
-    import hashlib
-
-    sha = hashlib.sha256
     try:
         rows = conn.execute("SELECT seq, body, leaf, chain FROM records ORDER BY seq")
         first = rows.fetchone()
@@ -328,7 +325,7 @@ def _read_prefix(
             raise TamperDetected("record 0 (header) is missing: nothing to salvage", seq=0)
         header, sid, key = parse_header(first[1])
         if (
-            sha(b"\x00" + first[1]).digest() != first[2]
+            leaf_hash(first[1]) != first[2]
             or chain_hash(sid, 0, GENESIS, first[2]) != first[3]
         ):
             raise TamperDetected("record 0 (header) does not verify: nothing to salvage", seq=0)
@@ -339,7 +336,7 @@ def _read_prefix(
             for seq, body, leaf, chain in rows:
                 if (
                     seq != expected
-                    or sha(b"\x00" + body).digest() != leaf
+                    or leaf_hash(body) != leaf
                     or chain_hash(sid, seq, prev, leaf) != chain
                 ):
                     break
@@ -357,7 +354,7 @@ def _read_prefix(
                 seq, kind, ref, cell_id, body, leaf, chain = row
                 if (
                     seq != len(attempts)
-                    or sha(b"\x00" + body).digest() != leaf
+                    or leaf_hash(body) != leaf
                     or attempt_chain_hash(sid, seq, aprev, leaf) != chain
                     or not _attempt_row_ok(kind, ref, cell_id, body)
                 ):
@@ -369,7 +366,7 @@ def _read_prefix(
         blobs: list[tuple[Any, ...]] = []
         try:
             for d, data in conn.execute("SELECT digest, data FROM blobs ORDER BY digest"):
-                if d == "sha256:" + sha(data).hexdigest():
+                if d == raw_digest(data):
                     blobs.append((d, data))
         except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass

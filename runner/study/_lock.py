@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import JsonObject, canonical_bytes, digest, load_strict_file
+from runner.canonical import (
+    JsonObject,
+    atomic_write,
+    canonical_bytes,
+    digest,
+    load_strict_file,
+    raw_digest,
+)
 from runner.errors import FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
@@ -107,7 +114,7 @@ def source_tree_digest(root: Path | None = None) -> str:
             rel = path.relative_to(base).as_posix()
             entries.append([rel, hashlib.sha256(path.read_bytes()).hexdigest()])
     entries.sort()
-    return "sha256:" + hashlib.sha256(canonical_bytes(entries)).hexdigest()
+    return raw_digest(canonical_bytes(entries))
 
 
 def generation_config(spec: StudySpec) -> JsonObject:
@@ -133,7 +140,7 @@ def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False)
     data = schedule_bytes(rows)
     if paths.schedule.exists() and paths.schedule.read_bytes() != data and not replace:
         raise LockError(f"{paths.schedule} exists with different contents; pass --replace to rebuild it")
-    _atomic_write(paths.schedule, data)
+    atomic_write(paths.schedule, data)
     return rows
 
 
@@ -192,7 +199,7 @@ def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> 
             drifts = _diff(old, lock)
             what = drifts[0].field if drifts else "contents"
             raise LockError(f"{paths.lock} exists and differs ({what}); pass --replace to rewrite it")
-    _atomic_write(paths.lock, data)
+    atomic_write(paths.lock, data)
     return lock
 
 
@@ -237,17 +244,3 @@ def _diff(locked: JsonObject, actual: JsonObject, prefix: str = "") -> list[Drif
 def _short(value: Any) -> str:
     text = "absent" if value is None else str(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dirfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)

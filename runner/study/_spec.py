@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.canonical import JsonObject
+from runner.canonical import JsonObject, raw_digest
 from runner.errors import EctError, StudyError
 
 __all__ = [
@@ -56,7 +55,7 @@ def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) 
 
 def file_sha256(data: bytes) -> str:
     """Digest of a file's exact bytes (files are pinned byte for byte, not re-encoded)."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return raw_digest(data)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""Durable whole-file writes: temp file -> fsync -> rename -> fsync directory.
+
+The one atomic-write helper of ect-runner (the store's manifest, checkpoints and salvage, the
+study's lock and schedule, the reports, the kill-switch ledger): after a crash at any point the
+target holds either its old bytes or its new bytes, never a mix, and once the call returns the
+new bytes and their name survive power loss. The temp file (unique, in the target's directory)
+is removed on any failure before the rename.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["Hook", "atomic_write", "fsync_dir"]
+
+Hook = Callable[[str], None]
+"""Called with a crash-point name at each durability boundary (tests inject crashes here)."""
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the directory entries of ``directory`` (a rename, a new file) durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _no_hook(point: str) -> None:
+    return None
+
+
+def atomic_write(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    hook: Hook = _no_hook,
+    point: str = "write",
+    mode: int = 0o644,
+) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
+
+    ``hook`` is called with ``point + ".mid_file"`` after the temp file is durable but before
+    the rename, and ``point + ".after_rename"`` before the directory is synced.
+
+    Raises:
+        OSError: the temp file could not be written or renamed (it is removed first).
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    tmp = directory / f".{target.name}.tmp-{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        hook(point + ".mid_file")
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    hook(point + ".after_rename")
+    fsync_dir(directory)
