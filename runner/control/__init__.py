@@ -72,7 +72,7 @@ from runner.control._evals import (
 )
 from runner.control._guards import Guard, GuardRule, SideEffectRule
 from runner.control._handoff import HandoffPackage, build_handoff
-from runner.control._killswitch import LEDGER_FORMAT, Admission, CostAlert, KillSwitch
+from runner.control._killswitch import KILL_SWITCH_LEDGER_FORMAT, Admission, CostAlert, KillSwitch
 from runner.control._result import RunResult
 from runner.control._rules import Predicate, StoppingRule
 from runner.control._types import (
@@ -98,7 +98,7 @@ __all__ = [
     "BUNDLED_EVALS",
     "CALIBRATION_FORMAT",
     "EVAL_FORMAT",
-    "LEDGER_FORMAT",
+    "KILL_SWITCH_LEDGER_FORMAT",
     "Action",
     "Admission",
     "AllOf",

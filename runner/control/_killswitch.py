@@ -29,9 +29,9 @@ from runner.control._errors import (
 )
 from runner.errors import FormatError
 
-__all__ = ["LEDGER_FORMAT", "Admission", "CostAlert", "KillSwitch"]
+__all__ = ["KILL_SWITCH_LEDGER_FORMAT", "Admission", "CostAlert", "KillSwitch"]
 
-LEDGER_FORMAT = "ect.control-ledger/1"
+KILL_SWITCH_LEDGER_FORMAT = "ect.control-ledger/1"
 _log = structlog.get_logger("runner.control")
 
 
@@ -197,9 +197,9 @@ class KillSwitch:
             obj = load_strict_file(path)
         except (FormatError, OSError) as e:
             raise LedgerError(f"kill-switch ledger {path} is unreadable: {e}") from e
-        if (not isinstance(obj, dict) or obj.get("format") != LEDGER_FORMAT
+        if (not isinstance(obj, dict) or obj.get("format") != KILL_SWITCH_LEDGER_FORMAT
                 or set(obj) != {"format", "days"} or not isinstance(obj["days"], dict)):
-            raise LedgerError(f"kill-switch ledger {path} is not an {LEDGER_FORMAT} file")
+            raise LedgerError(f"kill-switch ledger {path} is not an {KILL_SWITCH_LEDGER_FORMAT} file")
         days: dict[str, dict[str, Any]] = {}
         for day, entry in obj["days"].items():
             ok = (
@@ -220,7 +220,7 @@ class KillSwitch:
 
     @staticmethod
     def _write(path: Path, book: dict[str, dict[str, Any]]) -> None:
-        payload = canonical_bytes({"format": LEDGER_FORMAT, "days": book})
+        payload = canonical_bytes({"format": KILL_SWITCH_LEDGER_FORMAT, "days": book})
         try:
             atomic_write(path, payload + b"\n")
         except OSError as e:

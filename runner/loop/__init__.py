@@ -3,7 +3,7 @@
 from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
 from runner.loop._scoring import score
 from runner.loop._trajectory import (
-    Decision,
+    DecisionRecord,
     ToolExecutor,
     Trajectory,
     TrajectoryConfig,
@@ -14,7 +14,7 @@ from runner.loop._trajectory import (
 __all__ = [
     "OUTCOME_FIELDS",
     "CellIdentity",
-    "Decision",
+    "DecisionRecord",
     "Outcome",
     "ToolExecutor",
     "Trajectory",

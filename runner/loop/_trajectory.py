@@ -61,11 +61,10 @@ from runner.policies import (
     parse_planner_action,
 )
 from runner.providers import GenerationConfig, PriceTable, Provider, ProviderResult
-from runner.worlds import Checkpoint, NoteBook, call_id, ledger_from_trace
-from runner.worlds import ToolCall as TraceCall
+from runner.worlds import NoteBook, TaskCheckpoint, TraceCall, call_id, ledger_from_trace
 from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
-__all__ = ["Decision", "ToolExecutor", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
+__all__ = ["DecisionRecord", "ToolExecutor", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
 
 ToolExecutor = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 """``(world_id, tool_id, args) -> response``: one sandboxed call. Raises EctError on failure."""
@@ -82,7 +81,7 @@ class TrajectoryConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class DecisionRecord:
     """One planner decision as recorded in the result (deterministic fields only).
 
     ``action``, ``pipeline`` and ``tool_response`` are JSON objects as the model, the pipeline
@@ -109,7 +108,7 @@ class Decision:
         }
 
     @classmethod
-    def from_json(cls, obj: object, path: str = "decision") -> Decision:
+    def from_json(cls, obj: object, path: str = "decision") -> DecisionRecord:
         d = read_object(obj, path, _DECISION_FIELDS)
         action = read_opt_object(d["action"], f"{path}.action")
         if action is None:
@@ -133,14 +132,14 @@ _DECISION_FIELDS = ("index", "action", "verdict", "pipeline", "tool_response", "
 class Trajectory:
     """Everything one cell did. ``provider_results`` is the audit group, in call order."""
 
-    checkpoint: Checkpoint
+    checkpoint: TaskCheckpoint
     policy: str
     stop_reason: StopReason
     stop_detail: str
     final_certificate: JsonObject | None
     trace: tuple[TraceCall, ...]
     ledger: Ledger
-    decisions: list[Decision]
+    decisions: list[DecisionRecord]
     pipeline_verdicts: list[str]
     tool_calls: int
     turns: int
@@ -193,7 +192,7 @@ def _control_action(action: Any) -> ToolCall | Finish | Escalate | Invalid:
 
 
 async def run_trajectory(
-    checkpoint: Checkpoint,
+    checkpoint: TaskCheckpoint,
     pipeline: Pipeline,
     provider: Provider,
     execute_tool: ToolExecutor,
@@ -212,7 +211,7 @@ async def run_trajectory(
     note_statuses: list[str] = []
     directive: str | None = None
     final_certificate: JsonObject | None = None
-    decisions: list[Decision] = []
+    decisions: list[DecisionRecord] = []
     verdicts: list[str] = []
     results: list[ProviderResult] = []
     input_tokens = output_tokens = 0
@@ -252,7 +251,7 @@ async def run_trajectory(
             try:
                 response = await execute_tool(task.world_id, call.tool, dict(call.args))
             except EctError as e:
-                decisions.append(Decision(index, record, "tool_failed", tool_error=str(e),
+                decisions.append(DecisionRecord(index, record, "tool_failed", tool_error=str(e),
                                           provider_ok=result.ok))
                 ctl.on_tool_result(state, call, ToolResult.failure(str(e), fatal=True))
                 break
@@ -260,7 +259,7 @@ async def run_trajectory(
                 note_statuses.append(notes.record(dict(call.args)))
             trace.append(TraceCall(call_id(len(trace) + 1), call.tool, dict(call.args), response))
             ledger = ledger_from_trace(task.task_id, trace)
-            decisions.append(Decision(index, record, "executed", tool_response=response,
+            decisions.append(DecisionRecord(index, record, "executed", tool_response=response,
                                       provider_ok=result.ok))
             if ctl.on_tool_result(state, call, ToolResult.success(response)) is not None:
                 break
@@ -285,7 +284,7 @@ async def run_trajectory(
                 judge_cost += r.cost_usd(config.price) if config.price is not None else 0.0
             cost += judge_cost
             verdicts.append(decided.decision)
-            decisions.append(Decision(index, record, f"finish_{decided.decision}",
+            decisions.append(DecisionRecord(index, record, f"finish_{decided.decision}",
                                       pipeline=decided.to_json(), provider_ok=result.ok))
             # The critics' usage counts against the same ceilings; an overrun ends the run
             # token_budget whatever the critic said.
@@ -311,10 +310,10 @@ async def run_trajectory(
                           report=PredicateReport(missing=missing, detail=decided.directive or ""))
             directive = decided.directive
         elif verdict.kind is VerdictKind.STOP:
-            decisions.append(Decision(index, record, "stopped", provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, record, "stopped", provider_ok=result.ok))
             break
         else:  # CONTINUE (invalid reply fed back) or DEDUPLICATED (no second effect)
-            decisions.append(Decision(index, record, verdict.kind.value, provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, record, verdict.kind.value, provider_ok=result.ok))
 
     run = ctl.result(state)
     return Trajectory(

@@ -22,10 +22,10 @@ from runner.worlds.tools import TOOL_SCHEMAS
 __all__ = [
     "ESCALATE_TOOL",
     "FINISH_TOOL",
-    "Action",
     "EscalateAction",
     "FinishAction",
     "InvalidAction",
+    "PlannerAction",
     "ToolCallAction",
     "build_planner_request",
     "parse_planner_action",
@@ -69,7 +69,7 @@ class InvalidAction:
     kind: str = field(default="invalid", init=False)
 
 
-Action = ToolCallAction | FinishAction | EscalateAction | InvalidAction
+PlannerAction = ToolCallAction | FinishAction | EscalateAction | InvalidAction
 
 _VALUE_SCHEMA: dict[str, Any] = {
     "description": "a number, a string, null, or a flat list of those",
@@ -163,7 +163,7 @@ def build_planner_request(
     )
 
 
-def parse_planner_action(response: ProviderResponse | None) -> Action:
+def parse_planner_action(response: ProviderResponse | None) -> PlannerAction:
     """The one action in ``response``; never raises (malformed => :class:`InvalidAction`)."""
     try:
         return _parse(response)
@@ -171,7 +171,7 @@ def parse_planner_action(response: ProviderResponse | None) -> Action:
         return InvalidAction(f"unparseable planner response ({type(e).__name__})")
 
 
-def _parse(response: ProviderResponse | None) -> Action:
+def _parse(response: ProviderResponse | None) -> PlannerAction:
     if response is None:
         return InvalidAction("no response")
     calls = tuple(response.function_calls or ())

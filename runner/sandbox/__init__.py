@@ -5,7 +5,7 @@ Backends: ``bwrap`` (Linux: bubblewrap + seccomp + Landlock + rlimits) and ``san
 :class:`SandboxUnavailable` when it cannot enforce the policy; there is no unsandboxed fallback.
 """
 
-from runner.sandbox._backend import Backend, KillReason, Limits, RunResult
+from runner.sandbox._backend import Backend, ChildResult, KillReason, Limits
 from runner.sandbox._bwrap import BwrapBackend
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable, WorkerFailed
 from runner.sandbox._pins import PINNED_FILES, pins_digest, read_pinned, verify_pins
@@ -20,12 +20,12 @@ __all__ = [
     "PINNED_FILES",
     "Backend",
     "BwrapBackend",
+    "ChildResult",
     "KillReason",
     "Limits",
     "PinMismatch",
     "Probe",
     "ProbeResult",
-    "RunResult",
     "SandboxExecBackend",
     "SandboxUnavailable",
     "ToolSandbox",

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-__all__ = ["Backend", "KillReason", "Limits", "RunResult", "supervise"]
+__all__ = ["Backend", "ChildResult", "KillReason", "Limits", "supervise"]
 
 KillReason = Literal["timeout", "cpu", "output_cap", "signal"]
 
@@ -50,7 +50,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class ChildResult:
     """What one sandboxed child did. ``exit_status`` is None when it ended by a signal."""
 
     exit_status: int | None
@@ -72,7 +72,7 @@ class Backend(Protocol):
         stdin: bytes,
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult: ...
+    ) -> ChildResult: ...
 
 
 class WorkerRunMixin:
@@ -80,7 +80,7 @@ class WorkerRunMixin:
     backends expose any command through the same worker entry point."""
 
     def run_worker(self, config: dict[str, Any], *, stdin: bytes, limits: Limits,
-                   ro_binds: Sequence[tuple[Path, str]] = ()) -> RunResult:
+                   ro_binds: Sequence[tuple[Path, str]] = ()) -> ChildResult:
         raise NotImplementedError
 
     def run(
@@ -90,7 +90,7 @@ class WorkerRunMixin:
         stdin: bytes,
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult:
+    ) -> ChildResult:
         """Run any command under the worker policy (the worker applies it, then execs ``argv``)."""
         if not argv:
             raise ValueError("argv must name a command")
@@ -129,7 +129,7 @@ def supervise(
     started: float,
     signal_offset: int | None = 128,
     inner_pidfd: int = -1,
-) -> RunResult:
+) -> ChildResult:
     """Feed ``stdin``, collect output incrementally, enforce the wall clock and the output cap.
 
     ``proc`` must lead its own process group (``start_new_session=True``): on a deadline or cap the
@@ -235,7 +235,7 @@ def supervise(
             reason = "cpu"
         else:
             reason = "signal"
-    return RunResult(
+    return ChildResult(
         exit_status=exit_status,
         term_signal=term,
         stdout=bytes(out[out_fd]),

@@ -29,7 +29,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError
-from runner.sandbox._backend import Limits, RunResult, WorkerRunMixin, supervise
+from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
 from runner.sandbox._linux import PidsCgroup, landlock_abi, userns_restrictions
 from runner.sandbox._pins import REPO_ROOT, read_pinned
@@ -276,7 +276,7 @@ class BwrapBackend(WorkerRunMixin):
         stdin: bytes,
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult:
+    ) -> ChildResult:
         """Run the pinned worker with ``config`` (mode and mode arguments) under the full policy."""
         self._check_binds(ro_binds)
         cfg = dict(config)

@@ -16,7 +16,7 @@ from typing import Any
 
 from runner.canonical import loads_strict
 from runner.errors import FormatError, SandboxError
-from runner.sandbox._backend import Limits, RunResult
+from runner.sandbox._backend import ChildResult, Limits
 from runner.sandbox._pins import REPO_ROOT
 
 __all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "Probe", "ProbeResult", "load_probes", "run_probes"]
@@ -81,7 +81,7 @@ def load_probes(preflight_dir: Path = PREFLIGHT_DIR) -> list[Probe]:
     return probes
 
 
-def _reported(result: RunResult) -> str:
+def _reported(result: ChildResult) -> str:
     lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
     if lines:
         try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes
-from runner.sandbox._backend import Limits, RunResult, WorkerRunMixin, supervise
+from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
 from runner.sandbox._errors import SandboxUnavailable
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 
@@ -134,7 +134,7 @@ class SandboxExecBackend(WorkerRunMixin):
         stdin: bytes,
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
-    ) -> RunResult:
+    ) -> ChildResult:
         scratch = Path(os.path.realpath(tempfile.mkdtemp(prefix="ect-sbx-")))
         try:
             argv = self.build_argv(config, limits=limits, ro_binds=ro_binds, scratch=scratch)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError, SandboxError
-from runner.sandbox._backend import Limits, RunResult
+from runner.sandbox._backend import ChildResult, Limits
 from runner.sandbox._errors import SandboxUnavailable, WorkerFailed
 from runner.sandbox._pins import REPO_ROOT
 
@@ -36,10 +36,10 @@ class WorkerBackend(Protocol):
         stdin: bytes,
         limits: Limits,
         ro_binds: Any = (),
-    ) -> RunResult: ...
+    ) -> ChildResult: ...
 
 
-def check_worker_result(result: RunResult, what: str) -> None:
+def check_worker_result(result: ChildResult, what: str) -> None:
     """Raise the right SandboxError for a worker run that did not succeed."""
     if result.exit_status == EXIT_LANDLOCK_REFUSED and LANDLOCK_MARKER in result.stderr:
         line = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1]

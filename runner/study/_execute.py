@@ -24,7 +24,7 @@ import anyio
 import structlog
 
 from runner import __version__
-from runner.canonical import JsonObject, canonical_bytes
+from runner.canonical import JsonObject, canonical_bytes, raw_digest
 from runner.ect import ledger_digest
 from runner.errors import EctError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
@@ -38,8 +38,8 @@ from runner.study._records import (
     RawExchangeRef,
     ScheduleRow,
 )
-from runner.study._spec import StudySpec, file_sha256
-from runner.worlds import Checkpoint
+from runner.study._spec import StudySpec
+from runner.worlds import TaskCheckpoint
 
 __all__ = [
     "Halted",
@@ -222,7 +222,7 @@ class _Journaled:
         self.simulated = inner.simulated
 
     async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
-        self.requests.append(file_sha256(request.canonical()))
+        self.requests.append(raw_digest(request.canonical()))
         result: ProviderResult = await self._inner.generate(request, observer=self)
         return result
 
@@ -242,7 +242,7 @@ class _Journaled:
 @dataclass
 class _Context:
     spec: StudySpec
-    checkpoints: dict[str, Checkpoint]
+    checkpoints: dict[str, TaskCheckpoint]
     provider_factory: Callable[[], Any]
     store: Any
     sandbox: Any
@@ -252,7 +252,7 @@ class _Context:
     simulated: bool
 
 
-async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Checkpoint,
+async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: TaskCheckpoint,
                               provider: Any, execute_tool: Any) -> Trajectory:
     """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
 
@@ -390,9 +390,9 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     header = {
         "study": report.study,
         "lock_digest": report.lock_digest,
-        "lock_blob": file_sha256(lock_bytes),
+        "lock_blob": raw_digest(lock_bytes),
         "preflight_digest": report.digest,
-        "preflight_blob": file_sha256(preflight_bytes),
+        "preflight_blob": raw_digest(preflight_bytes),
         "schedule_rows": len(report.rows),
         "spec": str(settings.spec_path),
         "provider": report.provider.name,

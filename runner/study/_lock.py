@@ -26,7 +26,7 @@ from runner.canonical import (
 from runner.errors import FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
-from runner.study._spec import StudySpec, file_sha256, load_spec
+from runner.study._spec import StudySpec, load_spec
 
 __all__ = [
     "LOCK_FORMAT",
@@ -160,7 +160,7 @@ def build_lock(spec: StudySpec, paths: StudyPaths,
         "format": LOCK_FORMAT,
         "study": spec.name,
         "spec": {"file": paths.spec.name, "sha256": spec.digest},
-        "schedule": {"file": paths.schedule.name, "sha256": file_sha256(schedule_raw),
+        "schedule": {"file": paths.schedule.name, "sha256": raw_digest(schedule_raw),
                      "rows": len(rows)},
         "task_manifest": task_manifest_digest(),
         "prompts": dict(sorted(prompt_digests().items())),

@@ -33,7 +33,7 @@ from runner.study._spec import StudySpec
 __all__ = [
     "MANDATORY_PROBE_PREFIXES",
     "PREFLIGHT_FORMAT",
-    "Check",
+    "PreflightCheck",
     "PreflightFailed",
     "PreflightReport",
     "ProviderChoice",
@@ -55,7 +55,7 @@ class PreflightFailed(StudyError):
 
 
 @dataclass(frozen=True)
-class Check:
+class PreflightCheck:
     name: str
     ok: bool
     detail: str
@@ -89,7 +89,7 @@ class PreflightReport:
     lock_digest: str | None = None
     committed_rows: int = 0
     probes: str = "all"
-    checks: list[Check] = field(default_factory=list)
+    checks: list[PreflightCheck] = field(default_factory=list)
     spec: StudySpec | None = None
     rows: list[ScheduleRow] = field(default_factory=list)
     lock: JsonObject = field(default_factory=dict)
@@ -182,7 +182,7 @@ def run_preflight(
     provider: ProviderChoice | None = None,
     *,
     sandbox_backend: str | None = None,
-    on_check: Callable[[Check], None] | None = None,
+    on_check: Callable[[PreflightCheck], None] | None = None,
     probes: str = "all",
 ) -> PreflightReport:
     """Run every check and return the report (never raises for a failed check).
@@ -198,7 +198,7 @@ def run_preflight(
                              provider=choice, probes=probes)
 
     def add(name: str, ok: bool, detail: str) -> bool:
-        check = Check(name, ok, detail)
+        check = PreflightCheck(name, ok, detail)
         report.checks.append(check)
         if on_check is not None:
             on_check(check)

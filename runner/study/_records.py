@@ -31,7 +31,7 @@ from runner.canonical import (
     read_opt_str,
     read_str,
 )
-from runner.loop import Decision, Outcome
+from runner.loop import DecisionRecord, Outcome
 
 __all__ = [
     "AuditCall",
@@ -96,7 +96,7 @@ class CellResult:
     outcome: Outcome
     stop_reason: str
     stop_detail: str
-    decisions: tuple[Decision, ...]
+    decisions: tuple[DecisionRecord, ...]
     final_certificate: JsonObject | None
     ledger_digest: str
     new_receipts: tuple[JsonObject, ...]
@@ -149,7 +149,7 @@ class CellResult:
             outcome=outcome,
             stop_reason=read_str(stop["reason"], f"{path}.stop.reason"),
             stop_detail=read_str(stop["detail"], f"{path}.stop.detail"),
-            decisions=tuple(Decision.from_json(d, f"{path}.decisions[{i}]")
+            decisions=tuple(DecisionRecord.from_json(d, f"{path}.decisions[{i}]")
                             for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),
             final_certificate=read_opt_object(r["final_certificate"], f"{path}.final_certificate"),
             ledger_digest=read_digest(r["ledger_digest"], f"{path}.ledger_digest"),

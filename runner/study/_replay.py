@@ -15,11 +15,11 @@ from typing import Any
 
 import anyio
 
-from runner.canonical import JsonObject, loads_strict
+from runner.canonical import JsonObject, loads_strict, raw_digest
 from runner.errors import FormatError, StudyError
 from runner.study._records import AuditCall, CellRecord
-from runner.study._spec import StudySpec, file_sha256, load_spec, recorded_spec
-from runner.worlds import Checkpoint
+from runner.study._spec import StudySpec, load_spec, recorded_spec
+from runner.worlds import TaskCheckpoint
 
 __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
 
@@ -94,7 +94,7 @@ class _ReplayProvider:
         if not self._calls:
             raise ReplayDiverged("the replay asked the provider more often than the run did")
         call = self._calls.pop(0)
-        sent = file_sha256(request.canonical())  # as the run's _Journaled recorded it
+        sent = raw_digest(request.canonical())  # as the run's _Journaled recorded it
         attempts = tuple(_attempt(a) for a in call.attempts)
         if call.request != sent:
             raise ReplayDiverged("the rebuilt request differs from the recorded one "
@@ -113,7 +113,7 @@ class _ReplayProvider:
 
 
 async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
-                       checkpoints: dict[str, Checkpoint], spec: StudySpec) -> str:
+                       checkpoints: dict[str, TaskCheckpoint], spec: StudySpec) -> str:
     from runner.study._execute import cell_result, run_cell_trajectory
 
     row = record.schedule_row

@@ -16,7 +16,6 @@ __all__ = [
     "SandboxLimits",
     "SpecError",
     "StudySpec",
-    "file_sha256",
     "load_spec",
     "recorded_spec",
     "spec_for_store",
@@ -51,11 +50,6 @@ def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) 
 
     with Store.open(store_path) as store:
         return recorded_spec(store.header, store_path)
-
-
-def file_sha256(data: bytes) -> str:
-    """Digest of a file's exact bytes (files are pinned byte for byte, not re-encoded)."""
-    return raw_digest(data)
 
 
 @dataclass(frozen=True)
@@ -103,7 +97,7 @@ class StudySpec:
 
     @property
     def digest(self) -> str:
-        return file_sha256(self.raw)
+        return raw_digest(self.raw)
 
 
 _TOP_KEYS = {"format", "name", "design", "budget", "model", "retry", "price", "sandbox", "simulated"}

@@ -42,7 +42,7 @@ from runner.worlds import tools
 
 __all__ = [
     "TOOLS_PATH",
-    "ToolCall",
+    "TraceCall",
     "call_id",
     "ledger_from_trace",
     "receipt_id",
@@ -62,7 +62,7 @@ def call_id(index: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCall:
+class TraceCall:
     """One executed call in a trace: what was asked and the JSON response that came back."""
 
     call_id: str
@@ -204,7 +204,7 @@ def to_receipts(
     return b.out
 
 
-def ledger_from_trace(task_id: str, trace: Sequence[ToolCall]) -> Ledger:
+def ledger_from_trace(task_id: str, trace: Sequence[TraceCall]) -> Ledger:
     """The ledger the trusted adapter builds from a whole trace (receipt ids in call order)."""
     receipts: list[Receipt] = []
     for call in trace:

@@ -29,7 +29,7 @@ from runner.ect import (
     replay,
 )
 from runner.errors import WorldError
-from runner.worlds._adapter import ToolCall, ledger_from_trace, receipt_id
+from runner.worlds._adapter import TraceCall, ledger_from_trace, receipt_id
 from runner.worlds._solver import _usable, in_scope, plan_calls, propose_certificate
 from runner.worlds._tasks import (
     Task,
@@ -44,8 +44,8 @@ __all__ = [
     "CLOSED_LOOP_FAULTS",
     "STATIC_CONDITIONS",
     "STATIC_FAULTS",
-    "Checkpoint",
     "Snapshot",
+    "TaskCheckpoint",
     "closed_loop_checkpoints",
     "fault_assignment",
     "naive_certificate",
@@ -71,7 +71,7 @@ class Snapshot:
     snapshot_id: str
     task: Task
     condition: str  # "C0" | "F1".."F8"
-    trace: tuple[ToolCall, ...]
+    trace: tuple[TraceCall, ...]
     ledger: Ledger
     certificate: Certificate
     completion_signal: bool
@@ -95,7 +95,7 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class TaskCheckpoint:
     """A closed-loop starting point: the trace so far and how it can be completed.
 
     ``recovery_calls`` are the (at most 3) calls after which :func:`propose_certificate`
@@ -108,7 +108,7 @@ class Checkpoint:
     task: Task
     kind: Literal["clean", "incomplete"]
     fault: str | None
-    trace: tuple[ToolCall, ...]
+    trace: tuple[TraceCall, ...]
     ledger: Ledger
     recovery_calls: tuple[Call, ...]
     naive_certificate: Certificate
@@ -166,9 +166,9 @@ def _incomplete_base(task: Task) -> tuple[list[Call], Call]:
 
 def _retrace(
     world_id: str, calls: Sequence[tuple[str, dict[str, Any], dict[str, Any] | None]]
-) -> tuple[ToolCall, ...]:
+) -> tuple[TraceCall, ...]:
     """Execute calls in order; a given response (third item) replaces the tool's own answer."""
-    out: list[ToolCall] = []
+    out: list[TraceCall] = []
     for i, (tool, args, forced) in enumerate(calls):
         real = execute_calls(world_id, [(tool, args)], first_call=i + 1)[0]
         out.append(real if forced is None else dataclasses.replace(real, response=forced))
@@ -323,7 +323,7 @@ def _snapshot(task: Task, condition: str) -> Snapshot:
 
 
 @functools.cache
-def _clean_state(task_id: str) -> tuple[tuple[ToolCall, ...], Ledger, Certificate]:
+def _clean_state(task_id: str) -> tuple[tuple[TraceCall, ...], Ledger, Certificate]:
     """The clean trace, ledger and honest certificate of a task (shared by C0 and the faults)."""
     task = get_task(task_id)
     trace = tuple(execute_calls(task.world_id, plan_calls(task.contract)))
@@ -442,7 +442,7 @@ def _note(key: str, value: Any, task: Task) -> tuple[str, dict[str, Any], None]:
     )
 
 
-def _incomplete(task: Task, fault: str) -> Checkpoint:
+def _incomplete(task: Task, fault: str) -> TaskCheckpoint:
     base, recovery = _incomplete_base(task)
     r_tool, r_args = recovery
     steps: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [(t, a, None) for t, a in base]
@@ -450,7 +450,7 @@ def _incomplete(task: Task, fault: str) -> Checkpoint:
     needs_human = False
     overrides: dict[str, Transform] = {}
 
-    def injected_from(n_before: int, ledger: Ledger, trace: Sequence[ToolCall]) -> list[str]:
+    def injected_from(n_before: int, ledger: Ledger, trace: Sequence[TraceCall]) -> list[str]:
         ids = {c.call_id for c in trace[n_before:]}
         return [r.receipt_id for r in ledger.receipts if r.call_id in ids]
 
@@ -541,7 +541,7 @@ def _incomplete(task: Task, fault: str) -> Checkpoint:
         head = claims[0]
         claims = (dataclasses.replace(head, evidence=(*head.evidence, forged)), *claims[1:])
     naive = dataclasses.replace(naive, claims=claims)
-    return Checkpoint(
+    return TaskCheckpoint(
         checkpoint_id=f"{task.task_id}/incomplete",
         task=task,
         kind="incomplete",
@@ -554,9 +554,9 @@ def _incomplete(task: Task, fault: str) -> Checkpoint:
     )
 
 
-def _clean(task: Task) -> Checkpoint:
+def _clean(task: Task) -> TaskCheckpoint:
     trace, ledger, certificate = _clean_state(task.task_id)
-    return Checkpoint(
+    return TaskCheckpoint(
         checkpoint_id=f"{task.task_id}/clean",
         task=task,
         kind="clean",
@@ -570,14 +570,14 @@ def _clean(task: Task) -> Checkpoint:
 
 
 @functools.lru_cache(maxsize=1)
-def _checkpoints() -> tuple[Checkpoint, ...]:
-    out: list[Checkpoint] = []
+def _checkpoints() -> tuple[TaskCheckpoint, ...]:
+    out: list[TaskCheckpoint] = []
     for task in closed_loop_tasks():
         out.append(_clean(task))
         out.append(_incomplete(task, _ASSIGNMENT[task.world_id][task.family]))
     return tuple(out)
 
 
-def closed_loop_checkpoints() -> list[Checkpoint]:
+def closed_loop_checkpoints() -> list[TaskCheckpoint]:
     """The 48 closed-loop checkpoints: per task (in order) its clean then its incomplete one."""
     return list(_checkpoints())

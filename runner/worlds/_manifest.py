@@ -18,11 +18,11 @@ from typing import Any
 
 from runner.canonical import digest
 from runner.ect import Certificate, Ledger, descriptor_digest, ledger_digest
-from runner.worlds._adapter import ToolCall
+from runner.worlds._adapter import TraceCall
 from runner.worlds._grid import (
     STATIC_CONDITIONS,
-    Checkpoint,
     Snapshot,
+    TaskCheckpoint,
     closed_loop_checkpoints,
     fault_assignment,
     static_grid,
@@ -30,9 +30,9 @@ from runner.worlds._grid import (
 from runner.worlds._tasks import Task, closed_loop_tasks, static_tasks
 from runner.worlds._world import WORLDS_CLOSED_LOOP, WORLDS_STATIC, build_world
 
-__all__ = ["MANIFEST_FORMAT", "manifest_counts", "task_manifest", "task_manifest_digest"]
+__all__ = ["TASK_MANIFEST_FORMAT", "manifest_counts", "task_manifest", "task_manifest_digest"]
 
-MANIFEST_FORMAT = "ect.task-manifest/1"
+TASK_MANIFEST_FORMAT = "ect.task-manifest/1"
 
 
 def _task_entry(task: Task) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class _Memo:
     def __init__(self) -> None:
         self._seen: dict[int, tuple[object, str]] = {}
 
-    def trace(self, trace: tuple[ToolCall, ...]) -> str:
+    def trace(self, trace: tuple[TraceCall, ...]) -> str:
         return self._get(trace, lambda: digest("ect/manifest/v1", [c.to_json() for c in trace]))
 
     def ledger(self, ledger: Ledger) -> str:
@@ -103,7 +103,7 @@ def _snapshot_entry(s: Snapshot, memo: _Memo) -> dict[str, Any]:
     return {**core, "digest": digest("ect/manifest/v1", core)}
 
 
-def _checkpoint_entry(c: Checkpoint, memo: _Memo) -> dict[str, Any]:
+def _checkpoint_entry(c: TaskCheckpoint, memo: _Memo) -> dict[str, Any]:
     core = {
         "checkpoint_id": c.checkpoint_id,
         "task_id": c.task.task_id,
@@ -122,7 +122,7 @@ def _checkpoint_entry(c: Checkpoint, memo: _Memo) -> dict[str, Any]:
 def _manifest() -> dict[str, Any]:
     memo = _Memo()
     return {
-        "format": MANIFEST_FORMAT,
+        "format": TASK_MANIFEST_FORMAT,
         "worlds": {w: build_world(w).digest() for w in (*WORLDS_STATIC, *WORLDS_CLOSED_LOOP)},
         "static_conditions": list(STATIC_CONDITIONS),
         "tasks": [_task_entry(t) for t in (*static_tasks(), *closed_loop_tasks())],

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from runner.ect import Contract, Descriptor, descriptor_digest
 from runner.worlds import tools
-from runner.worlds._adapter import ToolCall, call_id
+from runner.worlds._adapter import TraceCall, call_id
 from runner.worlds._errors import UnknownTask
 from runner.worlds._families import (
     FAMILIES,
@@ -79,11 +79,11 @@ def world_snapshot(world_id: str) -> dict[str, Any]:
 
 def execute_calls(
     world_id: str, calls: Sequence[tuple[str, dict[str, Any]]], *, first_call: int = 1
-) -> list[ToolCall]:
+) -> list[TraceCall]:
     """Run calls in-process through ``tools.call_tool``; call ids ``c-%04d`` from ``first_call``."""
     snap = world_snapshot(world_id)
     return [
-        ToolCall(call_id(first_call + i), tool, dict(args), tools.call_tool(snap, tool, args))
+        TraceCall(call_id(first_call + i), tool, dict(args), tools.call_tool(snap, tool, args))
         for i, (tool, args) in enumerate(calls)
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import runner.control as control
 
 EXPECTED = {
-    "BUNDLED_EVALS", "CALIBRATION_FORMAT", "EVAL_FORMAT", "LEDGER_FORMAT",
+    "BUNDLED_EVALS", "CALIBRATION_FORMAT", "EVAL_FORMAT", "KILL_SWITCH_LEDGER_FORMAT",
     "Action", "Admission", "AllOf", "AnyOf", "Budget", "Calibration", "CalibrationMismatch",
     "CaseResult", "Checkpoint", "Condition", "CostAlert", "DailyRunCeiling", "DailySpendCap",
     "DailySpendCeiling", "Decide", "Directive", "Escalate", "EscalationRequested", "EvalCase",
@@ -25,8 +25,8 @@ EXPECTED = {
 def test_exported_set_is_curated() -> None:
     assert set(control.__all__) == EXPECTED
     assert len(control.__all__) == len(EXPECTED)  # no duplicates
-    for name in control.__all__:
-        assert getattr(control, name) is not None
+    # that each name is defined, and nothing public leaks past __all__, is
+    # tests/test_exported_members.py's check for every package
 
 
 def test_stop_reason_values_are_the_eight_of_the_design() -> None:

@@ -18,7 +18,7 @@ import pytest
 from runner.control import StopReason
 from runner.loop import (
     OUTCOME_FIELDS,
-    Decision,
+    DecisionRecord,
     Outcome,
     Trajectory,
     TrajectoryConfig,
@@ -28,7 +28,7 @@ from runner.loop import (
 from runner.policies import make_pipeline
 from runner.providers import FunctionCall, ProviderRequest, SimulatedProvider, SimulatedReply
 from runner.worlds import (
-    Checkpoint,
+    TaskCheckpoint,
     closed_loop_checkpoints,
     execute_calls,
     ledger_from_trace,
@@ -50,12 +50,12 @@ class _Cell:
     seed: int
 
 
-def _row(cp: Checkpoint, policy: str = "ect") -> _Cell:
+def _row(cp: TaskCheckpoint, policy: str = "ect") -> _Cell:
     return _Cell(7, f"{cp.task.task_id}:{cp.kind}:s0:{policy}", 11)
 
 
-def _trajectory(cp: Checkpoint, stop: StopReason, *, certificate: dict[str, Any] | None = None,
-                decisions: list[Decision] | None = None, extra_calls: tuple[Any, ...] = (),
+def _trajectory(cp: TaskCheckpoint, stop: StopReason, *, certificate: dict[str, Any] | None = None,
+                decisions: list[DecisionRecord] | None = None, extra_calls: tuple[Any, ...] = (),
                 verdicts: list[str] | None = None, tool_calls: int | None = None) -> Trajectory:
     trace = tuple(cp.trace) + tuple(extra_calls)
     return Trajectory(
@@ -68,11 +68,11 @@ def _trajectory(cp: Checkpoint, stop: StopReason, *, certificate: dict[str, Any]
         notes={}, note_statuses=[], provider_results=[], calls_budget=3)
 
 
-def _finish(index: int, certificate: dict[str, Any], verdict: str) -> Decision:
-    return Decision(index, {"kind": "finish", "certificate": certificate}, verdict)
+def _finish(index: int, certificate: dict[str, Any], verdict: str) -> DecisionRecord:
+    return DecisionRecord(index, {"kind": "finish", "certificate": certificate}, verdict)
 
 
-def _honest(cp: Checkpoint, ledger: Any = None) -> dict[str, Any]:
+def _honest(cp: TaskCheckpoint, ledger: Any = None) -> dict[str, Any]:
     return propose_certificate(cp.task.contract, ledger or cp.ledger).to_json()
 
 
@@ -162,7 +162,7 @@ def test_successful_recovery_then_supported_completion() -> None:
     tool, args = INCOMPLETE.recovery_calls[0]
     decisions = [
         _finish(1, naive, "finish_continue"),
-        Decision(2, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(2, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
                  tool_response=recovery[0].response),
         _finish(3, final, "finish_complete"),
     ]
@@ -181,7 +181,7 @@ def test_a_call_before_any_rejection_is_not_a_recovery() -> None:
     ledger = ledger_from_trace(INCOMPLETE.task.task_id, tuple(INCOMPLETE.trace) + tuple(recovery))
     final = _honest(INCOMPLETE, ledger)
     decisions = [
-        Decision(1, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(1, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
                  tool_response=recovery[0].response),
         _finish(2, final, "finish_complete"),
     ]
@@ -218,7 +218,7 @@ async def _tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, 
     return call_tool(world_snapshot(world_id), tool_id, args)
 
 
-def _drive(cp: Checkpoint, replies: Callable[[int], SimulatedReply]) -> Trajectory:
+def _drive(cp: TaskCheckpoint, replies: Callable[[int], SimulatedReply]) -> Trajectory:
     async def go() -> Trajectory:
         return await run_trajectory(cp, make_pipeline("ect", None), _provider(replies), _tool,
                                     TrajectoryConfig(), metadata={"cell_id": "x", "seed": 1})

@@ -25,7 +25,7 @@ from runner.ect import (
     response_digest,
     value_digest,
 )
-from runner.worlds import ToolCall
+from runner.worlds import TraceCall
 
 TASK = "t-demo"
 DAY = "2026-03-02"
@@ -57,7 +57,7 @@ CONTRACT = Contract.from_json(
 
 
 def call(call_id: str, attr: str, *, entity: str = "S01", day: str = DAY, value: Any = None,
-         error: bool = False) -> ToolCall:
+         error: bool = False) -> TraceCall:
     args = {"entity": entity, "attribute": attr, "date": day}
     if error:
         response: dict[str, Any] = {
@@ -70,10 +70,10 @@ def call(call_id: str, attr: str, *, entity: str = "S01", day: str = DAY, value:
             "result": {"entity": entity, "attribute": attr, "level": "store", "date": day,
                        "value": value, "revision": 1},
         }
-    return ToolCall(call_id=call_id, tool_id="get_metric", args=args, response=response)
+    return TraceCall(call_id=call_id, tool_id="get_metric", args=args, response=response)
 
 
-def receipt_for(c: ToolCall, receipt_id: str) -> Receipt:
+def receipt_for(c: TraceCall, receipt_id: str) -> Receipt:
     nested = "error" in c.response["result"]
     value = None if nested else c.response["result"]["value"]
     return Receipt(
@@ -94,11 +94,11 @@ def receipt_for(c: ToolCall, receipt_id: str) -> Receipt:
     )
 
 
-def clean_trace() -> tuple[ToolCall, ...]:
+def clean_trace() -> tuple[TraceCall, ...]:
     return (call("c-1", "units", value=VALUES["units"]), call("c-2", "revenue", value=VALUES["revenue"]))
 
 
-def ledger_of(trace: tuple[ToolCall, ...]) -> Ledger:
+def ledger_of(trace: tuple[TraceCall, ...]) -> Ledger:
     # A refused call (``"ok": false``) yields no receipt, as in the trusted adapter.
     return Ledger(
         TASK,
@@ -140,7 +140,7 @@ class FakeSnapshot:
     snapshot_id: str
     task: FakeTask
     condition: str
-    trace: tuple[ToolCall, ...]
+    trace: tuple[TraceCall, ...]
     ledger: Ledger
     certificate: Certificate
     completion_signal: bool

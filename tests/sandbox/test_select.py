@@ -13,7 +13,7 @@ from runner.sandbox import BwrapBackend, SandboxUnavailable, select_backend
 def test_public_surface() -> None:
     assert set(sandbox.__all__) == {
         "BACKENDS", "PINNED_FILES", "Backend", "BwrapBackend", "KillReason", "Limits",
-        "PinMismatch", "Probe", "ProbeResult", "RunResult", "SandboxExecBackend",
+        "PinMismatch", "Probe", "ProbeResult", "ChildResult", "SandboxExecBackend",
         "SandboxUnavailable", "ToolSandbox", "WorkerFailed", "compile_policy",
         "compile_policy_file", "load_probes", "pins_digest", "read_pinned", "run_probes",
         "select_backend", "verify_pins",

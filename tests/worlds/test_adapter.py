@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runner.ect import Ledger, Receipt, args_digest, response_digest, value_digest
 from runner.worlds import build_world, ledger_from_trace, to_receipts, tools, world_snapshot
-from runner.worlds._adapter import ToolCall
+from runner.worlds._adapter import TraceCall
 
 SNAP = world_snapshot("w04")
 WORLD = build_world("w04")
@@ -110,7 +110,7 @@ def test_ledger_from_trace_numbers_receipts_in_call_order() -> None:
         ),
     ]
     trace = [
-        ToolCall(f"c-{i + 1:04d}", t, a, tools.call_tool(SNAP, t, a))
+        TraceCall(f"c-{i + 1:04d}", t, a, tools.call_tool(SNAP, t, a))
         for i, (t, a) in enumerate(calls)
     ]
     ledger = ledger_from_trace("w04-lookup-0", trace)

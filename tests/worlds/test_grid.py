@@ -10,8 +10,8 @@ from runner.ect import Ledger, verify
 from runner.worlds import (
     CLOSED_LOOP_FAULTS,
     STATIC_CONDITIONS,
-    Checkpoint,
-    ToolCall,
+    TaskCheckpoint,
+    TraceCall,
     call_id,
     closed_loop_checkpoints,
     closed_loop_tasks,
@@ -162,7 +162,7 @@ def test_clean_checkpoints_are_supported() -> None:
             ).complete
 
 
-def _recover(c: Checkpoint) -> Ledger:
+def _recover(c: TaskCheckpoint) -> Ledger:
     """Replay the recovery calls through the real tools and the trusted adapter."""
     trace = list(c.trace)
     receipts = list(c.ledger.receipts)
@@ -170,7 +170,7 @@ def _recover(c: Checkpoint) -> Ledger:
     for tool_id, args in c.recovery_calls:
         cid = call_id(len(trace) + 1)
         response = tools.call_tool(snap, tool_id, args)
-        trace.append(ToolCall(cid, tool_id, dict(args), response))
+        trace.append(TraceCall(cid, tool_id, dict(args), response))
         receipts += to_receipts(
             c.task.task_id, cid, tool_id, args, response, first_index=len(receipts) + 1
         )
