@@ -30,18 +30,13 @@ from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mea
 from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.study import ScheduleRow
+from runner.worlds import CLOSED_LOOP_FAULTS, TRUST_BOUNDARY_FAULT, UNSEEN_FAULTS
 
 __all__ = [
-    "FAULTS_CLOSED_LOOP",
     "analyse_closed_loop",
     "check_inventory",
 ]
 
-FAULTS_CLOSED_LOOP: tuple[str, ...] = (
-    "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1",
-)  # fmt: skip
-UNSEEN: tuple[str, ...] = ("U1", "U2", "U3")
-TRUST_BOUNDARY = "T1"
 COMPARATOR = "controller"
 TREATMENT = "ect"
 
@@ -61,7 +56,7 @@ def _check_vocabulary(o: Outcome) -> None:
         raise AnalysisError(f"{where}: checkpoint {o.checkpoint!r} is not clean/incomplete")
     if o.policy not in CLOSED_LOOP_POLICIES:
         raise AnalysisError(f"{where}: unknown policy {o.policy!r}")
-    if o.fault is not None and o.fault not in FAULTS_CLOSED_LOOP:
+    if o.fault is not None and o.fault not in CLOSED_LOOP_FAULTS:
         raise AnalysisError(f"{where}: unknown fault {o.fault!r}")
 
 
@@ -180,7 +175,7 @@ def _diff(
 def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> dict[str, Any]:
     """Per assigned fault x policy: U on incomplete rows and S over both conditions."""
     out: dict[str, Any] = {}
-    for fault in FAULTS_CLOSED_LOOP:
+    for fault in CLOSED_LOOP_FAULTS:
         frows = [r for r in rows if faults.get(r.task_id) == fault]
         if not frows:
             continue
@@ -215,7 +210,7 @@ def analyse_closed_loop(
     rows = sorted(outcomes, key=lambda o: o.row)
     check_inventory(schedule_rows, rows)
     faults = _task_faults(rows)
-    excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY)
+    excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY_FAULT)
     primary = [r for r in rows if r.task_id not in set(excluded)]
     for arm in (TREATMENT, COMPARATOR):
         if not any(r.policy == arm for r in primary):
@@ -312,8 +307,8 @@ def analyse_closed_loop(
             intervals[p][key] = {"mean": rnd(res.estimate), "ci": [rnd(res.lo), rnd(res.hi)]}
 
     strata = _strata(rows, faults)
-    unseen = {f: strata[f] for f in UNSEEN if f in strata}
-    unseen_rows = [r for r in primary if faults.get(r.task_id) in UNSEEN]
+    unseen = {f: strata[f] for f in UNSEEN_FAULTS if f in strata}
+    unseen_rows = [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS]
     unseen_pooled = {
         p: _table4_row([r for r in unseen_rows if r.policy == p])
         for p in policies

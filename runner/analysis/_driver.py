@@ -15,9 +15,8 @@ from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
-from runner.analysis._static import PROVIDERS, StaticRun, StaticSpec, analyse_static, run_static
+from runner.analysis._static import StaticRun, StaticSpec, analyse_static, run_static
 from runner.canonical import JsonObject, atomic_write, raw_digest
-from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.study import ScheduleRow, read_schedule
 
@@ -51,40 +50,25 @@ def build_provider(
     credential_file: str | None = None,
     credential_env: str | None = None,
 ) -> Any:
-    """The provider for the model-backed static arms; the simulated one needs no credential."""
-    from runner.providers import (
-        GeminiProvider,
-        OpenAICompatProvider,
-        SimulatedProvider,
-        load_credential,
-    )
+    """The provider for the model-backed static arms, built by :func:`runner.providers.build`
+    (the one validation of provider settings) with the static spec's defaults."""
+    from runner.providers import build
 
-    if name not in PROVIDERS:
-        raise AnalysisError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
+    responder = None
     if name == "simulated":
-        if credential_file or credential_env:
-            raise AnalysisError("the simulated provider takes no credential")
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
 
         responder = simulated_responder(PlannerBehaviour(), CriticBehaviour.from_json(spec.critic))
-        return SimulatedProvider(responder, model=model or spec.simulated_model)
-    if name == "gemini":
-        return GeminiProvider(
-            load_credential(credential_file, credential_env),
-            model=model or spec.gemini_model,
-            base_url=base_url,
-            timeout_s=spec.timeout_s,
-        )
-    cred = (
-        load_credential(credential_file, credential_env)
-        if (credential_file or credential_env)
-        else None
-    )
-    return OpenAICompatProvider(
-        base_url or spec.openai_base_url,
-        credential=cred,
-        model=model or spec.openai_model,
+    defaults = {"simulated": spec.simulated_model, "gemini": spec.gemini_model,
+                "openai": spec.openai_model}
+    return build(
+        name,
+        model=model or defaults.get(name),
+        base_url=base_url or (spec.openai_base_url if name == "openai" else None),
+        credential_file=credential_file,
+        credential_env=credential_env,
         timeout_s=spec.timeout_s,
+        responder=responder,
     )
 
 

@@ -13,15 +13,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from runner.analysis._closed import FAULTS_CLOSED_LOOP
 from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
 from runner.analysis._svg import hbar_chart, heatmap
 from runner.canonical import atomic_write
 from runner.errors import AnalysisError
+from runner.worlds import CLOSED_LOOP_FAULTS, STATIC_CONDITIONS
 
 __all__ = ["render_outputs", "results_json_bytes", "write_outputs"]
 
-STATIC_FAULTS = ("C0", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
 
 
 def results_json_bytes(results: Mapping[str, Any]) -> bytes:
@@ -150,7 +149,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
     headr = ["Condition", "ECT decisions", "ECT reason families (snapshots)"]
     rowsr = []
     ect_pf = r["per_fault"]["ect"]
-    for cond in STATIC_FAULTS:
+    for cond in STATIC_CONDITIONS:
         c = ect_pf[cond]
         counts = ", ".join(
             f"{k} {n}" for k, n in sorted(r["ect_reason_families"].get(cond, {}).items())
@@ -215,7 +214,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
     cells = []
     for p in pols:
         row = []
-        for f in STATIC_FAULTS:
+        for f in STATIC_CONDITIONS:
             c = pf[p][f]
             wrong = c["n"] - c["complete"] if f == "C0" else c["complete"]
             row.append((wrong / c["n"], f"{wrong}/{c['n']}"))
@@ -224,7 +223,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
         heatmap(
             "Wrong decisions per condition (held out): complete on a fault, non-complete on C0",
             labels,
-            STATIC_FAULTS,
+            STATIC_CONDITIONS,
             cells,
             legend="share of the condition's snapshots decided wrongly",
             cell_w=56,
@@ -403,7 +402,7 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
                 subtitle="whiskers: 95% task-cluster bootstrap interval",
             )
         )
-    faults = [f for f, _ in _ordered(r["per_fault"], FAULTS_CLOSED_LOOP)]
+    faults = [f for f, _ in _ordered(r["per_fault"], CLOSED_LOOP_FAULTS)]
     cells: list[list[tuple[float, str] | None]] = []
     for p in pols:
         row: list[tuple[float, str] | None] = []

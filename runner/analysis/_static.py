@@ -41,6 +41,8 @@ from runner.canonical import (
     read_str,
 )
 from runner.errors import AnalysisError
+from runner.providers import PROVIDER_NAMES
+from runner.worlds import STATIC_CONDITIONS
 
 __all__ = [
     "ABLATION_TABLE",
@@ -52,8 +54,6 @@ __all__ = [
 ]
 
 SPEC_FORMAT = "ect.static-spec/1"
-PROVIDERS = ("simulated", "gemini", "openai")
-FAULTS = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
 FAULT_LABELS = {
     "F1": "false completion",
     "F2": "irrelevant evidence",
@@ -166,9 +166,9 @@ class StaticSpec:
                 "static spec: analysis needs seed >= 0, replicates >= 1, 0 < confidence < 1"
             )
         default = _get(pv, "default", str, "provider")
-        if default not in PROVIDERS:
+        if default not in PROVIDER_NAMES:
             raise SpecInvalid(
-                f"static spec: provider.default must be one of {', '.join(PROVIDERS)}"
+                f"static spec: provider.default must be one of {', '.join(PROVIDER_NAMES)}"
             )
         generation = {
             "temperature": float(_get(gen, "temperature", (int, float), "generation")),
@@ -452,7 +452,7 @@ def _table2_row(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
 
 def _per_condition(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for cond in ("C0", *FAULTS):
+    for cond in STATIC_CONDITIONS:
         sel = [r for r in rows if r.condition == cond]
         counts = Counter(r.decision for r in sel)
         out[cond] = {
@@ -571,7 +571,7 @@ def analyse_static(
                 ).items()
             )
         )
-        for cond in ("C0", *FAULTS)
+        for cond in STATIC_CONDITIONS
     }
 
     table3 = []

@@ -20,12 +20,12 @@ from runner.analysis import (
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
-from runner.providers import CredentialError, EgressRefused
+from runner.providers import PROVIDER_NAMES, CredentialError, EgressRefused, ProviderConfigError
 from runner.study import ScheduleError
 
 COMMANDS: list[click.Command] = []
 
-_PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
+_PROVIDERS = click.Choice(list(PROVIDER_NAMES))
 
 
 @click.command("static")
@@ -78,6 +78,7 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
     {
         SpecInvalid: EXIT_USAGE,
         CredentialError: EXIT_USAGE,
+        ProviderConfigError: EXIT_USAGE,
         EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
         FastPathInvariantBroken: EXIT_RUNTIME,
         AllModelCallsFailed: EXIT_RUNTIME,

@@ -15,7 +15,7 @@ import click
 
 from runner.cli._common import EXIT_USAGE, die
 
-__all__ = ["FiniteFloatRange", "check_base_url", "check_store_dir"]
+__all__ = ["FiniteFloatRange", "check_store_dir"]
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -35,25 +35,3 @@ def check_store_dir(store: str | Path, what: str = "store") -> None:
     parent = Path(store).parent
     if not parent.is_dir():
         die(f"{what} directory {parent} does not exist (create it first)", EXIT_USAGE)
-
-
-def check_base_url(provider: str, base_url: str | None, *, credential: bool) -> None:
-    """Exit 2 when ``--base-url`` is unusable for ``provider``, before anything is created.
-
-    The adapters refuse the same URLs when they are built, but only after a store exists.
-    """
-    from runner.providers import EgressRefused, Origin
-
-    if provider == "simulated":
-        if base_url:
-            die("the simulated provider takes no --base-url", EXIT_USAGE)
-        return
-    if provider == "openai" and not base_url:
-        die("--provider openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
-    if base_url:
-        try:
-            origin = Origin.parse(base_url.rstrip("/"))
-            if credential or provider == "gemini":
-                origin.check_credential_transport()
-        except EgressRefused as e:
-            die(f"--base-url: {e}", EXIT_USAGE)

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anyio
 import click
 
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
-from runner.cli._params import FiniteFloatRange, check_base_url
+from runner.cli._params import FiniteFloatRange
 from runner.providers import (
+    PROVIDER_NAMES,
     CredentialError,
     GenerationConfig,
     Message,
-    OpenAICompatProvider,
+    ProviderConfigError,
     ProviderRequest,
     ProviderResult,
-    SimulatedProvider,
     ToolDecl,
-    load_credential,
+    build,
 )
 
 __all__ = ["COMMANDS", "smoke_request"]
@@ -69,7 +68,7 @@ def provider_group() -> None:
 @click.option(
     "--provider",
     "provider_name",
-    type=click.Choice(["gemini", "openai", "simulated"]),
+    type=click.Choice(list(PROVIDER_NAMES)),
     default="simulated",
     show_default=True,
     help="Which adapter to exercise.",
@@ -92,7 +91,7 @@ def provider_group() -> None:
     help="Seconds per attempt (at most 600).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors({CredentialError: EXIT_USAGE})
+@map_errors({CredentialError: EXIT_USAGE, ProviderConfigError: EXIT_USAGE})
 def smoke(
     provider_name: str,
     base_url: str | None,
@@ -107,18 +106,18 @@ def smoke(
     Exit 0 when the provider answered; 5 with a one-line reason when it failed. The simulated
     provider needs no flags and no network.
     """
-    provider = _build_provider(
-        provider_name, base_url, model, credential_file, credential_env, timeout_s
-    )
-    if provider is None:
-        return  # _build_provider already exited with a usage error
+    provider = build(provider_name, model=model, base_url=base_url,
+                     credential_file=credential_file, credential_env=credential_env,
+                     timeout_s=timeout_s)
 
     async def _run() -> ProviderResult:
         try:
             result: ProviderResult = await provider.generate(smoke_request())
             return result
         finally:
-            await provider.aclose()
+            close = getattr(provider, "aclose", None)  # every adapter has one
+            if close is not None:
+                await close()
 
     result = anyio.run(_run)
     _print(result, provider_name, as_json)
@@ -126,44 +125,6 @@ def smoke(
         f = result.failure
         status = f" (HTTP {f.status})" if f.status is not None else ""
         die(f"provider call failed: {f.kind}{status}: {f.detail}", EXIT_RUNTIME)
-
-
-def _build_provider(
-    provider_name: str,
-    base_url: str | None,
-    model: str | None,
-    credential_file: str | None,
-    credential_env: str | None,
-    timeout_s: float,
-) -> Any:
-    has_credential = credential_file is not None or credential_env is not None
-    if provider_name == "simulated":
-        if has_credential or base_url:
-            die("the simulated provider takes no credential and no --base-url", EXIT_USAGE)
-            return None
-        if model is not None and not model.startswith("simulated-"):
-            die(f"a simulated model name must start with 'simulated-', got {model!r}", EXIT_USAGE)
-            return None
-        return SimulatedProvider(model=model or "simulated-1")
-    check_base_url(provider_name, base_url, credential=has_credential)
-    if provider_name == "gemini":
-        if not has_credential:
-            die("gemini needs --credential-file PATH or --credential-env NAME", EXIT_USAGE)
-            return None
-        credential = load_credential(file=credential_file, env=credential_env)
-        from runner.providers import GeminiProvider  # google-genai loads only when used
-
-        return GeminiProvider(
-            credential, model=model or "gemini-2.5-flash", base_url=base_url, timeout_s=timeout_s
-        )
-    if not base_url:
-        die("openai needs --base-url (e.g. http://127.0.0.1:8000/v1)", EXIT_USAGE)
-        return None
-    if not model:
-        die("openai needs --model", EXIT_USAGE)
-        return None
-    optional = load_credential(file=credential_file, env=credential_env) if has_credential else None
-    return OpenAICompatProvider(base_url, credential=optional, model=model, timeout_s=timeout_s)
 
 
 def _print(result: ProviderResult, provider_name: str, as_json: bool) -> None:

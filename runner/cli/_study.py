@@ -21,7 +21,8 @@ from runner.cli._common import (
     die,
     map_errors,
 )
-from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
+from runner.cli._params import FiniteFloatRange, check_store_dir
+from runner.providers import PROVIDER_NAMES, ProviderConfigError, check_provider_settings
 from runner.store import StoreDamaged, StoreUsageError
 from runner.study import (
     CellRecord,
@@ -62,6 +63,7 @@ _REFUSED: dict[type[BaseException], int] = {
     IncompleteStore: EXIT_REFUSED,
     ReplayRefused: EXIT_REFUSED,
     SpecError: EXIT_USAGE,
+    ProviderConfigError: EXIT_USAGE,
     # A file given as --store that is not a verifying run store: refused, as replay and report do.
     StoreDamaged: EXIT_REFUSED,
     StoreUsageError: EXIT_USAGE,
@@ -85,7 +87,7 @@ def _configure_logging(log_json: bool) -> None:
 def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--provider", "provider_name", default="simulated", show_default=True,
-                     type=click.Choice(["simulated", "gemini", "openai"]),
+                     type=click.Choice(list(PROVIDER_NAMES)),
                      help="Model provider. The simulated default needs no credential or network."),
         click.option("--model", default=None, help="Model name (must equal the locked model)."),
         click.option("--base-url", default=None,
@@ -102,7 +104,8 @@ def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _choice(provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None) -> ProviderChoice:
-    check_base_url(provider_name, base_url, credential=bool(credential_file or credential_env))
+    check_provider_settings(provider_name, model=model, base_url=base_url,
+                            credential_given=bool(credential_file or credential_env))
     return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
 
 

@@ -26,6 +26,12 @@ from runner.providers._errors import (
     ProviderFailure,
 )
 from runner.providers._openai import OpenAICompatProvider
+from runner.providers._registry import (
+    PROVIDER_NAMES,
+    ProviderConfigError,
+    build,
+    check_provider_settings,
+)
 from runner.providers._retry import (
     HTTPX_EXCEPTION_KINDS,
     PRE_RESPONSE_KINDS,
@@ -67,6 +73,7 @@ __all__ = [
     "IMPLICIT_ENV_PREFIXES",
     "IMPLICIT_ENV_VARS",
     "PRE_RESPONSE_KINDS",
+    "PROVIDER_NAMES",
     "PROXY_ENV_VARS",
     "REDACTED",
     "VOLATILE_ATTEMPT_FIELDS",
@@ -87,6 +94,7 @@ __all__ = [
     "PriceTable",
     "Provider",
     "ProviderCallFailed",
+    "ProviderConfigError",
     "ProviderFailure",
     "ProviderRequest",
     "ProviderResponse",
@@ -98,6 +106,8 @@ __all__ = [
     "SimulatedReply",
     "ToolDecl",
     "Usage",
+    "build",
+    "check_provider_settings",
     "classify_httpx_error",
     "default_responder",
     "example_from_schema",

@@ -169,41 +169,23 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
     """Return a factory giving the provider for one cell (fresh per cell when simulated).
 
     ``credential`` is the one preflight loaded (a variable is removed from the environment when
-    read, so it cannot be read twice); without it the credential is loaded here.
+    read, so it cannot be read twice); without it the credential is loaded here. The provider
+    is built by :func:`runner.providers.build` (the one validation of provider settings).
     """
-    from runner.providers import (
-        GeminiProvider,
-        OpenAICompatProvider,
-        RetryPolicy,
-        SimulatedProvider,
-        load_credential,
-    )
+    from runner.providers import RetryPolicy, build
 
-    retry = RetryPolicy(max_retries=spec.identical_retries_before_output)
     if choice.name == "simulated":
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
 
         planner = PlannerBehaviour.from_json(spec.simulated.get("planner", {}))
         critic = CriticBehaviour.from_json(spec.simulated.get("critic", {}))
-        return lambda: SimulatedProvider(simulated_responder(planner, critic))
-    if choice.name == "gemini":
-        cred = credential or load_credential(file=choice.credential_file,
-                                             env=choice.credential_env)
-        shared = GeminiProvider(cred, model=choice.model or spec.model.name,
-                                base_url=choice.base_url, timeout_s=spec.model.timeout_s,
-                                retry_policy=retry)
-        return lambda: shared
-    if choice.name == "openai":
-        if not choice.base_url:
-            raise StudyError("--provider openai needs --base-url")
-        cred = credential or (load_credential(file=choice.credential_file,
-                                              env=choice.credential_env)
-                              if choice.credential_file or choice.credential_env else None)
-        shared_oa = OpenAICompatProvider(choice.base_url, credential=cred,
-                                         model=choice.model or spec.model.name,
-                                         timeout_s=spec.model.timeout_s, retry_policy=retry)
-        return lambda: shared_oa
-    raise StudyError(f"unknown provider {choice.name!r} (simulated, gemini, openai)")
+        return lambda: build("simulated", model=choice.model,
+                             responder=simulated_responder(planner, critic))
+    shared = build(choice.name, model=choice.model or spec.model.name, base_url=choice.base_url,
+                   credential=credential, credential_file=choice.credential_file,
+                   credential_env=choice.credential_env, timeout_s=spec.model.timeout_s,
+                   retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output))
+    return lambda: shared
 
 
 class _Journaled:

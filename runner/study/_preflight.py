@@ -42,7 +42,6 @@ __all__ = [
 
 PREFLIGHT_FORMAT = "ect.preflight/1"
 MANDATORY_PROBE_PREFIXES = ("network.", "write.")
-LIVE_PROVIDERS = ("gemini", "openai")
 
 
 class PreflightFailed(StudyError):
@@ -154,18 +153,19 @@ def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
     """(ok, detail, the loaded Credential or None). The credential is loaded here once and
     handed to the run through the report: loading from a variable removes it from the
     environment (so no child inherits it), so it cannot be loaded a second time."""
+    from runner.providers import ProviderConfigError, check_provider_settings
+
+    given = bool(choice.credential_file or choice.credential_env)
+    try:
+        check_provider_settings(choice.name, model=choice.model, base_url=choice.base_url,
+                                credential_given=given)
+    except ProviderConfigError as e:
+        return False, str(e), None
     if choice.name == "simulated":
-        if choice.credential_file or choice.credential_env:
-            return False, "the simulated provider takes no credential; do not pass one", None
-        if choice.model is not None or choice.base_url is not None:
-            return False, ("the simulated provider takes no --model or --base-url (they would be "
-                           "ignored); drop them or choose --provider gemini/openai"), None
         return True, "simulated provider: no credential needed", None
-    if choice.name not in LIVE_PROVIDERS:
-        return False, f"unknown provider {choice.name!r} (simulated, gemini, openai)", None
     from runner.providers import load_credential
 
-    if choice.name == "openai" and not (choice.credential_file or choice.credential_env):
+    if choice.name == "openai" and not given:
         return True, "openai-compatible endpoint without a credential", None
     try:
         credential = load_credential(file=choice.credential_file, env=choice.credential_env)

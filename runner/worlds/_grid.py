@@ -44,6 +44,8 @@ __all__ = [
     "CLOSED_LOOP_FAULTS",
     "STATIC_CONDITIONS",
     "STATIC_FAULTS",
+    "TRUST_BOUNDARY_FAULT",
+    "UNSEEN_FAULTS",
     "Snapshot",
     "TaskCheckpoint",
     "closed_loop_checkpoints",
@@ -54,7 +56,11 @@ __all__ = [
 
 STATIC_FAULTS: tuple[str, ...] = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
 STATIC_CONDITIONS: tuple[str, ...] = ("C0", *STATIC_FAULTS)
-CLOSED_LOOP_FAULTS: tuple[str, ...] = (*STATIC_FAULTS, "U1", "U2", "U3", "T1")
+UNSEEN_FAULTS: tuple[str, ...] = ("U1", "U2", "U3")
+"""Closed-loop faults no static snapshot shows (the analysis reports them apart)."""
+TRUST_BOUNDARY_FAULT = "T1"
+"""The closed-loop fault whose tasks need a human (left out of the primary scope)."""
+CLOSED_LOOP_FAULTS: tuple[str, ...] = (*STATIC_FAULTS, *UNSEEN_FAULTS, TRUST_BOUNDARY_FAULT)
 
 Call = tuple[str, dict[str, Any]]
 

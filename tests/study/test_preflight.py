@@ -146,11 +146,13 @@ def test_credential_given_for_simulated(study: Path, tmp_path: Path,
 
 def test_model_or_base_url_given_for_simulated_is_refused_not_ignored(study: Path,
                                                                        tmp_path: Path) -> None:
+    # One validation (runner.providers.check_provider_settings) for run, static, smoke and
+    # preflight: a non-simulated model name or a --base-url is refused, never ignored.
     _refused(preflight(study, tmp_path / "s.db", ProviderChoice("simulated", model="other")),
-             "credential", "no --model or --base-url")
+             "credential", "a simulated model name must start with 'simulated-', got 'other'")
     _refused(preflight(study, tmp_path / "s.db",
                        ProviderChoice("simulated", base_url="http://127.0.0.1:9")),
-             "credential", "no --model or --base-url")
+             "credential", "the simulated provider takes no --base-url")
 
 
 def test_missing_credential_for_gemini(study: Path, tmp_path: Path,

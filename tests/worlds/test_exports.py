@@ -45,6 +45,8 @@ EXPECTED = {
     "naive_certificate",
     "in_scope",
     "STATIC_FAULTS",
+    "TRUST_BOUNDARY_FAULT",
+    "UNSEEN_FAULTS",
     "STATIC_CONDITIONS",
     "CLOSED_LOOP_FAULTS",
     "Snapshot",
