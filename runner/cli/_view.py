@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_REFUSED, EXIT_USAGE, die, map_errors
+from runner.view import ViewError
 
 __all__ = ["COMMANDS", "DEFAULT_PORT"]
 
@@ -42,7 +43,7 @@ def _is_loopback(host: str) -> bool:
 @click.option("--allow-remote", is_flag=True,
               help="Allow a non-loopback --host; every request then needs the printed token.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-@map_errors({})
+@map_errors({ViewError: EXIT_USAGE})
 def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, host: str,
              port: int, allow_remote: bool, open_browser: bool) -> None:
     """Look inside a run: the run, the cell table, each trajectory step by step.
@@ -57,12 +58,9 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
     if static_dir is not None and not static_dir.is_dir():
         die(f"no such directory: {static_dir}", EXIT_USAGE)
     if bundle is not None:
-        from runner.view import ViewError, write_bundle
+        from runner.view import write_bundle
 
-        try:
-            n = write_bundle(bundle, store=store, static_dir=static_dir)
-        except ViewError as e:
-            die(str(e), EXIT_USAGE)
+        n = write_bundle(bundle, store=store, static_dir=static_dir)
         click.echo(f"bundle written: {bundle / 'index.html'} ({n} data files; open it from "
                    "file://, no server or network needed)")
         return
@@ -77,6 +75,8 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
     except ImportError as e:
         die(f"ect view needs the 'view' extra (pip install 'ect-runner[view]'): {e}", EXIT_USAGE)
     token = secrets.token_urlsafe(24) if remote else None
+    app = build_app(store=store, static_dir=static_dir, token=token,
+                    allowed_hosts=("*",) if remote else ("127.0.0.1", "localhost", "[::1]"))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -86,8 +86,6 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
         sock.close()
         die(f"cannot listen on {host}:{port}: {e.strerror}", EXIT_USAGE)
     bound = sock.getsockname()[1]
-    app = build_app(store=store, static_dir=static_dir, token=token,
-                    allowed_hosts=("*",) if remote else ("127.0.0.1", "localhost", "[::1]"))
     shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
     url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
     click.echo(f"ect view: serving {store or static_dir} read-only at {url}")

@@ -45,3 +45,18 @@ def file_digests(store: Path) -> dict[str, str | None]:
         out[suffix or "db"] = hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
     out["listing"] = ",".join(sorted(p.name for p in store.parent.iterdir()))
     return out
+
+
+@pytest.fixture(scope="session")
+def static_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`ect static` output over 18 snapshots (9 training, 9 held-out) on the simulated provider."""
+    from runner.analysis import static_study
+    from runner.worlds import static_grid
+
+    grid = static_grid()
+    subset = ([s for s in grid if s.task.split != "heldout"][:9]
+              + [s for s in grid if s.task.split == "heldout"][:9])
+    out = tmp_path_factory.mktemp("view-static") / "static"
+    static_study(Path(__file__).resolve().parents[2] / "schedules" / "static.toml", out,
+                 snapshots=subset)
+    return out

@@ -243,6 +243,7 @@
     return "#/cells" + (parts.length ? "?" + parts.join("&") : "");
   }
   function fillTable(rows) {
+    var t0 = performance.now();
     var vis = visibleRows(rows);
     var tb = document.getElementById("cellbody");
     var html = [];
@@ -259,6 +260,8 @@
     }
     tb.innerHTML = html.join("");
     document.getElementById("count").textContent = vis.length + " of " + rows.length + " cells";
+    void tb.offsetHeight; /* force layout so the figure covers building and laying out the rows */
+    document.body.setAttribute("data-table-ms", (performance.now() - t0).toFixed(1));
     Array.prototype.forEach.call(document.querySelectorAll("#celltable th button"), function (b) {
       var k = b.getAttribute("data-key");
       b.parentNode.setAttribute("aria-sort", k === cellsState.sort ? (cellsState.dir > 0 ? "ascending" : "descending") : "none");
@@ -488,7 +491,11 @@
       else if (parts[0] === "compare") done = renderCompare(+parts[1]);
       else done = renderRun();
     }
-    done.then(function () { document.body.setAttribute("data-ready", location.hash || "#/"); }, function (e) { fail(e); document.body.setAttribute("data-ready", "error"); });
+    done.then(function () {
+      void main.offsetHeight; /* force layout: data-ms is navigation start to a laid-out page */
+      document.body.setAttribute("data-ms", String(Math.round(performance.now())));
+      document.body.setAttribute("data-ready", location.hash || "#/");
+    }, function (e) { fail(e); document.body.setAttribute("data-ready", "error"); });
   }
   function moveRow(delta) {
     var rows = Array.prototype.slice.call(document.querySelectorAll("#cellbody tr, .step, .compare .col"));
