@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.study.support import make_study, run
+from tests.study.support import REPO, make_study, run, subprocess_env
 
 FIXTURE_CELLS = 16
 
@@ -60,3 +63,19 @@ def static_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     static_study(Path(__file__).resolve().parents[2] / "schedules" / "static.toml", out,
                  snapshots=subset)
     return out
+
+
+@pytest.fixture
+def served(store: Path) -> Iterator[str]:
+    """`ect view --store STORE --port 0` in a child process; yields its URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "view", "--store", str(store),
+                             "--port", "0"], cwd=REPO, env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "read-only at http://127.0.0.1:" in line, line + (proc.stderr.read() if proc.stderr else "")
+        yield line.split(" at ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

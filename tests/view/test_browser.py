@@ -4,9 +4,6 @@ through `ect view --port 0`), and the static bundle opened from file:// with no 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +11,11 @@ import pytest
 
 from runner.store import Store
 from runner.view import write_bundle
-from tests.study.support import REPO, subprocess_env
 from tests.view._browser import browser, png_stats
 
 pytestmark = pytest.mark.chromium
 
 SHOTS = Path(os.environ.get("ECT_VIEW_SHOTS", ""))
-
-
-@pytest.fixture
-def served(store: Path) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "view", "--store", str(store),
-                             "--port", "0"], cwd=REPO, env=subprocess_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "read-only at http://127.0.0.1:" in line, line + (proc.stderr.read() if proc.stderr else "")
-        yield line.split(" at ", 1)[1].strip()
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 def _bodies(store: Path) -> dict[int, dict[str, Any]]:

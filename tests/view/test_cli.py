@@ -23,7 +23,7 @@ def _ect(*args: str) -> tuple[int, str, str]:
 
 
 def test_non_loopback_refused_without_allow_remote(store: Path) -> None:
-    code, out, err = _ect("view", "--store", str(store), "--host", "0.0.0.0", "--port", "0")
+    code, _out, err = _ect("view", "--store", str(store), "--host", "0.0.0.0", "--port", "0")
     assert code == 3
     assert err.startswith("ect: refusing to listen on non-loopback host 0.0.0.0")
     assert len(err.strip().splitlines()) == 1
@@ -124,3 +124,13 @@ def test_remote_needs_the_printed_token(store: Path) -> None:
         ok = httpx.get(base + "api/cells", headers={"authorization": f"Bearer {token}"},
                        timeout=30)
         assert ok.status_code == 200
+
+
+def test_demo_ends_with_the_view_command(study_spec: Path, tmp_path: Path) -> None:
+    from tests.study.support import ect
+
+    out = tmp_path / "demo"
+    done = ect("demo", "--out", str(out), "--study", str(study_spec), "--limit", "4", "--quiet")
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last == f"look inside the run: ect view --store {out / 'v2.db'}"
