@@ -82,6 +82,7 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
+        sock.listen(128)  # before the address is printed: a client may connect at once
     except OSError as e:
         sock.close()
         die(f"cannot listen on {host}:{port}: {e.strerror}", EXIT_USAGE)
