@@ -11,6 +11,7 @@ append-only, so parsed records are cached by sequence number and only newer ones
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -210,4 +211,6 @@ class StoreSource:
                 cp = Path(tmp) / ext.name
                 if ext.exists():
                     shutil.copyfile(ext, cp)
-                return verify_store(copy, full=full, checkpoint=cp)
+                rep = verify_store(copy, full=full, checkpoint=cp)
+                return dataclasses.replace(rep, detail=rep.detail.replace(str(copy),
+                                                                          str(self.path)))

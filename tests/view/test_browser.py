@@ -125,3 +125,39 @@ def test_bundle_opens_from_file_without_network(store: Path, tmp_path: Path) -> 
         ctx.close()
     assert requests and all(u.startswith("file://") for u in requests), requests
     assert errors == []
+
+
+def test_in_page_proof_without_subtlecrypto(store: Path, tmp_path: Path) -> None:
+    """Where SubtleCrypto is missing (a remote plain-HTTP origin), the page's own SHA-256 checks
+    the proof; a record body altered in the bundle is caught by either."""
+    out = tmp_path / "bundle"
+    write_bundle(out, store=store)
+    seq = max(_bodies(store))
+    data = out / "data" / f"cell-{seq}.js"
+    good = data.read_text()
+    with browser() as b:
+        for subtle, text, expect in ((False, good, "yes"), (True, good, "yes"),
+                                     (False, _tamper(good), "no"), (True, _tamper(good), "no")):
+            data.write_text(text)
+            ctx = b.new_context()
+            if not subtle:
+                ctx.add_init_script("delete Crypto.prototype.subtle;")
+            page = ctx.new_page()
+            page.goto((out / "index.html").as_uri() + f"#/cell/{seq}")
+            page.wait_for_selector("#jsproof[data-ok]")
+            assert page.locator("#jsproof").get_attribute("data-ok") == expect, (subtle, expect)
+            label = "by SubtleCrypto" if subtle else "in plain JS"
+            assert label in page.locator("#jsproof").inner_text()
+            ctx.close()
+
+
+def _tamper(script: str) -> str:
+    """Change one byte of the record body (base64) inside a bundled cell file."""
+    import base64
+    import json
+
+    prefix, rest = script.split(",", 1)
+    obj = json.loads(rest.rstrip().removesuffix(");"))
+    body = base64.b64decode(obj["chain"]["body_b64"]).replace(b'"turns":', b'"turns" :', 1)
+    obj["chain"]["body_b64"] = base64.b64encode(body).decode()
+    return prefix + "," + json.dumps(obj) + ");\n"  # noqa: TID251 — test data, not hashed
