@@ -143,3 +143,21 @@ def test_foreign_host_header_refused(store: Path) -> None:
 def test_build_app_needs_one_source(kwargs: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         build_app(**kwargs)
+
+
+def test_sandbox_layers_are_shown_when_recorded(tmp_path: Path) -> None:
+    from runner.store import generate_key, load_signing_key
+
+    key = tmp_path / "k"
+    generate_key(key)
+    layers = {"bwrap": True, "seccomp": "allow-list", "landlock_abi": 4}
+    path = tmp_path / "s.db"
+    Store.create(path, header={"lock_digest": "sha256:" + "0" * 64,
+                               "preflight_digest": "sha256:" + "1" * 64,
+                               "sandbox_layers": layers},
+                 signing_key=load_signing_key(key)).close()
+    (r,) = _get(build_app(store=path), "/api/run")
+    run = r.json()
+    assert run["sandbox_layers"] == layers
+    assert run["progress"]["committed"] == 0 and run["integrity"]["ok"] is True
+    assert run["simulated"] is False and "SIMULATED" not in run["provider_line"]
