@@ -86,18 +86,18 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
     study = StaticStudy(static_dir) if static_dir is not None else None
     mode = "server-store" if src is not None else "server-static"
 
-    async def page(request: Request) -> Response:
+    def page(request: Request) -> Response:
         return Response(index_html(mode), media_type="text/html; charset=utf-8",
                         headers=_headers())
 
-    async def asset(request: Request) -> Response:
+    def asset(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in ASSETS:
             return Response("not found\n", status_code=404, media_type="text/plain")
         path, media = ASSETS[name]
         return FileResponse(path, media_type=media, headers=_headers())
 
-    async def api(request: Request) -> Response:
+    def api(request: Request) -> Response:
         what = request.path_params["what"]
         try:
             if src is not None:
@@ -118,7 +118,7 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
         except ViewError as e:
             return _json({"error": str(e)}, 500)
 
-    async def verify(request: Request) -> Response:
+    def verify(request: Request) -> Response:
         if src is None:
             return _json({"error": "no store"}, 404)
         return _json(src.verify(full=True).to_json())
