@@ -84,6 +84,8 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
         raise ValueError("build_app needs exactly one of store= and static_dir=")
     src = StoreSource(store) if store is not None else None
     study = StaticStudy(static_dir) if static_dir is not None else None
+    if src is not None:
+        src.bodies()  # parse the committed records once, before the first page asks
     mode = "server-store" if src is not None else "server-static"
 
     def page(request: Request) -> Response:
@@ -102,7 +104,7 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
         try:
             if src is not None:
                 if what == "run":
-                    return _json(run_summary(src, integrity=src.verify(full=False).to_json()))
+                    return _json(run_summary(src, integrity=src.verify_cached().to_json()))
                 if what == "cells":
                     return _json({"columns": list(CELL_COLUMNS), "rows": cell_rows(src)})
                 if what.startswith("cell-") and what[5:].isdigit():

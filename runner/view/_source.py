@@ -19,6 +19,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from runner.view._errors import NotFound, ViewError
 __all__ = ["RawRecord", "StoreSource"]
 
 T = TypeVar("T")
+# Damage kinds a verification racing a live writer can report for a moment.
+_RACY = frozenset({"truncation", "stale_checkpoint", "missing_checkpoint"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class StoreSource:
         self._lock = threading.Lock()
         self._bodies: dict[int, dict[str, Any]] = {}
         self._header: dict[str, Any] | None = None
+        self._quick: tuple[tuple[object, ...], StoreReport] | None = None
         with self._read() as conn:
             try:
                 app_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -190,6 +194,37 @@ class StoreSource:
 
     # ---- verification --------------------------------------------------------------------
 
+    def version(self) -> tuple[object, ...]:
+        """Changes whenever the store's files do (for caching answers about the whole store)."""
+        wal = self._wal()
+        w = wal.stat() if wal.exists() else None
+        return (*self._stat(), None if w is None else (w.st_size, w.st_mtime_ns))
+
+    def verify_cached(self) -> StoreReport:
+        """The quick verification, repeated only when the store's files changed."""
+        key = self.version()
+        cached = self._quick
+        if cached is None or cached[0] != key:
+            cached = (key, self.verify(full=False))
+            self._quick = cached
+        return cached[1]
+
+    def _verify_live(self, full: bool) -> StoreReport:
+        """Verify in place while a writer may be appending. The external checkpoint file is
+        read beside the database, so a cell committed between the two reads can make it look
+        newer than the records read (truncation) for an instant; such an answer is only
+        believed when it repeats on a store that stopped changing."""
+        rep = verify_store(self.path, full=full)
+        for _ in range(5):
+            if rep.ok or rep.damage not in _RACY:
+                return rep
+            key = self.version()
+            time.sleep(0.2)
+            if self.version() == key:
+                return verify_store(self.path, full=full)
+            rep = verify_store(self.path, full=full)
+        return rep
+
     def verify(self, *, full: bool) -> StoreReport:
         """``runner.store.verify_store`` without touching the store's files.
 
@@ -201,13 +236,13 @@ class StoreSource:
         with self._lock:
             ext = checkpoint_path(self.path)
             if self._wal().exists():
-                return verify_store(self.path, full=full)
+                return self._verify_live(full)
             with tempfile.TemporaryDirectory(prefix="ect-view-") as tmp:
                 before = self._stat()
                 copy = Path(tmp) / self.path.name
                 shutil.copyfile(self.path, copy)
                 if self._wal().exists() or self._stat() != before:
-                    return verify_store(self.path, full=full)
+                    return self._verify_live(full)
                 cp = Path(tmp) / ext.name
                 if ext.exists():
                     shutil.copyfile(ext, cp)

@@ -85,6 +85,7 @@ def test_viewer_follows_a_writer(study_spec: Path, tmp_path: Path) -> None:
                         n = len(r.json()["rows"])
                         if n:
                             assert (await c.get(f"/api/cell-{n}")).status_code == 200
+                            assert (await c.get("/api/run")).json()["integrity"]["ok"]
                         return n
                 counts.append(anyio.run(rows))
             time.sleep(0.2)
@@ -97,11 +98,15 @@ def test_viewer_follows_a_writer(study_spec: Path, tmp_path: Path) -> None:
     assert app is not None
     assert counts == sorted(counts)  # never goes backwards
     assert len(set(counts)) > 1  # new cells appeared while the page was being read
-    final = anyio.run(_final_count, app)
-    assert final == 24
+    cells, run = anyio.run(_final, app)
+    assert cells == 24
+    # the integrity shown follows the store too (it is cached only while the files are unchanged)
+    assert run["integrity"]["ok"] and run["integrity"]["records"] == 25
+    assert run["progress"] == {"committed": 24, "total": 48}
 
 
-async def _final_count(app: Any) -> int:
+async def _final(app: Any) -> tuple[int, dict[str, Any]]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://127.0.0.1") as c:
-        return len((await c.get("/api/cells")).json()["rows"])
+        cells = len((await c.get("/api/cells")).json()["rows"])
+        return cells, (await c.get("/api/run")).json()

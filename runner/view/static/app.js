@@ -198,6 +198,14 @@
       html += "</section>";
       html += '<section class="card"><h2>Sandbox layers in force</h2>' + (r.sandbox_layers ? pre(r.sandbox_layers) : "<p>Not recorded in this store (stores written before the layers were recorded do not carry them).</p>") + "</section>";
       main.innerHTML = html;
+      if (!BUNDLE) {
+        pollTimer = setInterval(function () {
+          load("run", true).then(function (n) {
+            var p = document.getElementById("progress");
+            if (p) p.textContent = n.progress.committed + " / " + n.progress.total;
+          }).catch(function () {});
+        }, 3000);
+      }
       var btn = document.getElementById("fullverify");
       if (btn) btn.addEventListener("click", function () {
         var out = document.getElementById("fullresult");
