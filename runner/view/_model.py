@@ -17,6 +17,7 @@ __all__ = [
     "cell_rows",
     "cell_view",
     "outcome_label",
+    "render_request",
     "run_summary",
 ]
 
@@ -115,8 +116,13 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
     }
 
 
-def _render_request(req: Any) -> list[dict[str, str]]:
-    """A provider request's messages as (role, text) pairs, for reading."""
+def render_request(raw: str) -> list[dict[str, str]]:
+    """A provider request's messages (from its raw canonical body) as (role, text) pairs, for
+    reading; the page does the same in its script, so the data carries the raw body only."""
+    try:
+        req = json.loads(raw) if raw else None
+    except ValueError:
+        return []
     out: list[dict[str, str]] = []
     if not isinstance(req, dict):
         return out
@@ -129,7 +135,8 @@ def _render_request(req: Any) -> list[dict[str, str]]:
         other = [p for p in parts if isinstance(p, dict) and "text" not in p]
         if other:
             text += ("\n" if text else "") + "\n".join(
-                f"[{next(iter(p))}] {p[next(iter(p))]}" for p in other if p)
+                f"[{k}] {json.dumps(v, sort_keys=True)}"  # noqa: TID251 — display only
+                for p in other for k, v in list(p.items())[:1])
         out.append({"role": str(m.get("role", "user")), "text": text})
     return out
 
@@ -146,13 +153,11 @@ def _call_view(src: StoreSource, call: dict[str, Any] | None) -> dict[str, Any] 
         except ViewError:  # a missing or damaged blob shows as absent; the cell still shows
             req_bytes = b""
     parsed = src.blob_json(call.get("parsed"))
-    req_obj = json.loads(req_bytes) if req_bytes else None
     return {
         "request_digest": call.get("request"),
         "ok": call.get("ok"),
         "failure": call.get("failure"),
         "attempts": len(call.get("attempts") or []),
-        "messages": _render_request(req_obj),
         "raw_request": req_bytes.decode("utf-8", "replace"),
         "response_text": (parsed or {}).get("text") if isinstance(parsed, dict) else None,
         "response": parsed,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runner.view._model import render_request
+
 __all__ = ["format_cell"]
 
 
@@ -41,7 +43,7 @@ def format_cell(view: dict[str, Any], *, raw: bool = False) -> list[str]:
         if req:
             out.append(f"  request {req['request_digest']} ({'ok' if req['ok'] else 'FAILED'}, "
                        f"{req['attempts']} attempt(s))")
-            for m in req.get("messages", []):
+            for m in render_request(req.get("raw_request", "")):
                 out.append(f"    [{m['role']}]")
                 text = m["text"] if raw or len(m["text"]) <= 1200 else (
                     m["text"][:1200] + f"… ({len(m['text'])} characters; --raw for all)")

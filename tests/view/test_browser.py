@@ -79,6 +79,9 @@ def test_filter_open_and_check_a_trajectory(served: str, store: Path, tmp_path: 
         page.locator("details.req summary").first.click()
         page.locator("details.raw summary").first.click()
         assert page.locator("pre.rawbody").first.inner_text().startswith('{"generation"')
+        roles = page.locator("details.req").first.locator(".msg .role").all_inner_texts()
+        assert roles == ["system", "user"]  # rendered in the page from the raw body
+        assert body["cell_id"].split(":")[0] in page.locator(".msg pre").nth(1).inner_text()
         _shot(page, tmp_path / "trajectory.png", "ect-trajectory.png")
         page.keyboard.press("v")
         page.wait_for_selector(f"body[data-ready='#/compare/{seq}']")

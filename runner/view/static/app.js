@@ -338,10 +338,30 @@
     if (a.kind === "finish") return "finish with a certificate (" + esc(((a.certificate || {}).claims || []).length) + " claim(s))";
     return esc(a.kind) + (a.reason ? ": " + esc(a.reason) : "");
   }
+  /* The request's messages as (role, text), from its raw canonical body (as runner.view's
+     render_request does for the terminal). */
+  function renderRequest(raw) {
+    var req, out = [];
+    try { req = JSON.parse(raw); } catch (e) { return out; }
+    if (!req || typeof req !== "object") return out;
+    if (typeof req.system === "string") out.push({ role: "system", text: req.system });
+    (req.messages || []).forEach(function (m) {
+      var texts = [], other = [];
+      (m.parts || []).forEach(function (p) {
+        if (!p || typeof p !== "object") return;
+        if ("text" in p) texts.push(String(p.text));
+        else { var k = Object.keys(p)[0]; if (k) other.push("[" + k + "] " + JSON.stringify(p[k])); }
+      });
+      var text = texts.join("\n");
+      if (other.length) text += (text ? "\n" : "") + other.join("\n");
+      out.push({ role: String(m.role || "user"), text: text });
+    });
+    return out;
+  }
   function callBlock(c, label) {
     if (!c) return "<p>No provider call recorded for this decision.</p>";
     var h = "<details class=\"req\"><summary>" + esc(label) + " request <code>" + esc(c.request_digest) + "</code> " + badge(c.ok, "ok", "failed") + (c.attempts > 1 ? " " + esc(c.attempts) + " attempts" : "") + "</summary>";
-    c.messages.forEach(function (m) { h += '<div class="msg"><span class="role">' + esc(m.role) + "</span><pre>" + esc(m.text) + "</pre></div>"; });
+    renderRequest(c.raw_request).forEach(function (m) { h += '<div class="msg"><span class="role">' + esc(m.role) + "</span><pre>" + esc(m.text) + "</pre></div>"; });
     h += "<details class=\"raw\"><summary>raw canonical request body (" + esc(c.raw_request.length) + " bytes)</summary><pre class=\"rawbody\">" + esc(c.raw_request) + "</pre></details>";
     if (c.failure) h += "<p class=\"error\">failure: " + esc(JSON.stringify(c.failure)) + "</p>";
     h += "<details class=\"raw\"><summary>parsed response</summary>" + pre(c.response) + "</details></details>";
