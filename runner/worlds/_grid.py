@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runner.ect import (
@@ -448,105 +448,212 @@ def _note(key: str, value: Any, task: Task) -> tuple[str, dict[str, Any], None]:
     )
 
 
-def _incomplete(task: Task, fault: str) -> TaskCheckpoint:
-    base, recovery = _incomplete_base(task)
-    r_tool, r_args = recovery
-    steps: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [(t, a, None) for t, a in base]
-    recovery_calls: list[Call] = [recovery]
-    needs_human = False
-    overrides: dict[str, Transform] = {}
+Step = tuple[str, dict[str, Any], dict[str, Any] | None]
+"""(tool, args, canned response or None to run the tool) of one staged call."""
 
-    def injected_from(n_before: int, ledger: Ledger, trace: Sequence[TraceCall]) -> list[str]:
-        ids = {c.call_id for c in trace[n_before:]}
-        return [r.receipt_id for r in ledger.receipts if r.call_id in ids]
 
-    n_base = len(steps)
-    if fault == "F1":
-        steps.append(_note("status", "done", task))
-    elif fault == "F2":
-        steps.append((r_tool, dict(r_args, entity=_other_entity(task, r_args["entity"])), None))
-    elif fault == "F3":
-        steps.append((r_tool, r_args, {"ok": True, "result": {"error": dict(NESTED_ERROR)}}))
-    elif fault == "F4":
-        steps.append((r_tool, _shifted_args(task, r_tool, r_args), None))
-    elif fault == "F5":
-        pass
-    elif fault == "F6":
-        first_slot = next(iter(task.contract.slots))
-        draft = str(_altered(task.gold[first_slot], task.world_id))
-        steps.append(_note("draft_answer", draft, task))
-    elif fault == "F7":
-        steps.append(_note("evidence", "see the receipt after the last one", task))
-    elif fault == "F8":
-        steps.append(steps[-1])
-    elif fault == "U1":
+@dataclass
+class _Staging:
+    """An incomplete checkpoint being staged: the base calls, then what the fault adds."""
+
+    task: Task
+    steps: list[Step]
+    recovery: Call
+    recovery_calls: list[Call]
+    needs_human: bool = False
+    overrides: dict[str, Transform] = field(default_factory=dict)
+
+
+class _Fault:
+    """One fault operator: its code and the hooks the staging calls, in order. Every hook
+    defaults to 'nothing'; a fault overrides the ones it needs (adding a fault is one class)."""
+
+    code = ""
+    injects_new_receipts = False  # the receipts of the calls the fault added are injected
+    stands_in_for_recovery = False  # the naive certificate cites them as the recovery cell
+
+    def stage(self, s: _Staging) -> None:
+        """Add to (or edit) the staged calls."""
+
+    def injected(self, ledger: Ledger) -> list[str]:
+        """Receipts the naive certificate must cite besides the fresh ones."""
+        return []
+
+    def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        """The naive certificate's claims, as this fault leaves them."""
+        return claims
+
+
+class _F1(_Fault):
+    code = "F1"
+
+    def stage(self, s: _Staging) -> None:
+        s.steps.append(_note("status", "done", s.task))
+
+    def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        return ()
+
+
+class _F2(_Fault):
+    code = "F2"
+    injects_new_receipts = stands_in_for_recovery = True
+
+    def stage(self, s: _Staging) -> None:
+        r_tool, r_args = s.recovery
+        s.steps.append((r_tool, dict(r_args, entity=_other_entity(s.task, r_args["entity"])), None))
+
+
+class _F3(_Fault):
+    code = "F3"
+    injects_new_receipts = True
+
+    def stage(self, s: _Staging) -> None:
+        r_tool, r_args = s.recovery
+        s.steps.append((r_tool, r_args, {"ok": True, "result": {"error": dict(NESTED_ERROR)}}))
+
+
+class _F4(_Fault):
+    code = "F4"
+    injects_new_receipts = stands_in_for_recovery = True
+
+    def stage(self, s: _Staging) -> None:
+        r_tool, r_args = s.recovery
+        s.steps.append((r_tool, _shifted_args(s.task, r_tool, r_args), None))
+
+
+class _F5(_Fault):
+    code = "F5"
+
+    def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        # Claim what there is evidence for; omit a slot without any (else the last one).
+        kept = tuple(c for c in claims if c.evidence)
+        return kept if len(kept) < len(claims) else claims[:-1]
+
+
+class _F6(_Fault):
+    code = "F6"
+
+    def stage(self, s: _Staging) -> None:
+        first_slot = next(iter(s.task.contract.slots))
+        draft = str(_altered(s.task.gold[first_slot], s.task.world_id))
+        s.steps.append(_note("draft_answer", draft, s.task))
+
+    def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        i = next((i for i, c in enumerate(claims) if c.evidence), 0)
+        bad = dataclasses.replace(claims[i], value=_altered(claims[i].value, task.world_id))
+        return (*claims[:i], bad, *claims[i + 1 :])
+
+
+class _F7(_Fault):
+    code = "F7"
+
+    def stage(self, s: _Staging) -> None:
+        s.steps.append(_note("evidence", "see the receipt after the last one", s.task))
+
+    def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        forged = receipt_id(len(ledger.receipts) + 1)
+        head = claims[0]
+        return (dataclasses.replace(head, evidence=(*head.evidence, forged)), *claims[1:])
+
+
+class _F8(_Fault):
+    code = "F8"
+
+    def stage(self, s: _Staging) -> None:
+        s.steps.append(s.steps[-1])
+
+
+class _U1(_Fault):
+    code = "U1"
+
+    def stage(self, s: _Staging) -> None:
+        task, recovery = s.task, s.recovery
+        r_tool, r_args = recovery
         world = build_world(task.world_id)
         target = (r_args["entity"], r_args["attribute"], r_args["date"])
         if target in world.corrections:
             real = execute_calls(task.world_id, [recovery])[0].response
-            steps.append((r_tool, r_args, _stale(real, target[2], world.corrections[target])))
-        else:
-            for i, (tool, args, _none) in enumerate(steps):
-                hit = next((c for c in _cells(tool, args) if c in world.corrections), None)
-                if hit is None:
-                    continue
-                real = execute_calls(task.world_id, [(tool, args)])[0].response
-                steps[i] = (tool, args, _stale(real, hit[2], world.corrections[hit]))
-                stale_fix = ("get_metric", {"entity": hit[0], "attribute": hit[1], "date": hit[2]})
-                recovery_calls = [stale_fix, recovery]
-                break
-            else:
-                raise WorldError(f"{task.task_id}: no corrected cell to stage U1 on")
-    elif fault == "U2":
-        cell = next((c for t, a, _ in steps for c in _cells(t, a)), None)
+            s.steps.append((r_tool, r_args, _stale(real, target[2], world.corrections[target])))
+            return
+        for i, (tool, args, _none) in enumerate(s.steps):
+            hit = next((c for c in _cells(tool, args) if c in world.corrections), None)
+            if hit is None:
+                continue
+            real = execute_calls(task.world_id, [(tool, args)])[0].response
+            s.steps[i] = (tool, args, _stale(real, hit[2], world.corrections[hit]))
+            stale_fix = ("get_metric", {"entity": hit[0], "attribute": hit[1], "date": hit[2]})
+            s.recovery_calls = [stale_fix, recovery]
+            return
+        raise WorldError(f"{task.task_id}: no corrected cell to stage U1 on")
+
+    def injected(self, ledger: Ledger) -> list[str]:
+        return [r.receipt_id for r in ledger.receipts if r.validation == "invalid"]
+
+
+class _U2(_Fault):
+    code = "U2"
+    injects_new_receipts = True
+
+    def stage(self, s: _Staging) -> None:
+        cell = next((c for t, a, _ in s.steps for c in _cells(t, a)), None)
         if cell is None:
-            steps.append(steps[0])
+            s.steps.append(s.steps[0])
         else:
-            steps.append(
+            s.steps.append(
                 ("get_metric", {"entity": cell[0], "attribute": cell[1], "date": cell[2]}, None)
             )
-    elif fault == "U3":
-        slot, wrong = _wrong_params(task)
-        overrides[slot] = wrong
-        steps.append(_note("analyst_note", f"use {wrong.op} with {wrong.params}", task))
-    elif fault == "T1":
-        real = execute_calls(task.world_id, [recovery])[0].response
-        steps.append((r_tool, r_args, None))
-        steps.append((r_tool, r_args, _conflicting(real)))
-        recovery_calls = []
-        needs_human = True
-    else:
-        raise WorldError(f"unknown closed-loop fault {fault!r}")
 
-    trace = _retrace(task.world_id, steps)
+
+class _U3(_Fault):
+    code = "U3"
+
+    def stage(self, s: _Staging) -> None:
+        slot, wrong = _wrong_params(s.task)
+        s.overrides[slot] = wrong
+        s.steps.append(_note("analyst_note", f"use {wrong.op} with {wrong.params}", s.task))
+
+
+class _T1(_Fault):
+    code = "T1"
+    injects_new_receipts = True
+
+    def stage(self, s: _Staging) -> None:
+        r_tool, r_args = s.recovery
+        real = execute_calls(s.task.world_id, [s.recovery])[0].response
+        s.steps.append((r_tool, r_args, None))
+        s.steps.append((r_tool, r_args, _conflicting(real)))
+        s.recovery_calls = []
+        s.needs_human = True
+
+
+_FAULT_OPERATORS: dict[str, _Fault] = {
+    op.code: op
+    for op in (_F1(), _F2(), _F3(), _F4(), _F5(), _F6(), _F7(), _F8(), _U1(), _U2(), _U3(), _T1())
+}
+assert tuple(_FAULT_OPERATORS) == CLOSED_LOOP_FAULTS
+
+
+def _incomplete(task: Task, fault: str) -> TaskCheckpoint:
+    op = _FAULT_OPERATORS.get(fault)
+    if op is None:
+        raise WorldError(f"unknown closed-loop fault {fault!r}")
+    base, recovery = _incomplete_base(task)
+    s = _Staging(task, [(t, a, None) for t, a in base], recovery, [recovery])
+    n_base = len(s.steps)
+    op.stage(s)
+    trace = _retrace(task.world_id, s.steps)
     ledger = ledger_from_trace(task.task_id, trace)
-    injected: list[str] = []
-    stand_in = None
-    if fault in ("F2", "F3", "F4", "U2", "T1"):
-        injected = injected_from(n_base, ledger, trace)
-    elif fault == "U1":
-        injected = [r.receipt_id for r in ledger.receipts if r.validation == "invalid"]
-    if fault in ("F2", "F4"):
-        stand_in = (r_args["entity"], r_args["attribute"], r_args["date"])
+    injected = op.injected(ledger)
+    if op.injects_new_receipts:
+        ids = {c.call_id for c in trace[n_base:]}
+        injected = [r.receipt_id for r in ledger.receipts if r.call_id in ids]
+    r_args = recovery[1]
+    stand_in = ((r_args["entity"], r_args["attribute"], r_args["date"])
+                if op.stands_in_for_recovery else None)
     naive = naive_certificate(
-        task, ledger, include=injected, stand_in=stand_in, transform_overrides=overrides
+        task, ledger, include=injected, stand_in=stand_in, transform_overrides=s.overrides
     )
-    claims = naive.claims
-    if fault == "F1":
-        claims = ()
-    elif fault == "F5":
-        # Claim what there is evidence for; omit a slot without any (else the last one).
-        kept = tuple(c for c in claims if c.evidence)
-        claims = kept if len(kept) < len(claims) else claims[:-1]
-    elif fault == "F6":
-        i = next((i for i, c in enumerate(claims) if c.evidence), 0)
-        bad = dataclasses.replace(claims[i], value=_altered(claims[i].value, task.world_id))
-        claims = (*claims[:i], bad, *claims[i + 1 :])
-    elif fault == "F7":
-        forged = receipt_id(len(ledger.receipts) + 1)
-        head = claims[0]
-        claims = (dataclasses.replace(head, evidence=(*head.evidence, forged)), *claims[1:])
-    naive = dataclasses.replace(naive, claims=claims)
+    naive = dataclasses.replace(naive, claims=op.claims(task, ledger, naive.claims))
     return TaskCheckpoint(
         checkpoint_id=f"{task.task_id}/incomplete",
         task=task,
@@ -554,9 +661,9 @@ def _incomplete(task: Task, fault: str) -> TaskCheckpoint:
         fault=fault,
         trace=trace,
         ledger=ledger,
-        recovery_calls=tuple(recovery_calls),
+        recovery_calls=tuple(s.recovery_calls),
         naive_certificate=naive,
-        needs_human=needs_human,
+        needs_human=s.needs_human,
     )
 
 
