@@ -464,37 +464,12 @@ def _per_condition(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
     return out
 
 
-def analyse_static(
-    rows: Sequence[StaticDecisionRow],
-    *,
-    spec: StaticSpec,
-    provider: ProviderInfo,
-    seed: int | None = None,
-) -> dict[str, Any]:
-    """Table 2, Table 3, H1 and the plot intervals from the decision rows of ``run_static``."""
-    seed = spec.seed if seed is None else seed
+def _h1(by_arm: Mapping[str, list[StaticDecisionRow]], spec: StaticSpec, seed: int
+        ) -> dict[str, Any]:
+    """H1: per held-out task, "any unsafe complete among its fault snapshots", ECT vs critic
+    core (exact McNemar), with task- and world-cluster bootstrap intervals."""
     reps = spec.replicates
-    base = [r for r in rows if r.ablate == ""]
-    held = [r for r in base if r.split == "heldout"]
-    arms = [a for a in STATIC_POLICIES if any(r.arm == a for r in held)]
-    for need in ("ect", "critic_core"):
-        if need not in arms:
-            raise AnalysisError(f"static analysis needs held-out decisions of arm {need!r}")
-    by_arm = {a: [r for r in held if r.arm == a] for a in arms}
-    sizes = {a: len(v) for a, v in by_arm.items()}
-    if len(set(sizes.values())) != 1:
-        raise AnalysisError(f"arms decided different numbers of held-out snapshots: {sizes}")
 
-    table2 = {a: _table2_row(by_arm[a]) for a in arms}
-    per_fault = {a: _per_condition(by_arm[a]) for a in arms}
-    dev = [r for r in base if r.split == "dev"]
-    dev_table = {
-        a: _table2_row([r for r in dev if r.arm == a])
-        for a in arms
-        if any(r.arm == a for r in dev)
-    }
-
-    # H1: per held-out task, "any unsafe complete among its fault snapshots", ECT vs critic core.
     def unsafe_rows(arm: str) -> list[StaticDecisionRow]:
         return [r for r in by_arm[arm] if r.condition != "C0"]
 
@@ -546,8 +521,14 @@ def analyse_static(
         "95% interval wholly below 0",
     }
 
+    return h1
+
+
+def _per_family(by_arm: Mapping[str, list[StaticDecisionRow]], arms: Sequence[str],
+                held: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+    """Per arm and task family: unsafe completes among the fault snapshots."""
     families = sorted({r.family for r in held})
-    per_family = {
+    return {
         a: {
             fam: {
                 "unsafe": sum(
@@ -563,19 +544,26 @@ def analyse_static(
         }
         for a in arms
     }
-    ect_reasons = {
+
+
+def _ect_reason_families(ect_held: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+    """Per condition: how often each reason family appears in ECT's held-out decisions."""
+    return {
         cond: dict(
             sorted(
                 Counter(
-                    f for r in by_arm["ect"] if r.condition == cond for f in r.reason_families
+                    f for r in ect_held if r.condition == cond for f in r.reason_families
                 ).items()
             )
         )
         for cond in STATIC_CONDITIONS
     }
 
+
+def _table3(rows: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecisionRow]
+            ) -> list[dict[str, Any]]:
+    """Table 3: each prespecified single-check ablation of ECT against full ECT."""
     table3 = []
-    ect_held = by_arm["ect"]
     for name, label, fault, measure in ABLATION_TABLE:
         abl = [
             r for r in rows if r.ablate == name and r.split == "heldout" and r.arm == "ect"
@@ -620,6 +608,13 @@ def analyse_static(
             )
         table3.append(entry)
 
+    return table3
+
+
+def _intervals(by_arm: Mapping[str, list[StaticDecisionRow]], arms: Sequence[str],
+               spec: StaticSpec, seed: int) -> dict[str, Any]:
+    """Per arm: U, C and S rates with task-cluster bootstrap intervals (for the plots)."""
+    reps = spec.replicates
     intervals: dict[str, Any] = {}
     for a in arms:
         faults = [r for r in by_arm[a] if r.condition != "C0"]
@@ -642,6 +637,45 @@ def analyse_static(
                 "rate_pct": rnd(res.estimate * 100),
                 "ci_pct": [rnd(res.lo * 100), rnd(res.hi * 100)],
             }
+
+    return intervals
+
+
+def analyse_static(
+    rows: Sequence[StaticDecisionRow],
+    *,
+    spec: StaticSpec,
+    provider: ProviderInfo,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Table 2, Table 3, H1 and the plot intervals from the decision rows of ``run_static``."""
+    seed = spec.seed if seed is None else seed
+    reps = spec.replicates
+    base = [r for r in rows if r.ablate == ""]
+    held = [r for r in base if r.split == "heldout"]
+    arms = [a for a in STATIC_POLICIES if any(r.arm == a for r in held)]
+    for need in ("ect", "critic_core"):
+        if need not in arms:
+            raise AnalysisError(f"static analysis needs held-out decisions of arm {need!r}")
+    by_arm = {a: [r for r in held if r.arm == a] for a in arms}
+    sizes = {a: len(v) for a, v in by_arm.items()}
+    if len(set(sizes.values())) != 1:
+        raise AnalysisError(f"arms decided different numbers of held-out snapshots: {sizes}")
+
+    table2 = {a: _table2_row(by_arm[a]) for a in arms}
+    per_fault = {a: _per_condition(by_arm[a]) for a in arms}
+    dev = [r for r in base if r.split == "dev"]
+    dev_table = {
+        a: _table2_row([r for r in dev if r.arm == a])
+        for a in arms
+        if any(r.arm == a for r in dev)
+    }
+
+    h1 = _h1(by_arm, spec, seed)
+    per_family = _per_family(by_arm, arms, held)
+    ect_reasons = _ect_reason_families(by_arm["ect"])
+    table3 = _table3(rows, by_arm["ect"])
+    intervals = _intervals(by_arm, arms, spec, seed)
 
     return {
         "format": "ect.analysis.static/1",
