@@ -27,6 +27,7 @@ from runner.canonical import canonical_bytes, loads_strict
 from runner.ect._digests import descriptor_digest, ledger_digest, value_digest
 from runner.ect._errors import IncompleteCertificate, ReplayError
 from runner.ect._reasons import CHECK_FAMILIES, Decision, Reason
+from runner.ect._structs import fast_parse
 from runner.ect._transforms import check_transform, replay_exact, values_match
 from runner.ect._wire import (
     Certificate,
@@ -586,6 +587,25 @@ def verify_bytes(
     deeper than 64) is ``continue`` with ``adapter.malformed_json``. Returns the decision and,
     when ``explain``, the check rows.
     """
+    try:
+        # The compiled fast path accepts only what the reference parser accepts, producing the
+        # same typed objects; on any doubt it declines and the reference path below decides
+        # (and words the reasons exactly as before).
+        c = fast_parse("contract", contract)
+        lg = fast_parse("ledger", ledger) if c is not None else None
+        x = fast_parse("certificate", certificate) if lg is not None else None
+        if c is not None and lg is not None and x is not None:
+            decision, checks = _run(c, lg, x, frozenset(), explain=explain)
+            return decision, checks if explain else []
+    except Exception:  # pragma: no cover - fast_parse never raises; the reference decides
+        pass
+    return _verify_bytes_reference(contract, ledger, certificate, explain=explain)
+
+
+def _verify_bytes_reference(
+    contract: bytes | str, ledger: bytes | str, certificate: bytes | str, *, explain: bool = False
+) -> tuple[Decision, list[Check]]:
+    """:func:`verify_bytes` through the pure-Python strict parser only (the reference path)."""
     try:
         objs, reasons = _loads_all((contract, ledger, certificate))
         if reasons:
