@@ -34,7 +34,7 @@ from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import OPS, check_params, is_iso_date
 from runner.ect._reasons import REASON_CODES
 
-__all__ = ["SCHEMA_TYPES", "fast_parse", "json_schemas"]
+__all__ = ["SCHEMA_TYPES", "fast_parse", "json_schemas", "load_schema"]
 
 _MAX = w.MAX_SAFE_INT
 # Python patterns anchor with \A and \Z (``$`` would accept a trailing newline); the schema
@@ -479,7 +479,7 @@ def fast_parse(kind: str, data: bytes | str) -> Any:
 
 # --- JSON Schema ----------------------------------------------------------------------------
 
-_SCHEMA_BASE = "https://ect-runner.invalid/schema/"
+_SCHEMA_ID = "urn:ect-runner:schema:"
 
 
 def _ecma(node: Any) -> Any:
@@ -537,7 +537,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     """
     out: dict[str, dict[str, Any]] = {}
     for name, struct in SCHEMA_TYPES.items():
-        schema = _ecma(msgspec.json.schema(struct))
+        schema = msgspec.json.schema(struct)
         defs = schema["$defs"]
         if "Descriptor" in defs:
             defs["Descriptor"]["properties"]["required_slots"]["uniqueItems"] = True
@@ -554,8 +554,27 @@ def json_schemas() -> dict[str, dict[str, Any]]:
             defs["Decision"]["else"] = {"properties": {"reasons": {"minItems": 1}}}
         out[name] = {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"{_SCHEMA_BASE}{name}.schema.json",
+            "$id": f"{_SCHEMA_ID}{name}",
             "title": f"ect.{name}/1" if name != "decision" else "ECT verifier decision",
-            **schema,
+            **_ecma(schema),
         }
     return out
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """The published JSON Schema of ``name`` (contract, ledger, certificate or decision), read
+    from the package data that ``docs/schema/generate.py`` writes (equal to
+    :func:`json_schemas` ``()[name]``; a test keeps them in step).
+
+    Raises:
+        ValueError: ``name`` is not one of the four formats (API misuse).
+    """
+    if name not in SCHEMA_TYPES:
+        raise ValueError(f"no schema named {name!r}; choose from {sorted(SCHEMA_TYPES)}")
+    from importlib.resources import files
+
+    from runner.canonical import loads_strict
+
+    data = files("runner.ect").joinpath("schema", f"{name}.schema.json").read_bytes()
+    schema: dict[str, Any] = loads_strict(data)
+    return schema
