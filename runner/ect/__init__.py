@@ -16,7 +16,7 @@ from runner.ect._digests import (
 from runner.ect._errors import IncompleteCertificate, ReplayError, WireFormatError
 from runner.ect._ops import OPS, is_iso_date
 from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
-from runner.ect._structs import json_schemas, load_schema
+from runner.ect._schema import json_schemas, load_schema
 from runner.ect._transforms import check_transform, replay, replay_exact, values_match
 from runner.ect._verifier import (
     Check,

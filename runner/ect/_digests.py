@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from runner.canonical import canonical_bytes, digest, digest_bytes
 from runner.ect._wire import MAX_SAFE_INT, Descriptor, Ledger, Receipt
 
@@ -78,8 +76,10 @@ def ledger_digest(ledger: Ledger) -> str:
     payload = {"task_id": ledger.task_id, "receipts": [r.to_json() for r in ordered]}
     if type(ledger.task_id) is str and all(_plain_receipt(r) for r in ordered):
         try:
+            import msgspec  # imported on first use: `import runner.ect` stays light
+
             return digest_bytes("ect/ledger/v1", msgspec.json.encode(payload, order="sorted"))
-        except (UnicodeEncodeError, TypeError, ValueError, msgspec.EncodeError):
+        except (UnicodeEncodeError, TypeError, ValueError):  # msgspec.EncodeError is a ValueError
             pass  # canonical_bytes below raises the proper FormatError
     return digest("ect/ledger/v1", payload)
 

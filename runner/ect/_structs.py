@@ -34,7 +34,7 @@ from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import OPS, check_params, is_iso_date
 from runner.ect._reasons import REASON_CODES
 
-__all__ = ["SCHEMA_TYPES", "fast_parse", "json_schemas", "load_schema"]
+__all__ = ["SCHEMA_TYPES", "TWINS", "fast_parse", "json_schemas"]
 
 _MAX = w.MAX_SAFE_INT
 # Python patterns anchor with \A and \Z (``$`` would accept a trailing newline); the schema
@@ -560,21 +560,3 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         }
     return out
 
-
-def load_schema(name: str) -> dict[str, Any]:
-    """The published JSON Schema of ``name`` (contract, ledger, certificate or decision), read
-    from the package data that ``docs/schema/generate.py`` writes (equal to
-    :func:`json_schemas` ``()[name]``; a test keeps them in step).
-
-    Raises:
-        ValueError: ``name`` is not one of the four formats (API misuse).
-    """
-    if name not in SCHEMA_TYPES:
-        raise ValueError(f"no schema named {name!r}; choose from {sorted(SCHEMA_TYPES)}")
-    from importlib.resources import files
-
-    from runner.canonical import loads_strict
-
-    data = files("runner.ect").joinpath("schema", f"{name}.schema.json").read_bytes()
-    schema: dict[str, Any] = loads_strict(data)
-    return schema
