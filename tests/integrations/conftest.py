@@ -61,6 +61,15 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[list[Any
             return 111
         return real_connect_ex(self, address)
 
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in (None, "localhost") and not _loopback((host,)):
+            attempts.append(host)
+            raise socket.gaierror(f"test is offline: no lookup of {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     yield attempts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -69,7 +70,10 @@ def _run(turns: list[Any]) -> tuple[EctGate, Any]:
         output_guardrails=[gate.output_guardrail],
     )  # fmt: skip
     try:
-        result = Runner.run_sync(agent, "Units of S01, March 1-3?", hooks=gate.hooks, max_turns=8)
+        # asyncio.run closes its loop (run_sync deliberately leaves the thread's loop open).
+        result = asyncio.run(
+            Runner.run(agent, "Units of S01, March 1-3?", hooks=gate.hooks, max_turns=8)
+        )
     except OutputGuardrailTripwireTriggered as e:
         return gate, e
     return gate, result
