@@ -3,8 +3,9 @@
 The rule rebuilds the ledger from the run's own trace (every executed tool call, in order) each
 time it is evaluated, so it is a pure read of the run state, reproducible from a stored trace.
 It checks ``state.proposal`` — the output of the :class:`runner.control.Finish` being checked —
-as the submission: a finish is accepted only when that certificate verifies. Before a finish is
-proposed it reports every required slot as missing, which is what the directive tells the model.
+as the submission: a finish is accepted only when that certificate verifies. Between finishes
+(no proposal) it has nothing to check and reports nothing, so the directive the model reads is
+what the last rejected finish lacked (its slots, and its reason codes in the note).
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ def ect_stopping_rule(
     required = parsed.descriptor.required_slots
 
     def evaluate(state: RunState) -> PredicateReport:
+        if state.proposal is None:
+            return PredicateReport(detail="no certificate proposed yet")
         session = session_from_trace(parsed, extract, state)
-        submission = state.proposal if state.proposal is not None else []
-        return report_of(session.check(submission), required)
+        return report_of(session.check(state.proposal), required)
 
     return StoppingRule(name, evaluate=evaluate)

@@ -36,7 +36,7 @@ def test_the_python_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.chdir(ROOT)
     namespace: dict[str, Any] = {"__name__": "docs_integrations"}
     for block in BLOCKS:
-        exec(compile(block, "docs/integrations.md", "exec"), namespace)  # noqa: S102
+        exec(compile(block, "docs/integrations.md", "exec"), namespace)
 
 
 @pytest.mark.parametrize("name", ["Inspect AI", "OpenAI Agents SDK", "LangGraph", "Bring your own"])
