@@ -5,10 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-pytest.importorskip("langgraph")
-
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool

@@ -7,10 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-pytest.importorskip("agents")
-
 from agents import (
     Agent,
     ModelResponse,
