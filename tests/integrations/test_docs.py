@@ -51,6 +51,16 @@ def test_each_adapter_example_is_under_30_lines(name: str) -> None:
     assert len(lines) < 30, len(lines)
 
 
+def test_the_bring_your_own_example_stands_alone_in_about_twenty_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    block = BLOCKS[-1]
+    code = [x for x in block.splitlines() if x.strip() and not x.lstrip().startswith("#")]
+    assert len(code) <= 22, len(code)
+    monkeypatch.chdir(ROOT)
+    exec(compile(block, "docs/integrations.md", "exec"), {"__name__": "byo"})  # fresh namespace
+
+
 def test_the_shell_examples_print_the_digests_the_examples_carry() -> None:
     ect = str(Path(sys.executable).with_name("ect"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
