@@ -172,3 +172,23 @@ def test_rule_escalates_conflicting_receipts() -> None:
     result = _controller().run("units", decide, execute)
     assert result.reason is StopReason.NEEDS_HUMAN
     assert result.stop.question and "disagree" in result.stop.question
+
+
+def test_public_surface_and_lazy_frameworks() -> None:
+    import subprocess
+    import sys
+
+    import runner.integrations
+
+    assert set(runner.integrations.__all__) == {
+        "EctSession", "Evidence", "Extractor", "ToolEvent", "build_receipt", "directive_text",
+        "ect_stopping_rule", "json_pointer", "safe_call_id", "scoped_value", "session_from_trace",
+    }  # fmt: skip
+    code = (
+        "import sys, runner.integrations; "
+        "print([m for m in ('inspect_ai', 'agents', 'langgraph', 'langchain_core', 'msgspec') "
+        "if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    assert out.stdout.strip() == "[]"
