@@ -37,6 +37,7 @@ __all__ = [
     "ToolEvent",
     "build_receipt",
     "json_pointer",
+    "parse_result",
     "safe_call_id",
     "scoped_value",
 ]
