@@ -75,6 +75,10 @@ def test_session_refuses_malformed_and_foreign_certificates() -> None:
     s = _session(*DAYS)
     assert s.check("{not json").codes == ("adapter.malformed_json",)
     assert s.check({"claim": []}).codes == ("adapter.malformed_certificate",)
+    assert s.check(None).codes == ("adapter.malformed_certificate",)  # submit without arguments
+    assert s.check('{"claims": [], "claims": []}').codes == ("adapter.malformed_json",)
+    hostile = s.check({"claims": [{"slot": "total", "value": {"$eval": 1}}]})
+    assert hostile.codes == ("adapter.malformed_certificate",) and not hostile
     sealed = s.seal(claims(ALL))
     other = _session(*DAYS[:2])
     assert "binding.ledger_digest_mismatch" in other.check(sealed).codes
