@@ -24,7 +24,7 @@ def test_public_surface() -> None:
 def test_linux_default_is_bwrap() -> None:
     be = select_backend()
     assert isinstance(be, BwrapBackend) and be.name == "bwrap"
-    assert be.describe()["landlock_abi"] >= 4
+    assert be.describe()["landlock_abi"] >= 1
 
 
 def test_unknown_backend_is_refused() -> None:
@@ -44,11 +44,21 @@ def test_old_landlock_is_refused_unless_explicitly_weakened(
 ) -> None:
     import runner.sandbox._bwrap as bw
 
+    # ABI 3 (e.g. a 6.2-6.6 kernel) keeps every guarantee: accepted, and recorded
     monkeypatch.setattr(bw, "landlock_abi", lambda: 3)
-    with pytest.raises(SandboxUnavailable, match="Landlock ABI is 3"):
+    be = select_backend("bwrap")
+    layers = be.describe()["layers"]
+    assert layers["landlock_abi"] == 3 and layers["missing_guarantees"] == []
+    assert "Landlock TCP bind/connect rules (ABI 4)" not in layers["guarantees"]["network"]
+    assert layers["guarantees"]["network"][0] == "network namespace (loopback only)"
+    # no Landlock at all: the exec guarantee has no layer left -> refused, naming it
+    monkeypatch.setattr(bw, "landlock_abi", lambda: 0)
+    with pytest.raises(SandboxUnavailable,
+                       match="Landlock ABI is 0: no layer is left for: programs run only"):  # fmt: skip
         select_backend("bwrap")
     be = select_backend("bwrap", allow_weaker_landlock_unsafe=True)
     assert be.describe()["allow_weaker_landlock_unsafe"] is True
+    assert be.describe()["layers"]["missing_guarantees"] == ["exec"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
