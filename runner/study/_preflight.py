@@ -92,6 +92,8 @@ class PreflightReport:
     spec: StudySpec | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     lock: dict[str, Any] = field(default_factory=dict)
+    # The sandbox layers in force (backend.describe()["layers"]): what isolation produced the run.
+    sandbox: dict[str, Any] = field(default_factory=dict)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
     credential: Any = field(default=None, repr=False)
@@ -110,6 +112,7 @@ class PreflightReport:
             "lock_digest": self.lock_digest,
             "committed_rows": self.committed_rows,
             "probes": self.probes,
+            "sandbox": self.sandbox,
             "passed": self.passed,
             "checks": [c.to_json() for c in self.checks],
         }
@@ -117,6 +120,13 @@ class PreflightReport:
     @property
     def digest(self) -> str:
         return digest("ect/record/v1", self.to_json())
+
+
+def _layers_line(layers: dict[str, Any]) -> str:
+    if "landlock_abi" not in layers:
+        return ""
+    return (f" (Landlock ABI {layers['landlock_abi']}, seccomp {layers['seccomp'].get('mode')} "
+            f"allow-list, cgroups {layers['cgroups'] or 'none'}, host uid {layers['host_uid']})")
 
 
 def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> tuple[bool, str, int]:
@@ -230,7 +240,9 @@ def run_preflight(
         from runner.sandbox import select_backend
 
         backend = select_backend(sandbox_backend)
-        ok = add("sandbox", True, f"backend {backend.name} ready") and ok
+        described = backend.describe()
+        report.sandbox = described.get("layers") or {"backend": backend.name}
+        ok = add("sandbox", True, f"backend {backend.name} ready{_layers_line(report.sandbox)}") and ok
     except EctError as e:
         add("sandbox", False, str(e))
         return report
