@@ -262,7 +262,7 @@ class BwrapBackend(WorkerRunMixin):
             "landlock_applied": self.applied.get("abi"),
             "seccomp": {"mode": "filter" if self.applied.get("seccomp") == "2" else
                         f"status {self.applied.get('seccomp')!r}",
-                        **self.seccomp_policy},  # fmt: skip
+                        **self.seccomp_policy},
             "cgroups": f"v{self.cgroups.version}" if self.cgroups is not None else None,
             "bounds": bounds,
             "host_uid": self.host_uid,
@@ -416,6 +416,7 @@ class BwrapBackend(WorkerRunMixin):
                 cfg["rlimits"].pop("nproc", None)
             if self.drops_root:
                 cfg["drop_to"] = [self.host_uid, self.host_gid]
+            cfg["new_session_keyring"] = True
             cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
             passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _ in bind_fds),
                       *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip

@@ -114,7 +114,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         Layer("non-root host uid (dedicated service id under a root parent)", "any"),
     )),
     Guarantee("kernel_knobs", "/proc/sys, /proc/sysrq-trigger and the other knobs are read-only", (
-        Layer("mount namespace: bwrap's read-only covers of /proc/sys, sysrq-trigger, irq, bus",
+        Layer("mount namespace: read-only binds over /proc/sys, sysrq-trigger, fs, irq, bus",
               _NS),
         Layer("non-root host uid: DAC refuses writes to root-owned knobs", "any"),
     )),

@@ -41,6 +41,9 @@ FALLBACK_WHEN: dict[str, Any] = {
     # namespace's init ignores signals it has no handler for, so kill() "succeeds" and does nothing
     "no_signal_scoping_same_uid": lambda L: bool(L) and L.get("landlock_abi", 0) < 6
     and os.geteuid() != 0,
+    # a non-root parent: the sandbox runs as the parent's own uid, so that user's keyrings
+    # (user and user-session) stay viewable although the session keyring was left
+    "sandbox_is_parent_uid": lambda L: bool(L) and L.get("host_uid") == os.geteuid() != 0,
     # no Landlock at all (only with allow_weaker_landlock_unsafe): exec from /tmp is not refused
     "no_landlock": lambda L: bool(L) and L.get("landlock_abi", 0) < 1,
 }

@@ -249,7 +249,7 @@ def _search(entries: Sequence[tuple[int, list[bytes]]], default: bytes) -> list[
         for nr, block in entries:
             out.append(_ins(_JEQ_K, nr, 0, len(block)))
             out += block
-        return out + [default]
+        return [*out, default]
     half = len(entries) // 2
     left = _search(entries[:half], default)
     right = _search(entries[half:], default)

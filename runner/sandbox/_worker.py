@@ -3,8 +3,8 @@
 It is bound read-only into the sandbox (its bytes are pinned in ``sandbox_profiles/PINS``) and
 imports nothing from ``runner``. In order, it:
 
-0. under a root parent (``drop_to`` in its config), becomes the unprivileged host service id
-   and joins a new, empty session keyring;
+0. under a root parent (``drop_to`` in its config), becomes the unprivileged host service id;
+   on Linux (``new_session_keyring``) joins a new, empty session keyring;
 1. sets rlimits (CPU, address space, file size, processes, open files, no core);
 2. applies Landlock to itself (Linux): read-only access to the bound paths, read-write to the
    scratch ``/tmp``, execute only beneath the read-only binds, no TCP bind/connect (ABI >= 4), no
@@ -160,14 +160,12 @@ _KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
 def drop_privileges(ids: list) -> None:
-    """Root parent only: become the unprivileged host id (no groups), then leave the parent's
-    session keyring for a new, empty one, so no key of the parent is reachable or listed."""
+    """Root parent only: empty the capability bounding set, then become the unprivileged host
+    id with no supplementary groups (which clears every capability)."""
     import ctypes
-    import platform
 
     uid, gid = int(ids[0]), int(ids[1])
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
     for cap in range(64):  # empty the bounding set: nothing exec'd later can gain a capability
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
             _fail(EXIT_BAD_CONFIG, "ect-worker: could not empty the capability bounding set")
@@ -176,6 +174,15 @@ def drop_privileges(ids: list) -> None:
     os.setresuid(uid, uid, uid)  # from uid 0 to another: every capability is cleared
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         _fail(EXIT_BAD_CONFIG, "ect-worker: could not drop to the host service id")
+
+
+def leave_session_keyring() -> None:
+    """Join a new, empty session keyring: the parent's keys are no longer possessed."""
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
     nr = _SYS_KEYCTL.get(platform.machine())
     if nr is None or libc.syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         _fail(EXIT_BAD_CONFIG, "ect-worker: could not leave the parent's session keyring")
@@ -286,6 +293,8 @@ def main(argv: list[str]) -> None:
         _fail(EXIT_BAD_CONFIG, "ect-worker: usage: worker.py CONFIG_JSON")
     if cfg.get("drop_to") is not None:
         drop_privileges(cfg["drop_to"])
+    if cfg.get("new_session_keyring"):
+        leave_session_keyring()
     set_rlimits(cfg.get("rlimits", {}))
     applied: dict = {"abi": None}
     if cfg.get("landlock") is not None:

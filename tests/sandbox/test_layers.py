@@ -34,7 +34,7 @@ def test_memory_falls_back_to_per_process_and_says_so() -> None:
 
 
 def test_host_root_has_no_layer_and_nproc_rlimit_does_not_count_for_root() -> None:
-    held, missing = assess(HostFacts(landlock_abi=4, cgroups=None, host_uid=0))
+    _held, missing = assess(HostFacts(landlock_abi=4, cgroups=None, host_uid=0))
     assert "host_root" in missing
     assert "process_count" in missing  # RLIMIT_NPROC never applies to uid 0, no cgroup either
 
