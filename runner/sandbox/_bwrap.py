@@ -189,13 +189,15 @@ class BwrapBackend(WorkerRunMixin):
             from runner.sandbox._layers import GUARANTEES
 
             texts = "; ".join(g.text for g in GUARANTEES if g.key in self.missing)
+            hint = (" (Landlock filesystem rules need Linux 5.13+ with landlock in the LSM list, "
+                    "see /sys/kernel/security/lsm)" if "exec" in self.missing else "")  # fmt: skip
             raise SandboxUnavailable(
-                f"kernel Landlock ABI is {self.landlock_abi}: no layer is left for: {texts} "
-                f"(Landlock filesystem rules need Linux 5.13+ with landlock in the LSM list, "
-                "see /sys/kernel/security/lsm); pass allow_weaker_landlock_unsafe=True "
-                "(--allow-weaker-landlock-unsafe) to accept a weaker sandbox"
+                f"kernel Landlock ABI is {self.landlock_abi}: no layer is left for: {texts}{hint}; "
+                "pass allow_weaker_landlock_unsafe=True (--allow-weaker-landlock-unsafe) to "
+                "accept a weaker sandbox"
             )
-        blocked = userns_restrictions()
+        # a root parent makes no user namespace (see bwrap_argv), so only others need them
+        blocked = [] if self.drops_root else userns_restrictions()
         if blocked:
             raise SandboxUnavailable(
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)

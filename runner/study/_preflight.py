@@ -10,7 +10,8 @@ Checks, in order (cheap first; the sandbox probes run only when everything befor
    the simulated provider.
 4. ``generation``: the frozen generation config in the lock is the one the run will use.
 5. ``sandbox``: the platform backend exists and can enforce its policy (user namespaces
-   allowed, Landlock ABI >= 4, pins verified).
+   allowed, every promised guarantee has a layer on this kernel, pins verified); the layers in
+   force are recorded in the report's ``sandbox`` field (and from there in the run header).
 6. ``probe.*``: every probe in ``preflight/``, the two mandatory denial probes (network and
    persistent write) among them.
 

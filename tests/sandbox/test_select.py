@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -68,6 +69,8 @@ def test_forbidden_user_namespaces_are_reported_plainly(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
     )
+    # only an unprivileged parent needs user namespaces (a root parent makes none)
+    monkeypatch.setattr(bw.os, "geteuid", lambda: 1000)
     with pytest.raises(
         SandboxUnavailable, match="forbids the user namespaces bwrap needs: AppArmor"
     ):
@@ -89,3 +92,16 @@ def test_host_that_cannot_create_namespaces_is_named_plainly(tmp_path) -> None: 
     fake.chmod(0o755)
     with pytest.raises(SandboxUnavailable, match="forbids the unprivileged user namespaces"):
         select_backend("bwrap", bwrap=str(fake))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                    reason="a root parent on Linux")  # fmt: skip
+def test_a_root_parent_needs_no_user_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.sandbox._bwrap as bw
+
+    monkeypatch.setattr(
+        bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
+    )
+    be = select_backend("bwrap")
+    assert "--unshare-user" not in be.bwrap_argv(sandbox.Limits(), [], 7, 8)
+    assert be.describe()["layers"]["host_uid"] == bw.SANDBOX_HOST_ID
