@@ -105,3 +105,4 @@ def test_a_root_parent_needs_no_user_namespace(monkeypatch: pytest.MonkeyPatch) 
     be = select_backend("bwrap")
     assert "--unshare-user" not in be.bwrap_argv(sandbox.Limits(), [], 7, 8)
     assert be.describe()["layers"]["host_uid"] == bw.SANDBOX_HOST_ID
+
