@@ -110,7 +110,10 @@ def test_without_landlock_the_exec_guarantee_is_the_one_refused(bwrap: BwrapBack
     weak = BwrapBackend(emulate_landlock_abi=0, allow_weaker_landlock_unsafe=True)
     assert weak.describe()["layers"]["missing_guarantees"] == ["exec"]
     by_name = {r.name: r for r in run_probes(weak, only=["exec.scratch", "exec.memfd",
-                                                         "network.inet_socket", "write.usr"])}  # fmt: skip
-    # the documented fallback is observed: the scratch binary runs; the other layers still hold
+                                                         "network.inet_socket", "write.usr",
+                                                         "kernel.proc_sys_write",
+                                                         "identity.host_uid"])}  # fmt: skip
+    # the documented fallback is observed: the scratch binary runs; the other layers still hold,
+    # and without Landlock /proc/sys/kernel/core_pattern is still not writable
     assert by_name["exec.scratch"].observed == "exit 0" and by_name["exec.scratch"].passed
     assert all(r.passed for r in by_name.values())
