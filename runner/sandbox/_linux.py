@@ -106,8 +106,9 @@ class CallCgroups:
     Each call gets ``pids.max`` (processes) and a memory limit with no swap: on cgroup v2 one
     group with ``pids.max``, ``memory.max`` and ``memory.swap.max = 0``; on cgroup v1 a pids and a
     memory cgroup (``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes`` equal to it when
-    swap accounting exists). Groups are created beneath the parent's own cgroup (so the host's or
-    container's limits on the parent still bound the calls), reused once drained, removed at exit.
+    swap accounting exists). Groups are created beneath the parent's own cgroup (v1; on v2 beneath
+    it or, as v2 requires, beside it), so the host's or container's limits above the parent still
+    bound the calls; they are reused once drained and removed at exit.
 
     Why only for a root parent: creating cgroups needs write access to the hierarchy, which an
     unprivileged user has only with delegation (systemd ``Delegate=yes``); without it the
@@ -148,8 +149,12 @@ class CallCgroups:
             candidates.append(cls({"pids": v1["pids"], "memory": v1["memory"]}, 1, swap))
         for point, fstype, _ in mounts:
             if fstype == "cgroup2":
-                base = Path(point) / own.get("", "/").lstrip("/")
-                candidates.append(cls({"": base}, 2, True))
+                # v2 forbids processes in a group that hands controllers to children, and the
+                # parent's own group holds the parent; so next to it (its parent group, e.g.
+                # the systemd slice of a session scope) is the usual place that works
+                own_v2 = Path(own.get("", "/"))
+                for rel in (own_v2, own_v2.parent) if own_v2 != own_v2.parent else (own_v2,):
+                    candidates.append(cls({"": Path(point) / str(rel).lstrip("/")}, 2, True))
         for probe in candidates:
             for base in probe.bases.values():
                 probe._remove_stale(base)
