@@ -1,24 +1,26 @@
-"""Linux backend: bubblewrap + seccomp (by fd) + Landlock (applied by the worker) + rlimits.
+"""Linux backend: bubblewrap + seccomp allow-list (by fd) + Landlock (applied by the worker) +
+rlimits + per-call cgroups. What each layer guarantees, and from which kernel: ``_layers.py``.
 
-Layers, outermost first (DESIGN §5):
+Layers, outermost first:
 
 * the parent starts ``bwrap`` with an environment built from nothing (``env={}``), so even the
-  sandbox's pid 1, whose ``/proc/1/environ`` is readable inside, never held a parent variable;
+  sandbox's pid 1 never held a parent variable;
 * bwrap: new pid/net/ipc/uts/cgroup/mount namespaces, a new session, death with the parent.
   Under a non-root parent also a new user namespace with uid/gid 65534 (mapped to the parent's
   uid), no capabilities and no further user namespaces. Under a root parent no user namespace
-  (bwrap could only map the sandbox to host root): the command starts with CAP_SETUID/CAP_SETGID
-  only, and the pinned worker's first act is to become the dedicated unprivileged host id
-  (``host_id``, no supplementary groups), which clears every capability, so per-uid quotas,
-  keyrings and DAC checks treat the sandbox as an ordinary user, never as root;
-* the filesystem: a root filesystem built from
-  read-only binds of ``/usr``, the interpreter's real prefix, the worker (passed as pinned bytes),
-  the caller's binds (all passed as descriptors the parent opened), a private ``/proc`` (bwrap
-  covers ``/proc/sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only), four devices, and a
-  size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
+  (bwrap could only map the sandbox to host root): the command starts with CAP_SETPCAP,
+  CAP_SETUID and CAP_SETGID only, and the pinned worker's first act is to empty the bounding set
+  and become the dedicated unprivileged host id (``host_id``, no supplementary groups), which
+  clears every capability, so per-uid quotas, keyrings and DAC checks treat the sandbox as an
+  ordinary user, never as root;
+* the filesystem: a new root of read-only binds of ``/usr``, the interpreter's real prefix (its
+  parent directories search-only), the worker (passed as pinned bytes), the caller's binds (all
+  passed as descriptors the parent opened), a private ``/proc`` with the kernel knobs
+  (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, four
+  devices, and a size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
 * the pinned seccomp allow-list, passed to bwrap on a memfd;
-* the worker sets rlimits, applies Landlock and waits to be in its per-call cgroups (pids and
-  memory, root parent) before running anything else;
+* the worker leaves the parent's session keyring, sets rlimits, applies Landlock and waits to be
+  in its per-call cgroups (pids and memory, root parent) before running anything else;
 * the parent enforces the wall clock and the output cap and kills the whole process group.
 """
 
