@@ -47,6 +47,7 @@ _MANIFEST_KEYS = frozenset(
         "cells",
         "audit_groups",
         "status_counts",
+        "sandbox_layers",
     }
 )
 
@@ -120,6 +121,8 @@ def _build(
         "cells": cells,
         "audit_groups": audits,
         "status_counts": counts,
+        # what isolation produced the cells (from the run header; None for stores without it)
+        "sandbox_layers": header.get("sandbox_layers"),
     }
 
 

@@ -379,6 +379,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "spec": str(settings.spec_path),
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
+        # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
+        "sandbox_layers": report.sandbox,
     }
     store = Store.create(settings.store_path, header=header, signing_key=key)
     for data in (lock_bytes, preflight_bytes):
@@ -472,7 +474,9 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             for world in spec.worlds:
                 write_snapshot(world, snapdir)
             limits = Limits(wall_s=spec.sandbox.wall_s, cpu_s=spec.sandbox.cpu_s,
-                            output_bytes=spec.sandbox.output_bytes)
+                            output_bytes=spec.sandbox.output_bytes,
+                            memory_bytes=(Limits.memory_bytes if spec.sandbox.memory_bytes is None
+                                          else spec.sandbox.memory_bytes))
             ctx = _Context(
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},

@@ -74,6 +74,8 @@ class SandboxLimits:
     wall_s: float
     cpu_s: int
     output_bytes: int
+    memory_bytes: int | None = None
+    """The per-call memory limit (cgroup, root parent); ``None``: the sandbox's default."""
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,13 @@ def load_spec(path: str | Path) -> StudySpec:
                                    "max_output_tokens": int, "timeout_s": (int, float)})
     retry = _table(data, "retry", {"identical_retries_before_output": int})
     price = _table(data, "price", {"input_per_mtok": (int, float), "output_per_mtok": (int, float)})
+    sandbox_data = data.get("sandbox")
+    memory = sandbox_data.pop("memory_bytes", None) if isinstance(sandbox_data, dict) else None
     sandbox = _table(data, "sandbox", {"wall_s": (int, float), "cpu_s": int, "output_bytes": int})
+    if memory is not None:  # optional: the per-call memory limit (cgroup, root parent)
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < (16 << 20):
+            raise SpecError("spec: [sandbox].memory_bytes must be an integer >= 16777216")
+        sandbox["memory_bytes"] = memory
     simulated = data.get("simulated", {})
     if not isinstance(simulated, dict):
         raise SpecError("spec: [simulated] must be a table")
@@ -247,6 +255,7 @@ def load_spec(path: str | Path) -> StudySpec:
         identical_retries_before_output=retry["identical_retries_before_output"],
         price_input_per_mtok=float(price["input_per_mtok"]),
         price_output_per_mtok=float(price["output_per_mtok"]),
-        sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"], sandbox["output_bytes"]),
+        sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"], sandbox["output_bytes"],
+                              sandbox.get("memory_bytes")),
         simulated=dict(simulated),
     )

@@ -9,7 +9,7 @@ to it. The ASGI app (Starlette, the ``view`` extra) is imported only by :func:`b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from runner.view._bundle import write_bundle
 from runner.view._errors import NotFound, ViewError
@@ -18,7 +18,7 @@ from runner.view._source import StoreSource
 from runner.view._static import StaticStudy
 from runner.view._text import format_cell
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from starlette.applications import Starlette
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 
-def build_app(**kwargs: Any) -> Starlette:
+def build_app(**kwargs: _typing.Any) -> Starlette:
     """The viewer's Starlette app (see ``runner.view._app.build_app``); imports Starlette."""
     from runner.view._app import build_app as _build
 
