@@ -21,7 +21,7 @@ SIM = ProviderInfo(name="simulated", model="simulated-1", simulated=True)
 
 
 def _html() -> str:
-    results = analyse_closed_loop(fx.outcomes(), fx.schedule(), provider=SIM, seed=2705,
+    results = analyse_closed_loop(fx.typed(fx.outcomes()), fx.schedule_rows(), provider=SIM, seed=2705,
                                   replicates=200)
     return render_outputs(results)["report.html"].decode("utf-8")
 
