@@ -22,7 +22,7 @@ import pytest
 
 from runner.canonical import loads_strict
 from runner.store import Store
-from runner.study import NoUsableNode, ProviderChoice, RayExecutor, load_spec
+from runner.study import NoUsableNode, RayExecutor, load_spec
 from runner.study._ray import RAY_ENV_DEFAULTS, NodeExpectations
 from tests.study.conftest import Reference
 from tests.study.fake_openai import FakeOpenAI
@@ -332,22 +332,54 @@ def _descendants(pid: int) -> list[int]:
     return kids + [d for k in kids for d in _descendants(k)]
 
 
+def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
+        cluster: Any, reference: Reference, tmp_path: Path) -> None:
+    """Runs last among the fast tests: it takes the module's worker nodes away (and adds two
+    fresh ones at the end)."""
+    from runner.study import Halted
+
+    store = tmp_path / "lost.db"
+    gone: list[int] = []
+
+    def on_cell(body: dict[str, Any], summary: Any) -> None:
+        if summary.committed == 6 and not gone:
+            for node in list(cluster.worker_nodes):
+                cluster.remove_node(node, allow_graceful=False)
+            gone.append(summary.committed)
+
+    try:
+        with pytest.raises(Halted, match="ray cluster unavailable: no live node left") as info:
+            run(reference.spec, store, concurrency=2, executor="ray",
+                ray_address=cluster.address, on_cell=on_cell)
+        halted = info.value.summary
+        assert gone and 6 <= halted.committed < SMALL_ROWS
+        assert "ect resume --store" in str(info.value)
+        before = result_digests(store)
+        assert before == {k: reference.digests[k] for k in before}  # a clean prefix
+    finally:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+    # The cluster is back: resume through it to the end.
+    summary = run(reference.spec, store, resume=True, concurrency=2, executor="ray",
+                  ray_address=cluster.address)
+    assert summary.committed == SMALL_ROWS
+    assert result_digests(store) == reference.digests
+
+
 @pytest.mark.slow
 def test_the_whole_study_through_ray_equals_the_local_run(cluster: Any, tmp_path: Path) -> None:
     """576 cells (``schedules/v2.toml`` relocked for this tree), Ray vs local, cell by cell."""
-    from tests.study.support import make_study
+    from tests.study.support import relock
 
     spec = REPO / "schedules" / "v2.toml"
     text = spec.read_text("utf-8")
     own = tmp_path / "study"
     own.mkdir()
     (own / "v2.toml").write_text(text, "utf-8")
-    from tests.study.support import relock
-
     relock(own / "v2.toml")
     local = run(own / "v2.toml", tmp_path / "local.db", concurrency=2)
     remote = run(own / "v2.toml", tmp_path / "ray.db", concurrency=2, executor="ray",
                  ray_address=cluster.address)
     assert local.committed == remote.committed == 576
     assert result_digests(tmp_path / "ray.db") == result_digests(tmp_path / "local.db")
-    _ = make_study, ProviderChoice
