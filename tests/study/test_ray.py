@@ -9,11 +9,14 @@ finalizer, which also checks that no process it started is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore::FutureWarning")
 
 LIMITS = {"wall_s": 10.0, "cpu_s": 5, "output_bytes": 1 << 20}
+HALF = SMALL_ROWS // 2  # the fault tests run the first half of the slice
+
+
+def _first(reference: Reference, n: int) -> dict[str, str]:
+    """The reference digests of the schedule's first ``n`` cells."""
+    from tests.study.support import bodies
+
+    return {b["cell_id"]: b["result_digest"] for b in bodies(reference.store)[:n]}
 
 
 def _node_pids(node: Any) -> list[int]:
@@ -59,19 +70,32 @@ def cluster() -> Iterator[Any]:
         os.environ.setdefault(key, value)
     c = cluster_utils.Cluster(initialize_head=True,
                               head_node_args={"num_cpus": 0, "include_dashboard": False})
-    pids: list[int] = []
     try:
         for _ in range(2):
             c.add_node(num_cpus=1)
         c.wait_for_nodes()
-        pids = [p for n in [c.head_node, *c.worker_nodes] for p in _node_pids(n)]
         yield c
     finally:
+        # Every process the cluster started descends from this one (daemons, then workers).
+        ours = [p for p in _descendants(os.getpid()) if b"ray" in _cmdline(p)]
         if ray.is_initialized():
             ray.shutdown()
         c.shutdown()
-    left = [p for p in pids if _alive(p)]
-    assert not left, f"Ray processes left behind: {left}"
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in ours) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = [p for p in ours if _alive(p)]
+    for pid in left:  # ours, by id: do not leave them running even when the check fails
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"Ray processes left behind: {[_cmdline(p)[:80] for p in left]}"
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
 
 
 def _expectations(spec_path: Path, *, probes: str = "mandatory") -> NodeExpectations:
@@ -169,14 +193,14 @@ def test_a_worker_node_killed_mid_run_still_gives_the_local_results(
     killed: list[int] = []
 
     def on_cell(body: dict[str, Any], summary: Any) -> None:
-        if summary.committed == 12 and not killed:
+        if summary.committed == 8 and not killed:
             killed.append(summary.committed)
             cluster.remove_node(doomed, allow_graceful=False)
 
     summary = run(reference.spec, store, concurrency=3, executor="ray",
-                  ray_address=cluster.address, on_cell=on_cell)
-    assert killed and summary.committed == SMALL_ROWS and summary.halted is None
-    assert result_digests(store) == reference.digests
+                  ray_address=cluster.address, on_cell=on_cell, limit=HALF)
+    assert killed and summary.committed == HALF and summary.halted is None
+    assert result_digests(store) == _first(reference, HALF)
     with Store.open(store) as s:
         retried = [a for a in s.attempts() if "tool_retry" in a["begin"]]
     assert len(retried) == summary.tool_retries  # every re-run is in the journal
@@ -227,6 +251,18 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
                         for _ in range(4)]
 
             assert len(anyio.run(some)) == 4
+
+            # A tool call's own failure comes back as the local executor raises it.
+            from runner.errors import SandboxError
+            from runner.sandbox import Limits, ToolSandbox, select_backend
+
+            local = ToolSandbox(select_backend(), tmp_path, Limits(**LIMITS))
+            with pytest.raises(SandboxError) as here:
+                local.call("no such world!", "get_parent", {})
+            with pytest.raises(SandboxError) as there:
+                anyio.run(lambda: executor.call("no such world!", "get_parent", {}))
+            assert type(there.value) is type(here.value)
+            assert str(there.value) == str(here.value) == "invalid world id 'no such world!'"
             assert all(s.node["node_id"] != odd.node_id for s in executor.slots)
         finally:
             executor.close()
@@ -239,7 +275,7 @@ def test_no_node_passing_preflight_refuses_the_run(cluster: Any, reference: Refe
     wrong = NodeExpectations.for_run(
         {"source_tree": "sha256:" + "0" * 64, "sandbox_pins": {}, "task_manifest": "x"},
         spec.worlds, None, LIMITS, "mandatory")
-    with pytest.raises(NoUsableNode, match="no Ray node passed its preflight.*source_tree"):
+    with pytest.raises(NoUsableNode, match=r"no Ray node passed its preflight.*source_tree"):
         RayExecutor.start(cluster.address, wrong)
     assert not ray.is_initialized()
 
@@ -350,9 +386,9 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
     try:
         with pytest.raises(Halted, match="ray cluster unavailable: no live node left") as info:
             run(reference.spec, store, concurrency=2, executor="ray",
-                ray_address=cluster.address, on_cell=on_cell)
+                ray_address=cluster.address, on_cell=on_cell, limit=HALF)
         halted = info.value.summary
-        assert gone and 6 <= halted.committed < SMALL_ROWS
+        assert gone and 6 <= halted.committed < HALF
         assert "ect resume --store" in str(info.value)
         before = result_digests(store)
         assert before == {k: reference.digests[k] for k in before}  # a clean prefix
@@ -362,9 +398,9 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
         cluster.wait_for_nodes()
     # The cluster is back: resume through it to the end.
     summary = run(reference.spec, store, resume=True, concurrency=2, executor="ray",
-                  ray_address=cluster.address)
-    assert summary.committed == SMALL_ROWS
-    assert result_digests(store) == reference.digests
+                  ray_address=cluster.address, limit=HALF)
+    assert summary.committed == HALF
+    assert result_digests(store) == _first(reference, HALF)
 
 
 @pytest.mark.slow
