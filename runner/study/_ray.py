@@ -34,6 +34,7 @@ import socket
 import tempfile
 import time
 import weakref
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -300,8 +301,10 @@ class RayExecutor:
 
     @classmethod
     def start(cls, address: str | None, expectations: NodeExpectations, *,
-              actors_per_node: int = 1, preflight_timeout_s: float = 600.0) -> RayExecutor:
-        """Connect to the cluster at ``address`` and put a preflighted worker on every node.
+              actors_per_node: int = 1, preflight_timeout_s: float = 600.0,
+              node_ids: Collection[str] | None = None) -> RayExecutor:
+        """Connect to the cluster at ``address`` and put a preflighted worker on every node
+        (or on the live nodes among ``node_ids``).
 
         Raises:
             ClusterUnreachable: ``ray`` is missing or the cluster cannot be reached.
@@ -328,7 +331,8 @@ class RayExecutor:
                                          "--ray-address HOST:PORT)") from None
         try:
             nodes = [n for n in ray.nodes()
-                     if n.get("Alive") and float(n.get("Resources", {}).get("CPU", 0)) >= 1]
+                     if n.get("Alive") and float(n.get("Resources", {}).get("CPU", 0)) >= 1
+                     and (node_ids is None or n["NodeID"] in node_ids)]
             if not nodes:
                 raise NoUsableNode(f"the Ray cluster at {target} has no live node with a CPU")
             worker_cls = ray.remote(NodeWorker)
