@@ -350,15 +350,53 @@ def test_canary_credential_reaches_no_ray_process_object_or_session_file(
             except OSError:
                 continue
     assert files > 0
-    # The job's runtime environment and config as the cluster records them (GCS job table).
+    # The object store itself: each raylet's shared-memory mapping, read through /proc. A
+    # positive control first: a marker this test puts in the store is found by the same scan.
     ray.init(address=cluster.address)
     try:
+        marker = secrets.token_hex(16).encode()
+        held = ray.put(marker * 8192)  # large enough to live in the shared-memory store
+        stores = [p for n in [cluster.head_node, *cluster.worker_nodes] for p in _node_pids(n)
+                  if _plasma_regions(p)]
+        assert stores, "no raylet maps a shared-memory object store"
+        assert any(marker in chunk for p in stores for chunk in _plasma_chunks(p))
+        for pid in stores:
+            assert not any(needle in chunk for chunk in _plasma_chunks(pid)), pid
+        del held
+        # The job's runtime environment and config as the cluster records them (GCS job table).
         jobs = ray._private.state.jobs()
         assert jobs and canary not in repr(jobs)
         assert all(not j.get("RuntimeEnv") or "ECT_CANARY_KEY" not in repr(j["RuntimeEnv"])
                    for j in jobs)
     finally:
         ray.shutdown()
+
+
+def _plasma_regions(pid: int) -> list[tuple[int, int]]:
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text("ascii", "replace")
+    except OSError:
+        return []
+    out = []
+    for line in maps.splitlines():
+        if "/dev/shm/plasma" in line:
+            lo, hi = line.split()[0].split("-")
+            out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+def _plasma_chunks(pid: int, size: int = 8 << 20) -> Iterator[bytes]:
+    """The bytes of ``pid``'s object-store mappings, in overlapping chunks (as root)."""
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for lo, hi in _plasma_regions(pid):
+            at = lo
+            while at < hi:
+                mem.seek(at)
+                try:
+                    yield mem.read(min(size + 256, hi - at))
+                except OSError:
+                    pass
+                at += size
 
 
 def _descendants(pid: int) -> list[int]:
