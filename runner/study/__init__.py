@@ -5,6 +5,7 @@
 """
 
 from runner.study._execute import (
+    ClusterLost,
     Halted,
     RunSettings,
     RunSummary,
@@ -61,6 +62,7 @@ __all__ = [
     "PREFLIGHT_FORMAT",
     "Check",
     "CheckpointRef",
+    "ClusterLost",
     "ClusterUnreachable",
     "Drift",
     "Halted",

@@ -35,6 +35,7 @@ from runner.study._schedule import row_digest
 from runner.study._spec import StudySpec, file_sha256
 
 __all__ = [
+    "ClusterLost",
     "Halted",
     "RunSettings",
     "RunSummary",
@@ -59,6 +60,11 @@ class Halted(StudyError):
         super().__init__(f"halted at a cell boundary: {reason}; "
                          f"{summary.committed}/{summary.total} cells committed; "
                          f"continue with `ect resume --store {summary.store}`")
+
+
+class ClusterLost(Halted):
+    """Halted because no node of the Ray cluster was left to run a tool call (exit 4 as any
+    halt; resume once the cluster is back, or with the local executor)."""
 
 
 class StoreNotEmpty(StudyError):
@@ -446,6 +452,7 @@ def execute(
         PreflightFailed: a preflight check failed (nothing was run).
         StoreNotEmpty: ``run`` on a store with cells (use resume).
         Halted: a kill switch stopped the run at a cell boundary (the summary is attached).
+        ClusterLost: (a Halted) no Ray node was left to run a tool call.
         StoreInUse: another process is running or resuming this store.
     """
     if settings.concurrency < 1:
@@ -462,10 +469,11 @@ def execute(
     with _run_lock(settings.store_path), _remote_executor(settings, report) as remote:
         halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
                                  on_start=on_start, remote=remote)
+        lost = remote is not None and not getattr(remote, "alive", True)
     summary.wall_s = time.monotonic() - started
     if halted:
         summary.halted = halted
-        raise Halted(halted, summary)
+        raise (ClusterLost if lost else Halted)(halted, summary)
     return summary
 
 

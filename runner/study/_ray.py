@@ -381,6 +381,11 @@ class RayExecutor:
         return cls(address=target, slots=slots, excluded=excluded, reports=reports,
                    call_deadline_s=deadline, owns_connection=owns)
 
+    @property
+    def alive(self) -> bool:
+        """Whether any node is left to take calls."""
+        return any(s.alive for s in self.slots)
+
     def _pick(self) -> _Slot:
         live = [s for s in self.slots if s.alive]
         if not live:

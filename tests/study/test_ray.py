@@ -410,7 +410,7 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
         cluster: Any, reference: Reference, tmp_path: Path) -> None:
     """Runs last among the fast tests: it takes the module's worker nodes away (and adds two
     fresh ones at the end)."""
-    from runner.study import Halted
+    from runner.study import ClusterLost, Halted
 
     store = tmp_path / "lost.db"
     gone: list[int] = []
@@ -425,6 +425,7 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
         with pytest.raises(Halted, match="ray cluster unavailable: no live node left") as info:
             run(reference.spec, store, concurrency=2, executor="ray",
                 ray_address=cluster.address, on_cell=on_cell, limit=HALF)
+        assert isinstance(info.value, ClusterLost)
         halted = info.value.summary
         assert gone and 6 <= halted.committed < HALF
         assert "ect resume --store" in str(info.value)
