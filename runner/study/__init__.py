@@ -5,6 +5,7 @@
 """
 
 from runner.study._execute import (
+    ClusterLost,
     Halted,
     ProviderMismatch,
     RunSettings,
@@ -17,6 +18,7 @@ from runner.study._execute import (
     run_lock_path,
     stop_file,
 )
+from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
 from runner.study._export import IncompleteStore, export_study, key_path_for
 from runner.study._lock import (
     LOCK_FORMAT,
@@ -42,6 +44,7 @@ from runner.study._preflight import (
     ProviderChoice,
     run_preflight,
 )
+from runner.study._ray import ClusterUnreachable, NoUsableNode, RayExecutor
 from runner.study._records import (
     AuditCall,
     AuditGroup,
@@ -75,6 +78,7 @@ from runner.study._spec import (
 )
 
 __all__ = [
+    "EXECUTORS",
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
     "AuditCall",
@@ -82,17 +86,22 @@ __all__ = [
     "CellRecord",
     "CellResult",
     "CheckpointRef",
+    "ClusterLost",
+    "ClusterUnreachable",
     "Drift",
     "Halted",
     "IncompleteStore",
+    "LocalExecutor",
     "LockError",
     "LockMismatch",
+    "NoUsableNode",
     "PreflightCheck",
     "PreflightFailed",
     "PreflightReport",
     "ProviderChoice",
     "ProviderMismatch",
     "RawExchangeRef",
+    "RayExecutor",
     "ReplayDiverged",
     "ReplayMismatch",
     "ReplayRefused",
@@ -107,6 +116,7 @@ __all__ = [
     "StoreNotEmpty",
     "StudyPaths",
     "StudySpec",
+    "ToolExecutor",
     "build_lock",
     "build_schedule",
     "cell_result",
