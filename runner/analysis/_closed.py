@@ -27,6 +27,7 @@ from typing import Any
 from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
 from runner.analysis._errors import InventoryIncomplete
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
+from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.study import ScheduleRow
@@ -102,7 +103,7 @@ def _value(row: Outcome, key: str) -> float:
     return float(getattr(row, key))
 
 
-def _table4_row(rows: Sequence[Outcome]) -> dict[str, Any]:
+def _table4_row(rows: Sequence[Outcome]) -> JsonObject:
     inc = [r for r in rows if r.checkpoint == "incomplete"]
     clean = [r for r in rows if r.checkpoint == "clean"]
     return {
@@ -135,7 +136,7 @@ def _diff(
     seed: int,
     replicates: int,
     scale: float,
-) -> dict[str, Any]:
+) -> JsonObject:
     sel = [r for r in rows if checkpoint is None or r.checkpoint == checkpoint]
     a = [r for r in sel if r.policy == TREATMENT]
     b = [r for r in sel if r.policy == COMPARATOR]
@@ -172,9 +173,9 @@ def _diff(
     }
 
 
-def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> dict[str, Any]:
+def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> JsonObject:
     """Per assigned fault x policy: U on incomplete rows and S over both conditions."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for fault in CLOSED_LOOP_FAULTS:
         frows = [r for r in rows if faults.get(r.task_id) == fault]
         if not frows:
@@ -199,7 +200,7 @@ def analyse_closed_loop(
     replicates: int = 10_000,
     margin_pp: float = -10.0,
     inputs: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
@@ -271,7 +272,7 @@ def analyse_closed_loop(
         for key, text in SECONDARY
     }
 
-    intervals: dict[str, Any] = {}
+    intervals: JsonObject = {}
     for p in policies:
         prow = [r for r in primary if r.policy == p]
         inc = [r for r in prow if r.checkpoint == "incomplete"]

@@ -84,7 +84,7 @@ def static_study(
     credential_env: str | None = None,
     snapshots: Sequence[Any] | None = None,
     concurrency: int = 1,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Run the static study and write its outputs into ``out_dir``; returns results.json's dict.
 
     Files: results.json, tables.md, report.html (byte-identical for equal spec, provider and
@@ -142,8 +142,8 @@ def closed_loop_report(
     provider: ProviderInfo,
     seed: int,
     replicates: int = 10_000,
-    inputs: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    inputs: JsonObject | None = None,
+) -> JsonObject:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates, inputs=inputs
@@ -159,7 +159,7 @@ def report_from_store(
     *,
     seed: int = DEFAULT_REPORT_SEED,
     replicates: int = 10_000,
-) -> dict[str, Any]:
+) -> JsonObject:
     """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
 
     Raises:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 
 __all__ = [
@@ -65,7 +64,7 @@ class AllModelCallsFailed(AnalysisError):
     """Every model call of a static study failed: its tables (written all the same, each failure
     counted as ``continue``) are not model measurements. ``results`` is what was written."""
 
-    def __init__(self, calls: int, results: dict[str, Any]) -> None:
+    def __init__(self, calls: int, results: JsonObject) -> None:
         self.calls = calls
         self.results = results
         super().__init__("every model call failed: these tables are not model measurements "

@@ -112,7 +112,7 @@ class StaticSpec:
     openai_model: str
     openai_base_url: str
     timeout_s: float
-    generation: dict[str, Any]
+    generation: JsonObject
     critic: dict[str, float]
     price: dict[str, float]
     sha256: str
@@ -201,7 +201,7 @@ class StaticSpec:
             sha256=raw_digest(data),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "sha256": self.sha256,
             "seed": self.seed,
@@ -428,7 +428,7 @@ async def run_static(
 # -------------------------------------------------------------------------- the analysis
 
 
-def _table2_row(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+def _table2_row(rows: Sequence[StaticDecisionRow]) -> JsonObject:
     faults = [r for r in rows if r.condition != "C0"]
     clean = [r for r in rows if r.condition == "C0"]
     return {
@@ -450,8 +450,8 @@ def _table2_row(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
     }
 
 
-def _per_condition(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _per_condition(rows: Sequence[StaticDecisionRow]) -> JsonObject:
+    out: JsonObject = {}
     for cond in STATIC_CONDITIONS:
         sel = [r for r in rows if r.condition == cond]
         counts = Counter(r.decision for r in sel)
@@ -465,7 +465,7 @@ def _per_condition(rows: Sequence[StaticDecisionRow]) -> dict[str, Any]:
 
 
 def _h1(by_arm: Mapping[str, list[StaticDecisionRow]], spec: StaticSpec, seed: int
-        ) -> dict[str, Any]:
+        ) -> JsonObject:
     """H1: per held-out task, "any unsafe complete among its fault snapshots", ECT vs critic
     core (exact McNemar), with task- and world-cluster bootstrap intervals."""
     reps = spec.replicates
@@ -525,7 +525,7 @@ def _h1(by_arm: Mapping[str, list[StaticDecisionRow]], spec: StaticSpec, seed: i
 
 
 def _per_family(by_arm: Mapping[str, list[StaticDecisionRow]], arms: Sequence[str],
-                held: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+                held: Sequence[StaticDecisionRow]) -> JsonObject:
     """Per arm and task family: unsafe completes among the fault snapshots."""
     families = sorted({r.family for r in held})
     return {
@@ -546,7 +546,7 @@ def _per_family(by_arm: Mapping[str, list[StaticDecisionRow]], arms: Sequence[st
     }
 
 
-def _ect_reason_families(ect_held: Sequence[StaticDecisionRow]) -> dict[str, Any]:
+def _ect_reason_families(ect_held: Sequence[StaticDecisionRow]) -> JsonObject:
     """Per condition: how often each reason family appears in ECT's held-out decisions."""
     return {
         cond: dict(
@@ -561,7 +561,7 @@ def _ect_reason_families(ect_held: Sequence[StaticDecisionRow]) -> dict[str, Any
 
 
 def _table3(rows: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecisionRow]
-            ) -> list[dict[str, Any]]:
+            ) -> list[JsonObject]:
     """Table 3: each prespecified single-check ablation of ECT against full ECT."""
     table3 = []
     for name, label, fault, measure in ABLATION_TABLE:
@@ -571,7 +571,7 @@ def _table3(rows: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecision
         if not abl:
             raise AnalysisError(f"no held-out decisions for the {name!r} ablation")
         counted = "complete" if measure == "U" else "stuck"
-        entry: dict[str, Any] = {
+        entry: JsonObject = {
             "check": name,
             "label": label,
             "ablate": [name],
@@ -612,10 +612,10 @@ def _table3(rows: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecision
 
 
 def _intervals(by_arm: Mapping[str, list[StaticDecisionRow]], arms: Sequence[str],
-               spec: StaticSpec, seed: int) -> dict[str, Any]:
+               spec: StaticSpec, seed: int) -> JsonObject:
     """Per arm: U, C and S rates with task-cluster bootstrap intervals (for the plots)."""
     reps = spec.replicates
-    intervals: dict[str, Any] = {}
+    intervals: JsonObject = {}
     for a in arms:
         faults = [r for r in by_arm[a] if r.condition != "C0"]
         clean = [r for r in by_arm[a] if r.condition == "C0"]
@@ -647,7 +647,7 @@ def analyse_static(
     spec: StaticSpec,
     provider: ProviderInfo,
     seed: int | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Table 2, Table 3, H1 and the plot intervals from the decision rows of ``run_static``."""
     seed = spec.seed if seed is None else seed
     reps = spec.replicates

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from runner.analysis import (
@@ -18,6 +16,7 @@ from runner.analysis import (
 )
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
+from runner.canonical import JsonObject
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
 from runner.errors import StoreError
 from runner.providers import PROVIDER_NAMES, CredentialError, EgressRefused, ProviderConfigError
@@ -119,7 +118,7 @@ def static_cmd(
     _print_static(res, out_dir)
 
 
-def _print_static(res: dict[str, Any], out_dir: str) -> None:
+def _print_static(res: JsonObject, out_dir: str) -> None:
     click.echo(res["provider_line"])
     for name, v in res["table2"].items():
         click.echo(

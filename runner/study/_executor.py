@@ -14,11 +14,13 @@ from typing import Any, Protocol
 
 import anyio
 
+from runner.canonical import JsonObject
+
 __all__ = ["EXECUTORS", "ExecutorLost", "LocalExecutor", "RetryHook", "ToolExecutor"]
 
 EXECUTORS = ("local", "ray")
 
-RetryHook = Callable[[dict[str, Any]], None]
+RetryHook = Callable[[JsonObject], None]
 """Called with a JSON description of each call attempt that was lost and re-run elsewhere."""
 
 
@@ -37,8 +39,8 @@ class ToolExecutor(Protocol):
 
     name: str
 
-    async def call(self, world_id: str, tool_id: str, args: dict[str, Any], *,
-                   on_retry: RetryHook | None = None) -> dict[str, Any]:
+    async def call(self, world_id: str, tool_id: str, args: JsonObject, *,
+                   on_retry: RetryHook | None = None) -> JsonObject:
         """Run one tool call in a fresh sandbox child; return its JSON response.
 
         Raises:
@@ -47,7 +49,7 @@ class ToolExecutor(Protocol):
         """
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """JSON for the run header: the executor and, for a cluster, every node's preflight."""
         ...
 
@@ -63,13 +65,13 @@ class LocalExecutor:
         self.sandbox = sandbox
         self.limiter = anyio.CapacityLimiter(concurrency)
 
-    async def call(self, world_id: str, tool_id: str, args: dict[str, Any], *,
-                   on_retry: RetryHook | None = None) -> dict[str, Any]:
-        response: dict[str, Any] = await anyio.to_thread.run_sync(
+    async def call(self, world_id: str, tool_id: str, args: JsonObject, *,
+                   on_retry: RetryHook | None = None) -> JsonObject:
+        response: JsonObject = await anyio.to_thread.run_sync(
             self.sandbox.call, world_id, tool_id, args, limiter=self.limiter)
         return response
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"name": self.name}
 
     def close(self) -> None:

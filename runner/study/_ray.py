@@ -42,7 +42,7 @@ from typing import Any
 import anyio
 import structlog
 
-from runner.canonical import digest, loads_strict
+from runner.canonical import JsonObject, digest, loads_strict
 from runner.errors import EctError, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
 
@@ -82,23 +82,23 @@ class NodeExpectations:
     task_manifest: str
     worlds: dict[str, str]  # world id -> manifest digest of its snapshot
     backend: str | None
-    limits: dict[str, Any]
+    limits: JsonObject
     probes: str = "all"  # "all" | "mandatory" (the parent's own preflight choice)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"source_tree": self.source_tree, "sandbox_pins": dict(self.sandbox_pins),
                 "task_manifest": self.task_manifest, "worlds": dict(self.worlds),
                 "backend": self.backend, "limits": dict(self.limits), "probes": self.probes}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> NodeExpectations:
+    def from_json(cls, data: JsonObject) -> NodeExpectations:
         return cls(source_tree=data["source_tree"], sandbox_pins=dict(data["sandbox_pins"]),
                    task_manifest=data["task_manifest"], worlds=dict(data["worlds"]),
                    backend=data["backend"], limits=dict(data["limits"]), probes=data["probes"])
 
     @classmethod
-    def for_run(cls, lock: dict[str, Any], world_ids: tuple[str, ...], backend: str | None,
-                limits: dict[str, Any], probes: str) -> NodeExpectations:
+    def for_run(cls, lock: JsonObject, world_ids: tuple[str, ...], backend: str | None,
+                limits: JsonObject, probes: str) -> NodeExpectations:
         """The expectations for a run under ``lock`` (already checked against this parent's
         files by preflight): the lock's digests, and this parent's digest of each world."""
         from runner.worlds import build_world
@@ -109,7 +109,7 @@ class NodeExpectations:
                    backend=backend, limits=dict(limits), probes=probes)
 
 
-def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+def _check(name: str, ok: bool, detail: str) -> JsonObject:
     return {"name": name, "ok": ok, "detail": detail}
 
 
@@ -120,13 +120,13 @@ class NodeWorker:
     imports it from its own installation of the project (whose bytes the preflight checks).
     """
 
-    def __init__(self, expectations: dict[str, Any]) -> None:
+    def __init__(self, expectations: JsonObject) -> None:
         self._expect = NodeExpectations.from_json(expectations)
         self._sandbox: Any = None
         self._snapdir = Path(tempfile.mkdtemp(prefix="ect-node-worlds-"))
         weakref.finalize(self, shutil.rmtree, self._snapdir, True)
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> JsonObject:
         import runner
 
         node_id = ""
@@ -147,7 +147,7 @@ class NodeWorker:
             "pid": os.getpid(),
         }
 
-    def preflight(self) -> dict[str, Any]:
+    def preflight(self) -> JsonObject:
         """Prove this node can run the study's calls as the parent would; return the report.
 
         Checks (every one is reported; the sandbox and probes run only if the bytes match):
@@ -161,8 +161,8 @@ class NodeWorker:
         from runner.worlds import task_manifest_digest, write_snapshot
 
         want = self._expect
-        checks: list[dict[str, Any]] = []
-        report: dict[str, Any] = {"node": self.identity(), "checks": checks, "layers": None,
+        checks: list[JsonObject] = []
+        report: JsonObject = {"node": self.identity(), "checks": checks, "layers": None,
                                   "probes": [], "ok": False}
         tree = source_tree_digest()
         checks.append(_check("source_tree", tree == want.source_tree,
@@ -225,7 +225,7 @@ class NodeWorker:
             self._sandbox = ToolSandbox(backend, self._snapdir, Limits(**want.limits))
         return report
 
-    def call(self, world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    def call(self, world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         """One tool call in a fresh sandbox child. Errors come back as values (type + message)
         so the parent raises exactly what the local executor would have raised."""
         if self._sandbox is None:
@@ -263,9 +263,9 @@ def _check_reachable(target: str, timeout_s: float = 5.0) -> None:
                                  "`ray start --head`, or pass --ray-address HOST:PORT)") from None
 
 
-def _raise_remote(out: dict[str, Any]) -> dict[str, Any]:
+def _raise_remote(out: JsonObject) -> JsonObject:
     if "ok" in out:
-        response: dict[str, Any] = out["ok"]
+        response: JsonObject = out["ok"]
         return response
     cls: Any = SandboxError
     module, name = str(out.get("module", "")), str(out.get("error", ""))
@@ -279,7 +279,7 @@ def _raise_remote(out: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class _Slot:
     actor: Any
-    node: dict[str, Any]
+    node: JsonObject
     capacity: int
     inflight: int = 0
     alive: bool = True
@@ -292,11 +292,11 @@ class RayExecutor:
 
     address: str
     slots: list[_Slot]
-    excluded: list[dict[str, Any]]
-    reports: list[dict[str, Any]]
+    excluded: list[JsonObject]
+    reports: list[JsonObject]
     call_deadline_s: float
     owns_connection: bool
-    lost: list[dict[str, Any]] = field(default_factory=list)
+    lost: list[JsonObject] = field(default_factory=list)
     name: str = "ray"
 
     @classmethod
@@ -393,8 +393,8 @@ class RayExecutor:
             raise ExecutorLost(f"ray cluster unavailable: no live node left ({reasons})")
         return min(live, key=lambda s: (s.inflight / s.capacity, s.calls))
 
-    async def call(self, world_id: str, tool_id: str, args: dict[str, Any], *,
-                   on_retry: RetryHook | None = None) -> dict[str, Any]:
+    async def call(self, world_id: str, tool_id: str, args: JsonObject, *,
+                   on_retry: RetryHook | None = None) -> JsonObject:
         ray = _ray()
 
         attempt = 0
@@ -430,7 +430,7 @@ class RayExecutor:
             self.lost.append({"node": str(slot.node.get("node_id", ""))[:12],
                               "error": type(error).__name__})
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         """The run header's ``executor``: every node's preflight (identity, kernel, sandbox
         layers in force, probe results) and the excluded nodes with their reasons."""
         return {"name": self.name, "nodes": self.reports,
