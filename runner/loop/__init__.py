@@ -4,7 +4,7 @@ from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
 from runner.loop._scoring import score
 from runner.loop._trajectory import (
     DecisionRecord,
-    ToolExecutor,
+    ToolCallFn,
     Trajectory,
     TrajectoryConfig,
     run_trajectory,
@@ -16,7 +16,7 @@ __all__ = [
     "CellIdentity",
     "DecisionRecord",
     "Outcome",
-    "ToolExecutor",
+    "ToolCallFn",
     "Trajectory",
     "TrajectoryConfig",
     "run_trajectory",

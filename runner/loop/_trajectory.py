@@ -64,9 +64,9 @@ from runner.providers import GenerationConfig, PriceTable, Provider, ProviderRes
 from runner.worlds import NoteBook, TaskCheckpoint, TraceCall, call_id, ledger_from_trace
 from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
-__all__ = ["DecisionRecord", "ToolExecutor", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
+__all__ = ["DecisionRecord", "ToolCallFn", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
 
-ToolExecutor = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
+ToolCallFn = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 """``(world_id, tool_id, args) -> response``: one sandboxed call. Raises EctError on failure."""
 
 
@@ -195,7 +195,7 @@ async def run_trajectory(
     checkpoint: TaskCheckpoint,
     pipeline: Pipeline,
     provider: Provider,
-    execute_tool: ToolExecutor,
+    execute_tool: ToolCallFn,
     config: TrajectoryConfig,
     *,
     metadata: JsonObject,
