@@ -91,7 +91,7 @@ def verify_cmd(
 @map_errors(_CODES)
 def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first)."""
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         if seq is None:
             out: dict[str, Any] = {
                 "header": store.header,
@@ -128,7 +128,7 @@ def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         if seq >= store.count:
             die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
         proof = store.inclusion_proof(seq)

@@ -330,7 +330,7 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
 def _store_header(store: str) -> dict[str, Any]:
     from runner.store import Store
 
-    with Store.open(store) as s:
+    with Store.open(store, readonly=True) as s:
         return dict(s.header)
 
 
@@ -355,7 +355,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     _configure_logging(log_json)
     from runner.store import Store
 
-    with Store.open(store) as s:  # one open: the header and the attempt journal together
+    with Store.open(store, readonly=True) as s:  # one open: the header and the attempt journal together
         header = dict(s.header)
         orphans = s.orphan_attempts()
     spec_path = spec or header.get("spec") or DEFAULT_SPEC

@@ -197,23 +197,30 @@ class Store:
         journal: Journal | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         hook: Hook | None = None,
+        readonly: bool = False,
         _fresh: bool = False,
     ) -> Store:
         """Open an existing store and verify it (quick: chains, heads, checkpoints).
 
         ``journal`` defaults to the mode recorded in the header; naming a different one is
-        refused. Resume may only continue a store that opens.
+        refused. Resume may only continue a store that opens. ``readonly=True`` is for commands
+        that only read (show, proof, reports, replay): it works on read-only media too (see
+        :func:`runner.store._db.connect`), and every write through it fails.
 
         Raises:
             StoreDamaged (TamperDetected, TruncationDetected, CheckpointMissing, ...): the
                 store does not verify; nothing is changed.
             SignatureInvalid: ``signing_key`` is not the store's key.
             StoreUsageError: ``journal`` disagrees with the store's mode.
+            StoreUnavailable: the file cannot be opened (see :func:`runner.store._db.connect`).
         """
         target = Path(path)
         if not target.is_file():
             raise FileNotFoundError(2, "No such store", os.fspath(target))
-        conn = connect(target, busy_timeout_s=busy_timeout_s)
+        try:
+            conn = connect(target, busy_timeout_s=busy_timeout_s, readonly=readonly)
+        except sqlite3.Error as e:
+            raise translate(e, target) from e
         try:
             try:
                 row = conn.execute("SELECT body FROM records WHERE seq = 0").fetchone()
@@ -227,7 +234,9 @@ class Store:
                 raise StoreUsageError(
                     f"{target} was created with journal={mode!r}; refusing to open it as {journal!r}"
                 )
-            configure(conn, target, journal=mode, busy_timeout_s=busy_timeout_s)
+            configure(
+                conn, target, journal=mode, busy_timeout_s=busy_timeout_s, readonly=readonly
+            )
             checked = check_connection(
                 conn,
                 target,
