@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.analysis._common import ProviderInfo
+from runner.analysis._errors import ScheduleUnreadable
 from runner.canonical import loads_strict, read_bounded
 from runner.errors import AnalysisError, FormatError
 from runner.store import Store, verify_store
@@ -143,16 +144,16 @@ def read_schedule_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     try:
         data = read_bounded(path, what="schedule")
     except OSError as e:
-        raise AnalysisError(f"cannot read schedule {path}: {e.strerror}") from e
+        raise ScheduleUnreadable(f"cannot read schedule {path}: {e.strerror}") from e
     except FormatError as e:
-        raise AnalysisError(str(e)) from e
+        raise ScheduleUnreadable(str(e)) from e
     try:
         if data.lstrip().startswith(b"["):
             rows = loads_strict(data)
         else:
             rows = [loads_strict(line) for line in data.splitlines() if line.strip()]
     except FormatError as e:
-        raise AnalysisError(f"schedule {path}: {e}") from e
+        raise ScheduleUnreadable(f"schedule {path}: {e}") from e
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise AnalysisError(f"schedule {path}: expected row objects")
+        raise ScheduleUnreadable(f"schedule {path}: expected row objects")
     return rows

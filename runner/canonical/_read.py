@@ -33,7 +33,15 @@ _QUOTED = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'')
 
 
 class InputRefused(FormatError):
-    """An input file is not something a command may read: a FIFO or device, or too large."""
+    """An input file is not something a command may read: a FIFO or device, or too large.
+
+    ``too_large`` tells the two apart (a regular file over the limit is malformed input; a FIFO
+    or device is a usage error).
+    """
+
+    def __init__(self, message: str, *, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
 
 
 def read_bounded(
@@ -65,7 +73,8 @@ def read_bounded(
             raise InputRefused(f"{what} {os.fspath(path)} is {kind}; only regular files are read")
         if st.st_size > limit:
             raise InputRefused(
-                f"{what} {os.fspath(path)} is {st.st_size} bytes, over the {limit}-byte limit"
+                f"{what} {os.fspath(path)} is {st.st_size} bytes, over the {limit}-byte limit",
+                too_large=True,
             )
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
@@ -78,7 +87,9 @@ def read_bounded(
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:  # a file that grew after fstat
-                raise InputRefused(f"{what} {os.fspath(path)} is over the {limit}-byte limit")
+                raise InputRefused(
+                    f"{what} {os.fspath(path)} is over the {limit}-byte limit", too_large=True
+                )
         return b"".join(chunks)
     finally:
         os.close(fd)

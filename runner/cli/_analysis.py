@@ -15,9 +15,11 @@ from runner.analysis import (
 )
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
+from runner.analysis._errors import ScheduleUnreadable
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
+from runner.store import StoreUsageError
 
 COMMANDS: list[click.Command] = []
 
@@ -163,7 +165,13 @@ def static_cmd(
     help="Bootstrap replicates.",
 )
 @map_errors(
-    {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED, StoreError: EXIT_REFUSED}
+    {
+        ScheduleUnreadable: EXIT_USAGE,
+        InventoryIncomplete: EXIT_REFUSED,
+        ScheduleDisagrees: EXIT_REFUSED,
+        StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
+        StoreError: EXIT_REFUSED,
+    }
 )
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int

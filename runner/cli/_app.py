@@ -16,6 +16,7 @@ from runner.cli import (
     _tasks,
     _verify,
 )
+from runner.cli._common import run_cli
 
 __all__ = ["cli", "main"]
 
@@ -45,4 +46,4 @@ for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis,
 
 
 def main() -> None:
-    cli()
+    run_cli(cli)

@@ -173,6 +173,7 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
     every probe in preflight/ (network and persistent-write denial among them).
     """
     check_store_dir(store)
+    load_spec(spec)  # a malformed spec is a usage error (2), not a failed check
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
@@ -251,6 +252,7 @@ class _Progress:
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
     progress = _Progress(enabled=not quiet)
     if not quiet:
         click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)

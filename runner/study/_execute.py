@@ -353,24 +353,32 @@ def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory,
 # --- the run ------------------------------------------------------------------------------
 
 
+_HALT_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 @contextmanager
 def _sigint_flag(flag: list[str]) -> Iterator[None]:
-    previous = signal.getsignal(signal.SIGINT)
+    """While cells run, the first SIGINT or SIGTERM (what docker, systemd and CI send) asks for
+    a halt at the next cell boundary; a second one aborts without waiting for cells in flight."""
+    previous = {s: signal.getsignal(s) for s in _HALT_SIGNALS}
 
     def handler(signum: int, frame: Any) -> None:
         if flag[0]:
             raise KeyboardInterrupt
-        flag[0] = "Ctrl-C (press again to abort without waiting for cells in flight)"
+        name = _HALT_SIGNALS.get(signal.Signals(signum), signal.Signals(signum).name)
+        flag[0] = f"{name} (send it again to abort without waiting for cells in flight)"
 
     try:
-        signal.signal(signal.SIGINT, handler)
+        for s in _HALT_SIGNALS:
+            signal.signal(s, handler)
     except ValueError:  # not the main thread: no signal handling
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool) -> Any:
@@ -403,10 +411,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
     }
-    store = Store.create(settings.store_path, header=header, signing_key=key)
-    for data in (lock_bytes, preflight_bytes):
-        store.put_blob(data)
-    return store
+    return Store.create(settings.store_path, header=header, signing_key=key,
+                        blobs=(lock_bytes, preflight_bytes))
 
 
 def execute(
@@ -499,8 +505,11 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
 
 def _first_ect_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first deliberate error in a task group's exception group (so the CLI can report it in
-    one line), else the group itself: anything else is a bug and keeps its traceback."""
-    matched = group.subgroup(lambda e: isinstance(e, EctError))
+    one line) -- an interrupt, an ``EctError`` or an ``OSError`` (a full disk) --, else the
+    group itself: anything else is a bug and keeps its traceback."""
+    if group.subgroup(lambda e: isinstance(e, KeyboardInterrupt)) is not None:
+        return KeyboardInterrupt()
+    matched = group.subgroup(lambda e: isinstance(e, EctError | OSError))
     while matched is not None:
         first = matched.exceptions[0]
         if not isinstance(first, BaseExceptionGroup):
