@@ -69,21 +69,13 @@ def small_tmpfs(size_kib: int = 256) -> Iterator[Path]:
 def fill(directory: Path) -> Path:
     """Fill the filesystem holding ``directory`` to the last byte; return the filler file."""
     filler = directory / ".filler"
-    with open(filler, "wb") as f:
-        block = b"\0" * 4096
-        try:
-            while True:
-                f.write(block)
-                f.flush()
-        except OSError as e:
-            assert e.errno == errno.ENOSPC, e
-        # the last partial block
-        try:
-            while True:
-                f.write(b"\0")
-                f.flush()
-        except OSError:
-            pass
+    with open(filler, "wb", buffering=0) as f:
+        for size in (1 << 16, 4096, 1):
+            try:
+                while f.write(b"\0" * size):
+                    pass
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
     return filler
 
 
@@ -103,10 +95,12 @@ class Result:
     err: str
 
     def one_line_error(self) -> str:
-        """The stderr of a failed command, asserted to be exactly one ``ect: ...`` line."""
+        """The error line of a failed command: exactly one ``ect: ...`` line (or, for a bad
+        flag value caught by the argument parser, click's one ``Error: ...`` line), never a
+        traceback or ``Aborted!``."""
         assert "Traceback" not in self.err, self.err
         lines = [ln for ln in self.err.splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith("ect: ")]
+        errors = [ln for ln in lines if ln.startswith(("ect: ", "Error: "))]
         assert len(errors) == 1, self.err
         assert "Aborted!" not in self.err, self.err
         return errors[0]

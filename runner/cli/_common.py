@@ -116,6 +116,7 @@ def run_cli(group: click.Command) -> None:
     ``Aborted!`` or a traceback. A study run replaces both handlers with its own cell-boundary
     halt while it runs cells."""
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     except ValueError:  # not the main thread
         pass

@@ -104,6 +104,8 @@ def unreadable(e: sqlite3.Error | UnicodeDecodeError, path: str | os.PathLike[st
         err = translate(e, path)
         if isinstance(err, StoreBusy | FileCorrupt | NotAStore | StoreUnavailable):
             return err
+        if _code(e) == sqlite3.SQLITE_FULL or "disk is full" in str(e).lower():
+            return err  # the machine's state, not damage
     return FileCorrupt(f"{path}: unreadable: {type(e).__name__}: {str(e)[:120]}")
 
 
