@@ -156,4 +156,11 @@ def read_schedule_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise ScheduleUnreadable(f"schedule {path}: {e}") from e
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ScheduleUnreadable(f"schedule {path}: expected row objects")
+    if not rows:
+        raise ScheduleUnreadable(f"schedule {path} holds no rows")
+    for i, r in enumerate(rows, start=1):
+        if not (isinstance(r.get("row"), int) and not isinstance(r.get("row"), bool)
+                and isinstance(r.get("cell_id"), str)):
+            raise ScheduleUnreadable(f"schedule {path}: row {i} has no integer row and string "
+                                     "cell_id")
     return rows
