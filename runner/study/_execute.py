@@ -357,14 +357,20 @@ _HALT_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @contextmanager
-def _sigint_flag(flag: list[str]) -> Iterator[None]:
+def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[None]:
     """While cells run, the first SIGINT or SIGTERM (what docker, systemd and CI send) asks for
-    a halt at the next cell boundary; a second one aborts without waiting for cells in flight."""
+    a halt at the next cell boundary; a second one aborts at once, without waiting for cells in
+    flight: one line, exit 4, and the process ends as a ``kill -9`` would (every acknowledged
+    cell is committed, the store verifies, resume reports the orphaned attempts). Raising
+    instead would unwind the event loop through every task and print their tracebacks."""
     previous = {s: signal.getsignal(s) for s in _HALT_SIGNALS}
 
     def handler(signum: int, frame: Any) -> None:
         if flag[0]:
-            raise KeyboardInterrupt
+            where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
+            os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
+                         f"flight; the store holds every committed cell{where}\n").encode())
+            os._exit(4)
         name = _HALT_SIGNALS.get(signal.Signals(signum), signal.Signals(signum).name)
         flag[0] = f"{name} (send it again to abort without waiting for cells in flight)"
 
@@ -490,7 +496,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 simulated=settings.provider.name == "simulated",
             )
             flag = [""]
-            with _sigint_flag(flag):
+            with _sigint_flag(flag, settings.store_path):
                 try:
                     halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
                 except BaseExceptionGroup as group:
