@@ -87,7 +87,7 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
     if code == sqlite3.SQLITE_CANTOPEN or "unable to open database" in low:
         return StoreUnavailable(f"{path}: cannot open the store file ({msg})")
     if code == sqlite3.SQLITE_FULL or "disk is full" in low:
-        return StoreError(f"{path}: no space left on device (nothing was committed)")
+        return StoreError(f"{path}: No space left on device (the transaction was rolled back)")
     if code == sqlite3.SQLITE_READONLY or "readonly database" in low:
         return StoreUnavailable(f"{path}: the store is read-only here ({msg})")
     if "malformed" in low or "not a database" in low or "corrupt" in low:

@@ -64,6 +64,31 @@ def test_run_on_a_full_disk_is_one_line_and_leaves_no_key(reference: Reference) 
         assert verify_store(store, full=True).ok
 
 
+def test_a_disk_filling_mid_run_stops_with_exit_5_and_resumes(reference: Reference) -> None:
+    with small_tmpfs(16 * 1024) as disk:
+        store = disk / "v2.db"
+        proc = start_run("--study", str(reference.spec), "--store", str(store))
+        log: list[str] = []
+        try:
+            assert wait_for_commits(proc, 3, log) == 3, "".join(log[-5:])
+            filler = fill(disk)
+            proc.wait(timeout=120)
+        finally:
+            _out, err = reap(proc)
+        res = Result(proc.returncode, "", err)
+        assert res.code == EXIT_RUNTIME, err
+        assert "No space left on device" in res.one_line_error()
+        committed = len(bodies(store))
+        assert 3 <= committed < SMALL_ROWS
+        filler.unlink()
+        assert verify_store(store, full=True).ok
+        res = cli("resume", "--store", str(store), "--study", str(reference.spec), "--quiet",
+                  "--limit", str(committed + 2))
+        assert res.code == 0, res.err
+        assert len(bodies(store)) == committed + 2
+        assert verify_store(store, full=True).ok
+
+
 def test_run_into_a_read_only_directory_is_a_usage_error(reference: Reference,
                                                          tmp_path: Path) -> None:
     d = tmp_path / "ro"
