@@ -12,13 +12,13 @@ import anyio
 
 from runner.analysis._closed import analyse_closed_loop
 from runner.analysis._common import ProviderInfo
-from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees
+from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import StaticRun, StaticSpec, analyse_static, run_static
 from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.loop import Outcome
-from runner.study import ScheduleRow, read_schedule
+from runner.study import ScheduleError, ScheduleRow, read_schedule
 
 __all__ = [
     "DEFAULT_REPORT_SEED",
@@ -169,7 +169,12 @@ def report_from_store(
         AnalysisError: a record disagrees with the schedule row it claims to have run.
     """
     loaded = load_outcomes_from_store(store_path)
-    schedule = read_schedule(schedule_path)
+    try:
+        schedule = read_schedule(schedule_path)  # the one (strict) schedule reader
+    except ScheduleError as e:
+        raise ScheduleUnreadable(str(e)) from e
+    if not schedule:
+        raise ScheduleUnreadable(f"schedule {schedule_path} holds no rows")
     by_row = {r.row: r for r in schedule}
     for cell in loaded.cells:
         want = by_row.get(cell.row)

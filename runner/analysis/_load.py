@@ -97,7 +97,7 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
     verify_store(path, full=True).raise_for_damage()
     cells: list[CellRecord] = []
     triples: set[tuple[str, str, bool]] = set()
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         header = store.header
         head = store.head
         count = store.count

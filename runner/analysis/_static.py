@@ -13,7 +13,6 @@ a decision reporting a model call or a provider result from the critic core abor
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,16 +30,19 @@ from runner.analysis._stats import (
     mcnemar_exact,
 )
 from runner.canonical import (
+    MAX_TOML_BYTES,
     JsonObject,
+    loads_toml,
     raw_digest,
     read_bool,
+    read_bounded,
     read_int,
     read_list,
     read_number,
     read_object,
     read_str,
 )
-from runner.errors import AnalysisError
+from runner.errors import AnalysisError, FormatError
 from runner.providers import PROVIDER_NAMES
 from runner.worlds import STATIC_CONDITIONS
 
@@ -120,17 +122,19 @@ class StaticSpec:
     @classmethod
     def load(cls, path: str | Path) -> StaticSpec:
         try:
-            data = Path(path).read_bytes()
+            data = read_bounded(path, limit=MAX_TOML_BYTES, what="static spec")
         except OSError as e:
             raise SpecInvalid(f"cannot read static spec {path}: {e.strerror}") from e
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
         return cls.parse(data)
 
     @classmethod
     def parse(cls, data: bytes) -> StaticSpec:
         try:
-            doc = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise SpecInvalid(f"static spec is not valid TOML: {e}") from e
+            doc = loads_toml(data, what="static spec")
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
         _only(
             doc, {"format", "analysis", "provider", "generation", "simulated", "price"}, "top level"
         )

@@ -21,26 +21,38 @@ from runner.canonical._fields import (
 )
 from runner.canonical._files import Hook, atomic_write, fsync_dir
 from runner.canonical._jcs import canonical_bytes
+from runner.canonical._read import (
+    MAX_TOML_BYTES,
+    InputRefused,
+    check_depth,
+    loads_toml,
+    read_bounded,
+)
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
 __all__ = [
     "DOMAINS",
     "MAX_DEPTH",
     "MAX_INPUT_BYTES",
+    "MAX_TOML_BYTES",
     "Domain",
     "Hook",
+    "InputRefused",
     "JsonObject",
     "RecordFormatError",
     "atomic_write",
     "canonical_bytes",
+    "check_depth",
     "digest",
     "digest_bytes",
     "fsync_dir",
     "is_digest",
     "load_strict_file",
     "loads_strict",
+    "loads_toml",
     "raw_digest",
     "read_bool",
+    "read_bounded",
     "read_digest",
     "read_int",
     "read_list",

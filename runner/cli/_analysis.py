@@ -17,10 +17,10 @@ from runner.analysis import (
 
 # not (yet) in runner.analysis's public surface, which tests/analysis pins
 from runner.canonical import JsonObject
-from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, map_errors
+from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.errors import StoreError
 from runner.providers import PROVIDER_NAMES, CredentialError, EgressRefused, ProviderConfigError
-from runner.study import ScheduleError
+from runner.store import StoreUsageError
 
 COMMANDS: list[click.Command] = []
 
@@ -176,7 +176,7 @@ def _print_static(res: JsonObject, out_dir: str) -> None:
     {
         InventoryIncomplete: EXIT_REFUSED,
         ScheduleDisagrees: EXIT_REFUSED,
-        ScheduleError: EXIT_REFUSED,
+        StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
         StoreError: EXIT_REFUSED,
     }
 )
@@ -188,7 +188,13 @@ def report_cmd(
     Refuses (exit 3) unless every schedule row is present exactly once and the store verifies.
     Writes results.json, tables.md and report.html into --out.
     """
-    res = report_from_store(store_path, schedule_path, out_dir, seed=seed, replicates=replicates)
+    from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
+
+    try:
+        res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
+                                replicates=replicates)
+    except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
+        die(str(e), EXIT_USAGE)
     click.echo(res["provider_line"])
     for h in ("h2", "h3", "h4"):
         click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")

@@ -185,6 +185,7 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
     every probe in preflight/ (network and persistent-write denial among them).
     """
     check_store_dir(store)
+    load_spec(spec)  # a malformed spec is a usage error (2), not a failed check
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
@@ -263,6 +264,7 @@ class _Progress:
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
     if resume:
         check_resume_provider(settings)  # before the preflight, which would fail less clearly
     progress = _Progress(enabled=not quiet)
@@ -377,7 +379,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     _configure_logging(log_json)
     from runner.store import Store
 
-    with Store.open(store) as s:
+    with Store.open(store, readonly=True) as s:
         orphans = s.orphan_attempts()
     spec_path = spec_for_store(store, spec)
     if orphans and not quiet:

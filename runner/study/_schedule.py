@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.canonical import canonical_bytes, loads_strict
+from runner.canonical import canonical_bytes, loads_strict, read_bounded
 from runner.errors import FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._spec import StudySpec
@@ -101,9 +101,11 @@ def read_schedule(path: str | Path) -> list[ScheduleRow]:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, what="schedule")
     except OSError as e:
         raise ScheduleError(f"cannot read schedule {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise ScheduleError(str(e)) from e
     rows: list[ScheduleRow] = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line:

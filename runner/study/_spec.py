@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.canonical import JsonObject, raw_digest
-from runner.errors import EctError, StudyError
+from runner.canonical import MAX_TOML_BYTES, JsonObject, loads_toml, raw_digest, read_bounded
+from runner.errors import EctError, FormatError, StudyError
 
 __all__ = [
     "Budget",
@@ -48,7 +47,7 @@ def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) 
         return Path(spec_path)
     from runner.store import Store
 
-    with Store.open(store_path) as store:
+    with Store.open(store_path, readonly=True) as store:
         return recorded_spec(store.header, store_path)
 
 
@@ -196,13 +195,15 @@ def load_spec(path: str | Path) -> StudySpec:
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, limit=MAX_TOML_BYTES, what="study spec")
     except OSError as e:
         raise SpecError(f"cannot read study spec {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise SpecError(str(e)) from e
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SpecError(f"study spec {path} is not valid TOML: {e}") from e
+        data = loads_toml(raw, what=f"study spec {path}")
+    except FormatError as e:
+        raise SpecError(str(e)) from e
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise SpecError(f"spec: unknown top-level field {unknown[0]!r}")

@@ -170,12 +170,12 @@ def test_report_refuses_a_schedule_run_would_refuse(
     partial = tmp_path / "partial.jsonl"
     partial.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in rows))
     res = report(full[0], partial, tmp_path / "o1")
-    assert res.exit_code == 3, res.output
+    assert res.exit_code == 2, res.output  # a junk --schedule is a usage error
     assert "partial.jsonl:3: not a schedule row: row: missing field 'seed_index'" in res.output
     array = tmp_path / "array.json"
     array.write_bytes(canonical_bytes(fx.schedule()))
     res = report(full[0], array, tmp_path / "o2")
-    assert res.exit_code == 3 and "array.json:1: not a schedule row" in res.output
+    assert res.exit_code == 2 and "array.json:1: not a schedule row" in res.output
 
 
 def test_a_record_that_disagrees_with_itself_is_refused(tmp_path: Path) -> None:
