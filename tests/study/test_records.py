@@ -118,12 +118,14 @@ def _forge_copy(reference: Reference, tmp_path: Path, swap: tuple[int, int]) -> 
     from runner.store import generate_key
 
     signing = generate_key(key)
-    with Store.open(reference.store) as src:
+    with Store.open(reference.store, readonly=True) as src:
         header = {k: v for k, v in src.header.items()
                   if k not in ("format", "store_id", "public_key", "journal", "created_utc")}
         recs = [r.body for r in src.records(1)]
+        # the blobs the header names (lock, preflight, executor) travel with it
+        blobs = [src.get_blob(v) for k, v in header.items() if k.endswith("_blob")]
     recs[swap[0]], recs[swap[1]] = recs[swap[1]], recs[swap[0]]
-    with Store.create(store, header=header, signing_key=signing) as dst:
+    with Store.create(store, header=header, signing_key=signing, blobs=blobs) as dst:
         dst.append_batch(recs)
     return store
 
