@@ -1,35 +1,69 @@
 # Two entry points on a fresh machine (see README): `make demo` and `make test`.
-# Both install what they need first: the Python package (pip) and, when missing, Debian's
-# bubblewrap (and chromium for the test suite's report screenshot), via apt as root or sudo.
+# Both work in a project-local virtual environment, $(VENV) (default .venv/, git-ignored), made
+# with the interpreter $(PY): the system site-packages are never touched (PEP 668: Debian 12+
+# and Ubuntu 23.04+ refuse `pip install` into the distribution's interpreter). When $(PY) cannot
+# make a venv (Debian ships `venv`/`ensurepip` in python3-venv), that package is installed via
+# apt as root or with sudo, as are bubblewrap (and chromium for the tests) when missing.
+# `make demo` installs only the runtime dependencies; `make test` adds the `test` extra
+# (whatever pyproject.toml lists there). Afterwards: `.venv/bin/ect ...` or
+# `source .venv/bin/activate`.
 PY ?= python3
-PIP ?= $(PY) -m pip
+VENV ?= .venv
+VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: install sysdeps sysdeps-test demo test test-slow check bench
+.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow check bench clean-venv
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap; }
+		$(APT) install -y -qq bubblewrap; }
 
 sysdeps-test: sysdeps
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+		$(APT) install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 
-install:
-	$(PIP) install -q -e '.[test]'
+# The venv itself. `import ensurepip` fails on Debian/Ubuntu until python3-venv is installed.
+$(VPY):
+	@$(PY) -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 11), sys.version' \
+		2>/dev/null || { \
+		echo "$(PY) cannot create a virtual environment: installing python3-venv" >&2; \
+		$(SUDO) apt-get update -qq && $(APT) install -y -qq python3-venv; }
+	$(PY) -m venv $(VENV)
+
+venv: $(VPY)
+
+# Stamps: reinstall when pyproject.toml changes. The package is installed editable, so source
+# edits need no reinstall.
+$(VENV)/.installed-runtime: pyproject.toml | $(VPY)
+	@echo "installing ect-runner and its runtime dependencies into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install -q --progress-bar off -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VPY)
+	@echo "installing ect-runner with its test extra into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install -q --progress-bar off -e '.[test]'
+	@touch $@ $(VENV)/.installed-runtime
+
+install: $(VENV)/.installed-runtime
+install-test: $(VENV)/.installed-test
 
 demo: sysdeps install
-	$(PY) -m runner demo
+	$(VPY) -m runner demo
+	@echo "ect is installed in $(VENV)/: run $(VENV)/bin/ect --help (or: source $(VENV)/bin/activate)"
 
-test: sysdeps-test install
-	$(PY) -m pytest -q
+test: sysdeps-test install-test
+	$(VPY) -m pytest -q
 
-test-slow: sysdeps-test install
-	$(PY) -m pytest -q -m slow
+test-slow: sysdeps-test install-test
+	$(VPY) -m pytest -q -m slow
 
-check:
-	$(PY) -m ruff check runner tests benchmarks
-	$(PY) -m mypy
+check: install-test
+	$(VPY) -m ruff check runner tests benchmarks
+	$(VPY) -m mypy
 
-bench: install
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+bench: install-test
+	for b in benchmarks/*.py; do $(VPY) $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)
