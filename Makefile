@@ -37,12 +37,12 @@ venv: $(VPY)
 # edits need no reinstall.
 $(VENV)/.installed-runtime: pyproject.toml | $(VPY)
 	@echo "installing ect-runner and its runtime dependencies into $(VENV)/ (pip)" >&2
-	$(VPY) -m pip install -q --progress-bar off -e .
+	$(VPY) -m pip install --progress-bar off -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VPY)
 	@echo "installing ect-runner with its test extra into $(VENV)/ (pip)" >&2
-	$(VPY) -m pip install -q --progress-bar off -e '.[test]'
+	$(VPY) -m pip install --progress-bar off -e '.[test]'
 	@touch $@ $(VENV)/.installed-runtime
 
 install: $(VENV)/.installed-runtime

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -42,21 +42,26 @@ EXIT_RUNTIME = 5
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def die(message: str, code: int) -> None:
+def die(message: str, code: int) -> NoReturn:
     """Print ``ect: <message>`` (first line only) to stderr and exit with ``code``."""
     line = message.strip().splitlines()[0] if message.strip() else "error"
     click.echo(f"ect: {line}", err=True)
     sys.exit(code)
 
 
-def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
+def map_errors(
+    codes: Mapping[Any, int] | Callable[[], Mapping[Any, int]] | None = None,
+) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
     ``codes`` maps error classes (most specific first) to exit codes; any other
     :class:`EctError` exits :data:`EXIT_RUNTIME`; ``OSError`` on user-supplied paths is a usage
     error. Unexpected exceptions still raise: those are bugs and deserve a traceback.
+
+    ``codes`` may also be a function returning that mapping, called only when an error is
+    being mapped: command modules then import the library's error classes (and the heavy
+    modules that define them) only when a command runs, which keeps ``ect --help`` fast.
     """
-    table = dict(codes or {})
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
@@ -64,6 +69,7 @@ def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
             try:
                 return fn(*args, **kwargs)
             except EctError as e:
+                table = codes() if callable(codes) else (codes or {})
                 for cls, code in table.items():
                     if isinstance(e, cls):
                         die(str(e), code)

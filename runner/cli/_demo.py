@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from runner.cli._common import map_errors
-from runner.cli._study import _REFUSED, DEFAULT_SPEC, _configure_logging, _run
-from runner.study import ProviderChoice, RunSettings, export_study, study_paths
+from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, study_file
+from runner.cli._study import _configure_logging, _refused, _run
 
 __all__ = ["COMMANDS"]
 
@@ -22,17 +22,17 @@ __all__ = ["COMMANDS"]
 @click.command("demo")
 @click.option("--out", "out", default=None, type=click.Path(file_okay=False),
               help="Output directory [default: out/demo-<UTC time>].")
-@click.option("--study", "spec", default=DEFAULT_SPEC, show_default=True,
+@click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
               type=click.Path(dir_okay=False, exists=True), help="The frozen study spec.")
-@click.option("--static-spec", default="schedules/static.toml", show_default=True,
+@click.option("--static-spec", default=None, show_default=DEFAULT_STATIC_SPEC,
               type=click.Path(dir_okay=False, exists=True), help="The static study spec.")
 @click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
               help="Cells in flight at once.")
 @click.option("--limit", default=None, type=click.IntRange(1),
               help="Only the first N rows (a smoke run: export and report then refuse).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_REFUSED)
-def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, limit: int | None,
+@map_errors(_refused)
+def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
              quiet: bool) -> None:
     """Run the whole offline study end to end and print where each output is.
 
@@ -40,7 +40,10 @@ def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, lim
     """
     from runner.analysis import report_from_store, static_study
     from runner.store import public_key_path, verify_manifest, verify_store
+    from runner.study import ProviderChoice, RunSettings, export_study, study_paths
 
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
+    static_spec = study_file(static_spec, DEFAULT_STATIC_SPEC, "--static-spec")
     _configure_logging(False)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(out) if out else Path("out") / f"demo-{stamp}"

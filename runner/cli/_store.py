@@ -9,26 +9,14 @@ import click
 
 from runner.canonical import canonical_bytes
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die, map_errors
-from runner.store import (
-    KeyFileError,
-    Store,
-    StoreDamaged,
-    StoreUsageError,
-    generate_key,
-    load_public_key,
-    load_signing_key,
-    public_key_path,
-    salvage,
-    verify_store,
-)
 
 __all__ = ["COMMANDS", "store_group"]
 
-_CODES: dict[type[BaseException], int] = {
-    StoreDamaged: EXIT_NEGATIVE,
-    KeyFileError: EXIT_USAGE,
-    StoreUsageError: EXIT_USAGE,
-}
+
+def _codes() -> dict[type[BaseException], int]:
+    from runner.store import KeyFileError, StoreDamaged, StoreUsageError
+
+    return {StoreDamaged: EXIT_NEGATIVE, KeyFileError: EXIT_USAGE, StoreUsageError: EXIT_USAGE}
 
 
 def _emit_json(obj: Any) -> None:
@@ -62,7 +50,7 @@ def store_group() -> None:
     help="External checkpoint file to verify against (default: PATH.checkpoint).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@map_errors(_CODES)
+@map_errors(_codes)
 def verify_cmd(
     path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
 ) -> None:
@@ -70,6 +58,8 @@ def verify_cmd(
 
     A failure names the first bad sequence number and the kind of damage.
     """
+    from runner.store import load_public_key, verify_store
+
     key = load_public_key(public_key) if public_key is not None else None
     report = verify_store(path, full=full, public_key=key, checkpoint=checkpoint)
     if as_json:
@@ -88,9 +78,11 @@ def verify_cmd(
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), default=None, help="Show record SEQ.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_CODES)
+@map_errors(_codes)
 def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first)."""
+    from runner.store import Store
+
     with Store.open(path) as store:
         if seq is None:
             out: dict[str, Any] = {
@@ -124,10 +116,12 @@ def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_CODES)
+@map_errors(_codes)
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
+    from runner.store import Store
+
     with Store.open(path) as store:
         if seq >= store.count:
             die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
@@ -153,22 +147,26 @@ def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     default=None,
     help="The store's signing key: also sign a fresh checkpoint over the prefix.",
 )
-@map_errors(_CODES)
+@map_errors(_codes)
 def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
     """Copy the verified prefix of PATH into the new store NEW (PATH is only read).
 
     The newest signed checkpoint the prefix still satisfies comes along; with --key a fresh
     one is signed too. Without a fitting checkpoint and without --key nothing is written.
     """
+    from runner.store import load_signing_key, salvage
+
     n = salvage(path, new, signing_key=load_signing_key(key_path) if key_path else None)
     click.echo(f"{new}: salvaged {n} records (header included) from {path}")
 
 
 @store_group.command("keygen")
 @click.argument("path", type=click.Path(path_type=Path))
-@map_errors(_CODES)
+@map_errors(_codes)
 def keygen_cmd(path: Path) -> None:
     """Create an Ed25519 signing key: PATH (private, mode 0600) and PATH.pub."""
+    from runner.store import generate_key, public_key_path
+
     generate_key(path)
     click.echo(f"private key: {path} (0600)\npublic key: {public_key_path(path)}")
 

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from runner.canonical import MAX_INPUT_BYTES, canonical_bytes
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die
-from runner.ect import Check, Decision, verify_bytes
+
+if TYPE_CHECKING:  # the verifier is imported when the command runs, not for `ect --help`
+    from runner.ect import Check, Decision
 
 __all__ = ["COMMANDS", "verify_command"]
 
 
 def _read(path: Path, what: str) -> bytes:
+    from runner.canonical import MAX_INPUT_BYTES
+
     try:
         with open(path, "rb") as f:
             return f.read(MAX_INPUT_BYTES + 1)
     except OSError as e:
         die(f"cannot read {what} file {path}: {e.strerror or type(e).__name__}", EXIT_USAGE)
-        raise  # unreachable: die exits
 
 
 def _explain_table(decision: Decision, checks: list[Check]) -> None:
@@ -91,6 +94,9 @@ def verify_command(
     Exit codes: 0 complete; 1 continue (malformed or hostile input included);
     2 usage error (missing or unreadable file).
     """
+    from runner.canonical import canonical_bytes
+    from runner.ect import verify_bytes
+
     texts = (
         _read(contract, "contract"),
         _read(ledger, "ledger"),

@@ -20,10 +20,11 @@ import os
 import subprocess
 from typing import Any
 
-import runner.cli._study as study_cli
+import runner.study
 from runner.study import run_preflight
 
-vars(study_cli)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
+# The CLI imports the library when a command runs: patch the name it imports.
+vars(runner.study)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
 
 _SPAWN_LOG = os.environ.get("ECT_TEST_SPAWN_LOG", "")
 if _SPAWN_LOG:
