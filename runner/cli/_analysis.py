@@ -85,6 +85,7 @@ def _report_codes() -> dict[type[BaseException], int]:
     show_default=True,
     help="Decisions in flight at once (for a remote provider; output order is unchanged).",
 )
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @map_errors(_static_codes)
 def static_cmd(
     spec_path: str | None,
@@ -96,6 +97,7 @@ def static_cmd(
     credential_env: str | None,
     seed: int | None,
     concurrency: int,
+    quiet: bool,
 ) -> None:
     """Run the static study: 7 policies on all 432 snapshots, Table 2, Table 3 and H1.
 
@@ -104,19 +106,26 @@ def static_cmd(
     into --out. A model call from the critic core aborts the run (exit 5).
     """
     from runner.analysis import static_study
+    from runner.cli._progress import CountProgress
 
     spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
-    res = static_study(
-        spec_path,
-        out_dir,
-        provider=provider,
-        seed=seed,
-        model=model,
-        base_url=base_url,
-        credential_file=credential_file,
-        credential_env=credential_env,
-        concurrency=concurrency,
-    )
+    progress = CountProgress("static", "decisions", enabled=not quiet,
+                             after="decisions done; analysing (tables, bootstrap, H1)")
+    try:
+        res = static_study(
+            spec_path,
+            out_dir,
+            provider=provider,
+            seed=seed,
+            model=model,
+            base_url=base_url,
+            credential_file=credential_file,
+            credential_env=credential_env,
+            concurrency=concurrency,
+            on_progress=progress,
+        )
+    finally:
+        progress.stop()
     click.echo(res["provider_line"])
     for name, v in res["table2"].items():
         click.echo(

@@ -39,6 +39,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
     from runner.analysis import report_from_store, static_study
+    from runner.cli._progress import CountProgress
     from runner.store import public_key_path, verify_manifest, verify_store
     from runner.study import ProviderChoice, RunSettings, export_study, study_paths
 
@@ -52,20 +53,33 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
     manifest = out_dir / "manifest.json"
     settings = RunSettings(Path(spec), store, ProviderChoice("simulated"), concurrency, limit)
     summary = _run(settings, resume=False, as_json=False, quiet=quiet)
+
+    def step(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
+    step("verifying the store in full (chain, Merkle root, signatures, every body)")
     report = verify_store(store, full=True)
     click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
     outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]
     if summary.committed == summary.total:
+        step("signing the manifest")
         export_study(store, manifest, Path(spec))
         verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
         click.echo("manifest signed and verified offline", err=True)
         outputs.append(("manifest", manifest))
+        step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
         closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
         outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
         verdicts = ", ".join(f"{h.upper()} {'passed' if closed[h]['passed'] else 'FAILED'}"
                              for h in ("h2", "h3", "h4"))
         click.echo(f"closed loop: {verdicts}", err=True)
-        static = static_study(static_spec, out_dir / "static")
+        progress = CountProgress("static study", "decisions", enabled=not quiet,
+                                 after="decisions done; analysing (tables, bootstrap, H1)")
+        try:
+            static = static_study(static_spec, out_dir / "static", on_progress=progress)
+        finally:
+            progress.stop()
         outputs.append(("static study", out_dir / "static" / "report.html"))
         click.echo(f"static study: H1 {'passed' if static['h1']['passed'] else 'FAILED'}",
                    err=True)

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from runner.canonical import canonical_bytes
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die, map_errors
 
 __all__ = ["COMMANDS", "store_group"]
@@ -20,6 +19,8 @@ def _codes() -> dict[type[BaseException], int]:
 
 
 def _emit_json(obj: Any) -> None:
+    from runner.canonical import canonical_bytes
+
     click.echo(canonical_bytes(obj).decode("utf-8"))
 
 
@@ -107,6 +108,8 @@ def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
     if as_json:
         _emit_json(out)
         return
+    from runner.canonical import canonical_bytes
+
     for k, v in out.items():
         text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
         click.echo(f"{k}: {text}")

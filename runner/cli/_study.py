@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +67,8 @@ def _refused() -> dict[type[BaseException], int]:
 
 
 def _configure_logging(log_json: bool) -> None:
+    import logging
+
     import structlog
 
     processors: list[Any] = [structlog.processors.add_log_level,
@@ -205,82 +205,43 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
 # --- run / resume -------------------------------------------------------------------------
 
 
-class _Progress:
-    """A progress bar on a terminal; plain periodic lines otherwise."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._bar: Any = None
-        self._task: Any = None
-        self._started = time.monotonic()
-        self._base = 0
-        self._last_line = 0.0
-
-    def start(self, summary: RunSummary) -> None:
-        if not self.enabled:
-            return
-        self._base = summary.committed
-        self._started = time.monotonic()
-        if self.tty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.description}"),
-                                 transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task(self._text(summary), total=summary.total,
-                                            completed=summary.committed)
-
-    @staticmethod
-    def _text(summary: RunSummary) -> str:
-        reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.stop_reasons.items()))
-        label = " (simulated)" if summary.provider == "simulated" else ""
-        return f"{reasons}  cost ${summary.cost_usd:.4f}{label}"
-
-    def update(self, body: dict[str, Any], summary: RunSummary) -> None:
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(self._task, completed=summary.committed,
-                             description=self._text(summary))
-            return
-        now = time.monotonic()
-        if now - self._last_line < 5.0 and summary.committed < summary.total:
-            return
-        self._last_line = now
-        done = summary.committed - self._base
-        rate = done / max(now - self._started, 1e-9)
-        left = summary.total - summary.committed
-        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
-        click.echo(f"[{summary.committed:>4}/{summary.total}] {self._text(summary)}  ETA {eta}",
-                   err=True)
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
-    from runner.study import Halted, PreflightFailed, execute, run_preflight
+    from runner.cli._progress import CellProgress, PhaseNote
+    from runner.study import Halted, PreflightFailed, RunSummary, execute, run_preflight
 
-    progress = _Progress(enabled=not quiet)
     if not quiet:
-        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)
-    report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
-                           sandbox_backend=settings.sandbox_backend,
-                           on_check=None if quiet else
-                           (lambda c: None if c.ok else _print_check(c)))
+        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
+                   "sandbox and its denial probes)", err=True)
+    note = PhaseNote("preflight", enabled=not quiet)
+
+    def on_check(check: Any) -> None:
+        note(check.name)
+        if not check.ok:
+            _print_check(check)
+
+    try:
+        report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
+                               sandbox_backend=settings.sandbox_backend,
+                               on_check=None if quiet else on_check)
+    finally:
+        note.stop()
     if not report.passed:
         raise PreflightFailed(report)
     if not quiet:
         click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
+    target = len(report.rows) if settings.limit is None else min(settings.limit, len(report.rows))
+    if resume and report.committed_rows >= target:
+        # Nothing to run: say so instead of reporting a "run" that committed nothing.
+        summary = RunSummary(store=str(settings.store_path), total=target,
+                             committed=report.committed_rows, provider=settings.provider.name)
+        if as_json:
+            click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
+        elif not quiet:
+            click.echo(f"nothing to do: all {target} cells are already committed to "
+                       f"{settings.store_path} (next: ect export, ect replay, ect report)",
+                       err=True)
+        return summary
+    progress = CellProgress(enabled=not quiet)
     try:
         summary = execute(settings, resume=resume, preflight=report,
                           on_cell=progress.update, on_start=progress.start)
@@ -289,19 +250,20 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         if as_json:
             click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
         raise
-    progress.stop()
+    finally:
+        progress.stop()
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
     elif not quiet:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
-        click.echo(f"{summary.committed}/{summary.total} cells committed to {summary.store} "
-                   f"in {summary.wall_s:.1f}s ({reasons})", err=True)
+        click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
+                   f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})", err=True)
     return summary
 
 
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
+        click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
                      help="Cells in flight at once (commits stay in canonical order)."),
         click.option("--limit", default=None, type=click.IntRange(1),
                      help="Run only the first N rows of the canonical schedule (smoke runs)."),
@@ -432,12 +394,20 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False, exists=True),
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @map_errors(_refused)
-def replay_cmd(store: str, spec: str | None, as_json: bool) -> None:
+def replay_cmd(store: str, spec: str | None, as_json: bool, quiet: bool) -> None:
     """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
+    from runner.cli._progress import CountProgress
     from runner.study import replay_store
 
-    report = replay_store(Path(store), Path(spec) if spec else None)
+    if not quiet:
+        click.echo(f"replay: verifying {store} in full, then re-scoring every cell", err=True)
+    progress = CountProgress("replay", "cells", enabled=not quiet)
+    try:
+        report = replay_store(Path(store), Path(spec) if spec else None, on_cell=progress)
+    finally:
+        progress.stop()
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
     else:
