@@ -25,8 +25,10 @@ sysdeps-test: sysdeps
 
 # The venv itself. `import ensurepip` fails on Debian/Ubuntu until python3-venv is installed.
 $(VPY):
-	@$(PY) -c 'import sys, venv, ensurepip; assert sys.version_info >= (3, 11), sys.version' \
-		2>/dev/null || { \
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+		echo "ect-runner needs Python >= 3.11; $(PY) is $$($(PY) -V 2>&1):" \
+			"pass PY=/path/to/python3.11 (or newer)" >&2; exit 2; }
+	@$(PY) -c 'import venv, ensurepip' 2>/dev/null || { \
 		echo "$(PY) cannot create a virtual environment: installing python3-venv" >&2; \
 		$(SUDO) apt-get update -qq && $(APT) install -y -qq python3-venv; }
 	$(PY) -m venv $(VENV)
