@@ -34,6 +34,7 @@ __all__ = ["COMMANDS"]
 # The library is imported inside each command, never at module level: `import runner.cli` (and
 # so `ect --help`) must not pay for numpy, scipy, httpx or google-genai (tests/cli/test_startup.py).
 
+
 def _refused() -> dict[type[BaseException], int]:
     """Exit codes of the study's errors (see :func:`runner.cli._common.map_errors`)."""
     from runner.store import StoreDamaged, StoreUsageError
