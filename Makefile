@@ -3,9 +3,12 @@
 # with the interpreter $(PY): the system site-packages are never touched (PEP 668: Debian 12+
 # and Ubuntu 23.04+ refuse `pip install` into the distribution's interpreter). When $(PY) cannot
 # make a venv (Debian ships `venv`/`ensurepip` in python3-venv), that package is installed via
-# apt as root or with sudo, as are bubblewrap (and chromium for the tests) when missing.
-# `make demo` installs only the runtime dependencies; `make test` adds the `test` extra
-# (whatever pyproject.toml lists there). Afterwards: `.venv/bin/ect ...` or
+# apt as root or with sudo, as are bubblewrap and, for the tests, chromium (the report
+# screenshot test and the viewer's Playwright tests drive Debian's chromium, never a Playwright
+# browser download) when missing.
+# `make demo` installs only what it runs: the runtime dependencies and the `view` extra (the demo
+# ends with an `ect view` command); `make test` installs the `test` extra (whatever
+# pyproject.toml lists there). Afterwards: `.venv/bin/ect ...` or
 # `source .venv/bin/activate`.
 PY ?= python3
 VENV ?= .venv
@@ -38,13 +41,13 @@ venv: $(VPY)
 # Stamps: reinstall when pyproject.toml changes. The package is installed editable, so source
 # edits need no reinstall.
 $(VENV)/.installed-runtime: pyproject.toml | $(VPY)
-	@echo "installing ect-runner and its runtime dependencies into $(VENV)/ (pip)" >&2
-	$(VPY) -m pip install --progress-bar off -e .
+	@echo "installing ect-runner, its runtime dependencies and the view extra into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install --progress-bar off -e '.[view]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VPY)
-	@echo "installing ect-runner with its test extra into $(VENV)/ (pip)" >&2
-	$(VPY) -m pip install --progress-bar off -e '.[test]'
+	@echo "installing ect-runner with its view and test extras into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install --progress-bar off -e '.[view,test]'
 	@touch $@ $(VENV)/.installed-runtime
 
 install: $(VENV)/.installed-runtime

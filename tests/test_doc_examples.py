@@ -129,11 +129,24 @@ def test_the_examples_are_found() -> None:
             "protocol.md"} <= names, names
 
 
+@pytest.fixture(scope="module")
+def example_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`stores/v2.db` as the docs' examples assume one: the locked study's first two cells."""
+    from tests.study.support import run
+
+    stores = tmp_path_factory.mktemp("stores")
+    run(REPO / "schedules" / "v2.toml", stores / "v2.db", limit=2)
+    return stores
+
+
 @pytest.mark.parametrize("path", PYTHON_DOCS, ids=lambda p: p.name)
-def test_python_examples_run(path: Path, tmp_path: Path,
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_examples_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             request: pytest.FixtureRequest) -> None:
     blocks = _python(path)
-    monkeypatch.chdir(_scratch(tmp_path))
+    work = _scratch(tmp_path)
+    if any("stores/v2.db" in body for body in blocks):
+        (work / "stores").symlink_to(request.getfixturevalue("example_store"))
+    monkeypatch.chdir(work)
     namespace: dict[str, Any] = {"__name__": f"doc_example_{path.stem}"}
     for body in blocks:
         exec(compile(body, f"{path.name} example", "exec"), namespace)

@@ -46,18 +46,19 @@ def test_every_target_works_in_the_project_venv(target: str, tmp_path: Path) -> 
             assert line.startswith("/usr/bin/python3 -m venv"), line
 
 
-def test_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
+def test_demo_installs_only_what_it_runs(tmp_path: Path) -> None:
+    # the runtime dependencies and the viewer the demo's last line points to; no test tools
     venv = tmp_path / "venv"
     lines = _dry_run("demo", venv)
     pips = _pip_lines(lines)
-    assert len(pips) == 1 and pips[0].endswith(" -e .") and "[test]" not in pips[0]
+    assert len(pips) == 1 and pips[0].endswith(" install --progress-bar off -e '.[view]'")
     assert f"{venv}/bin/python -m runner demo" in lines
 
 
 def test_test_installs_the_test_extra(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     lines = _dry_run("test", venv)
-    assert any(line.endswith("-e '.[test]'") for line in _pip_lines(lines))
+    assert any(line.endswith("-e '.[view,test]'") for line in _pip_lines(lines))
     assert f"{venv}/bin/python -m pytest -q" in lines
 
 
