@@ -25,6 +25,8 @@ sysdeps:
 sysdeps-test: sysdeps
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		$(APT) install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+	@command -v scmp_sys_resolver >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		$(APT) install -y -qq --no-install-recommends seccomp; }
 
 # The venv itself. `import ensurepip` fails on Debian/Ubuntu until python3-venv is installed.
 $(VPY):
