@@ -119,7 +119,20 @@ def _shell(path: Path) -> list[tuple[str, list[str]]]:
             for c in _prompted(body)]
 
 
-PYTHON_DOCS = [p for p in DOCS if _python(p)]
+# Python examples this test does not execute, each with the reason (kept honest below).
+NOT_RUN_HERE = {
+    "integrations.md": "tests/integrations/test_docs.py runs them, filtering the framework SDKs' "
+                       "own ResourceWarnings",
+    "distributed.md": "reads a store made with --executor ray, which needs a Ray cluster",
+}
+PYTHON_DOCS = [p for p in DOCS if _python(p) and p.name not in NOT_RUN_HERE]
+
+
+def test_every_example_not_run_here_exists_and_says_why() -> None:
+    for name, reason in NOT_RUN_HERE.items():
+        assert _python(REPO / "docs" / name), name
+        assert reason
+    assert (REPO / "tests" / "integrations" / "test_docs.py").is_file()
 SHELL_DOCS = [p for p in DOCS if any(cmd.startswith("ect ") for cmd, _ in _shell(p))]
 
 
