@@ -5,9 +5,6 @@ Starlette and uvicorn (the ``view`` extra) are imported inside the command, neve
 
 from __future__ import annotations
 
-import ipaddress
-import secrets
-import socket
 from pathlib import Path
 
 import click
@@ -28,6 +25,8 @@ def _view_error() -> type[BaseException]:
 
 
 def _is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:
@@ -71,6 +70,9 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
         click.echo(f"bundle written: {bundle / 'index.html'} ({n} data files; open it from "
                    "file://, no server or network needed)")
         return
+    import secrets
+    import socket
+
     remote = not _is_loopback(host)
     if remote and not allow_remote:
         die(f"refusing to listen on non-loopback host {host}: the viewer shows the whole store; "
