@@ -34,8 +34,10 @@ def _static_codes() -> dict[type[BaseException], int]:
 
 def _report_codes() -> dict[type[BaseException], int]:
     from runner.analysis import InventoryIncomplete, ScheduleDisagrees
+    from runner.store import StoreUsageError
 
     return {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED,
+            StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
             StoreError: EXIT_REFUSED}
 
 
@@ -192,9 +194,14 @@ def report_cmd(
     Writes results.json, tables.md and report.html into --out.
     """
     from runner.analysis import report_from_store
+    from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
     schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
-    res = report_from_store(store_path, schedule_path, out_dir, seed=seed, replicates=replicates)
+    try:
+        res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
+                                replicates=replicates)
+    except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
+        die(str(e), EXIT_USAGE)
     click.echo(res["provider_line"])
     for h in ("h2", "h3", "h4"):
         click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")

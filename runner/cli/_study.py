@@ -191,10 +191,11 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
     credential (none for simulated), the frozen generation config, the sandbox backend and
     every probe in preflight/ (network and persistent-write denial among them).
     """
-    from runner.study import PreflightFailed, run_preflight
+    from runner.study import PreflightFailed, load_spec, run_preflight
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     check_store_dir(store)
+    load_spec(spec)  # a malformed spec is a usage error (2), not a failed check
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
@@ -212,8 +213,9 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
     from runner.cli._progress import CellProgress, PhaseNote
-    from runner.study import Halted, PreflightFailed, RunSummary, execute, run_preflight
+    from runner.study import Halted, PreflightFailed, RunSummary, execute, load_spec, run_preflight
 
+    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
     if not quiet:
         click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
                    "sandbox and its denial probes)", err=True)
@@ -334,7 +336,7 @@ def _ray_address(executor: str, ray_address: str | None) -> str | None:
 def _store_header(store: str) -> dict[str, Any]:
     from runner.store import Store
 
-    with Store.open(store) as s:
+    with Store.open(store, readonly=True) as s:
         return dict(s.header)
 
 
@@ -360,7 +362,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     from runner.store import Store
     from runner.study import RunSettings
 
-    with Store.open(store) as s:  # one open: the header and the attempt journal together
+    with Store.open(store, readonly=True) as s:  # one open: the header and the attempt journal together
         header = dict(s.header)
         orphans = s.orphan_attempts()
     spec_path = study_file(spec, header.get("spec") or DEFAULT_SPEC, "--study")
