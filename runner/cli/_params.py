@@ -81,7 +81,7 @@ def study_file(given: str | None, default: str, option: str) -> str:
     A path the user typed is never replaced by another file: a missing one is a usage error.
     """
     if given is not None:
-        if not Path(given).is_file():
+        if not Path(given).exists():  # anything else (a FIFO, a device) the reader refuses
             die(f"{option} {given}: no such file", EXIT_USAGE)
         return given
     if Path(default).is_file():
