@@ -2,29 +2,49 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
-from runner.analysis import (
-    DEFAULT_REPORT_SEED,
-    AllModelCallsFailed,
-    FastPathInvariantBroken,
-    InventoryIncomplete,
-    ScheduleDisagrees,
-    SpecInvalid,
-    report_from_store,
-    static_study,
-)
-
-# not (yet) in runner.analysis's public surface, which tests/analysis pins
-from runner.canonical import JsonObject
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._params import DEFAULT_SCHEDULE, DEFAULT_STATIC_SPEC, PROVIDER_NAMES, study_file
 from runner.errors import StoreError
-from runner.providers import PROVIDER_NAMES, CredentialError, EgressRefused, ProviderConfigError
-from runner.store import StoreUsageError
+
+if TYPE_CHECKING:
+    from runner.canonical import JsonObject
+
+# runner.analysis (numpy, scipy) and runner.providers (httpx) are imported when a command runs.
+# The report's default bootstrap seed, shown in --help without importing runner.analysis;
+# tests/cli/test_startup.py checks it equals runner.analysis.DEFAULT_REPORT_SEED.
+REPORT_SEED = 2705
 
 COMMANDS: list[click.Command] = []
 
 _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
+
+
+def _static_codes() -> dict[type[BaseException], int]:
+    from runner.analysis import AllModelCallsFailed, FastPathInvariantBroken, SpecInvalid
+    from runner.providers import CredentialError, EgressRefused, ProviderConfigError
+
+    return {
+        SpecInvalid: EXIT_USAGE,
+        CredentialError: EXIT_USAGE,
+        ProviderConfigError: EXIT_USAGE,
+        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
+        FastPathInvariantBroken: EXIT_RUNTIME,
+        AllModelCallsFailed: EXIT_RUNTIME,
+    }
+
+
+def _report_codes() -> dict[type[BaseException], int]:
+    from runner.analysis import InventoryIncomplete, ScheduleDisagrees
+    from runner.store import StoreUsageError
+
+    return {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED,
+            StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
+            StoreError: EXIT_REFUSED}
 
 
 @click.command("static")
@@ -32,8 +52,8 @@ _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
     "--spec",
     "spec_path",
     type=click.Path(dir_okay=False),
-    default="schedules/static.toml",
-    show_default=True,
+    default=None,
+    show_default=DEFAULT_STATIC_SPEC,
     help="Static-study spec (seed, replicates, generation config, simulated critic, prices).",
 )
 @click.option(
@@ -73,18 +93,10 @@ _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
     show_default=True,
     help="Decisions in flight at once (for a remote provider; output order is unchanged).",
 )
-@map_errors(
-    {
-        SpecInvalid: EXIT_USAGE,
-        CredentialError: EXIT_USAGE,
-        ProviderConfigError: EXIT_USAGE,
-        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
-        FastPathInvariantBroken: EXIT_RUNTIME,
-        AllModelCallsFailed: EXIT_RUNTIME,
-    }
-)
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@map_errors(_static_codes)
 def static_cmd(
-    spec_path: str,
+    spec_path: str | None,
     out_dir: str,
     provider: str | None,
     model: str | None,
@@ -93,6 +105,7 @@ def static_cmd(
     credential_env: str | None,
     seed: int | None,
     concurrency: int,
+    quiet: bool,
 ) -> None:
     """Run the static study: 7 policies on all 432 snapshots, Table 2, Table 3 and H1.
 
@@ -100,6 +113,12 @@ def static_cmd(
     seed), decisions.jsonl, attempts.jsonl and attempts.journal.jsonl (with wall-clock times)
     into --out. A model call from the critic core aborts the run (exit 5).
     """
+    from runner.analysis import AllModelCallsFailed, static_study
+    from runner.cli._progress import CountProgress
+
+    spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
+    progress = CountProgress("static", "decisions", enabled=not quiet,
+                             after="decisions done; analysing (tables, bootstrap, H1)")
     try:
         res = static_study(
             spec_path,
@@ -111,10 +130,14 @@ def static_cmd(
             credential_file=credential_file,
             credential_env=credential_env,
             concurrency=concurrency,
+            on_progress=progress,
         )
     except AllModelCallsFailed as e:
+        progress.stop()
         _print_static(e.results, out_dir)
         raise
+    finally:
+        progress.stop()
     _print_static(res, out_dir)
 
 
@@ -131,7 +154,7 @@ def _print_static(res: JsonObject, out_dir: str) -> None:
         f"H1 {verdict}: b_ect={h['b_ect']} b_critic={h['b_critic']} p={h['mcnemar_p']:.6g} "
         f"diff={h['diff_pp']:+.2f} pp CI [{h['ci_pp'][0]:+.2f}, {h['ci_pp'][1]:+.2f}]"
     )
-    click.echo(f"wrote {out_dir}/report.html, results.json, tables.md, decisions.jsonl")
+    click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md, decisions.jsonl")
     calls = sum(v.get("model_calls", 0) for v in res["table2"].values())
     failed = sum(v.get("provider_failures", 0) for v in res["table2"].values())
     if failed:
@@ -154,14 +177,14 @@ def _print_static(res: JsonObject, out_dir: str) -> None:
     "--schedule",
     "schedule_path",
     type=click.Path(dir_okay=False, exists=True),
-    default="schedules/v2.schedule.jsonl",
-    show_default=True,
+    default=None,
+    show_default=DEFAULT_SCHEDULE,
     help="The canonical schedule the store must cover exactly once.",
 )
 @click.option(
     "--seed",
     type=click.IntRange(min=0),
-    default=DEFAULT_REPORT_SEED,
+    default=REPORT_SEED,
     show_default=True,
     help="Bootstrap seed.",
 )
@@ -172,24 +195,19 @@ def _print_static(res: JsonObject, out_dir: str) -> None:
     show_default=True,
     help="Bootstrap replicates.",
 )
-@map_errors(
-    {
-        InventoryIncomplete: EXIT_REFUSED,
-        ScheduleDisagrees: EXIT_REFUSED,
-        StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
-        StoreError: EXIT_REFUSED,
-    }
-)
+@map_errors(_report_codes)
 def report_cmd(
-    store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int
+    store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int
 ) -> None:
     """Regenerate Table 4 and the H2-H4 gates from a verified run store.
 
     Refuses (exit 3) unless every schedule row is present exactly once and the store verifies.
     Writes results.json, tables.md and report.html into --out.
     """
+    from runner.analysis import report_from_store
     from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
+    schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     try:
         res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
                                 replicates=replicates)
@@ -198,7 +216,7 @@ def report_cmd(
     click.echo(res["provider_line"])
     for h in ("h2", "h3", "h4"):
         click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")
-    click.echo(f"wrote {out_dir}/report.html, results.json, tables.md")
+    click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md")
 
 
 COMMANDS.extend([static_cmd, report_cmd])

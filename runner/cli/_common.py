@@ -22,7 +22,7 @@ import functools
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -58,22 +58,27 @@ _USAGE_ERRNOS = frozenset({
 (ENOSPC, EDQUOT, EIO, ...) is the machine's state: a runtime failure (exit 5)."""
 
 
-def die(message: str, code: int) -> None:
+def die(message: str, code: int) -> NoReturn:
     """Print ``ect: <message>`` (first line only) to stderr and exit with ``code``."""
     line = message.strip().splitlines()[0] if message.strip() else "error"
     click.echo(f"ect: {line}", err=True)
     sys.exit(code)
 
 
-def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
+def map_errors(
+    codes: Mapping[Any, int] | Callable[[], Mapping[Any, int]] | None = None,
+) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
     ``codes`` maps error classes to exit codes (the error's most specific class in the table
     decides, as in httpx's error mapping); any other
     :class:`EctError` exits :data:`EXIT_RUNTIME`; ``OSError`` on user-supplied paths is a usage
     error. Unexpected exceptions still raise: those are bugs and deserve a traceback.
+
+    ``codes`` may also be a function returning that mapping, called only when an error is
+    being mapped: command modules then import the library's error classes (and the heavy
+    modules that define them) only when a command runs, which keeps ``ect --help`` fast.
     """
-    table = dict(codes or {})
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
@@ -83,6 +88,7 @@ def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
             except EctError as e:
                 # The most specific class of the error that the table names wins, whatever
                 # the table's order (a subclass listed after its base still decides).
+                table = codes() if callable(codes) else (codes or {})
                 for cls in type(e).__mro__:
                     if cls in table:
                         die(str(e), table[cls])

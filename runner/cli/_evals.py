@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_NEGATIVE, EXIT_USAGE, map_errors
-from runner.control import run_evals
 from runner.errors import FormatError
 
 __all__ = ["COMMANDS", "evals"]
@@ -30,6 +29,8 @@ def run(path: Path | None, verbose: bool) -> None:
     Prints each failure with the stop reason observed and expected, then a last line
     "N passed, M failed". Exits 1 when any case fails, 2 when a case file is malformed.
     """
+    from runner.control import run_evals
+
     report = run_evals(path)
     for result in report.results:
         if not result.passed:

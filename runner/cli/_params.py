@@ -15,7 +15,27 @@ import click
 
 from runner.cli._common import EXIT_USAGE, die
 
-__all__ = ["FiniteFloatRange", "check_store_dir"]
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "DEFAULT_SPEC",
+    "DEFAULT_STATIC_SPEC",
+    "PROVIDER_NAMES",
+    "FiniteFloatRange",
+    "check_store_dir",
+    "study_file",
+]
+
+# The provider names as runner.providers.PROVIDER_NAMES lists them, stated here so that building
+# the command line never imports runner.providers (httpx); tests/cli/test_startup.py checks that
+# the two agree.
+PROVIDER_NAMES: tuple[str, ...] = ("simulated", "gemini", "openai")
+
+# The study's files live in the repository's schedules/ directory (beside runner/), not in the
+# installed package: the lock pins them together with the source tree.
+DEFAULT_SPEC = "schedules/v2.toml"
+DEFAULT_STATIC_SPEC = "schedules/static.toml"
+DEFAULT_SCHEDULE = "schedules/v2.schedule.jsonl"
+_CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -35,3 +55,22 @@ def check_store_dir(store: str | Path, what: str = "store") -> None:
     parent = Path(store).parent
     if not parent.is_dir():
         die(f"{what} directory {parent} does not exist (create it first)", EXIT_USAGE)
+
+
+def study_file(given: str | None, default: str, option: str) -> str:
+    """The path of a study file: ``given`` as typed, else ``default`` found from here or the
+    checkout ``runner`` was installed from (so ``ect demo`` works outside the repository root).
+
+    A path the user typed is never replaced by another file: a missing one is a usage error.
+    """
+    if given is not None:
+        if not Path(given).exists():  # anything else (a FIFO, a device) the reader refuses
+            die(f"{option} {given}: no such file", EXIT_USAGE)
+        return given
+    if Path(default).is_file():
+        return default
+    beside = _CHECKOUT / default
+    if beside.is_file():
+        return str(beside)
+    die(f"{default} not found here or in {_CHECKOUT}: run from the ect-runner repository "
+        f"root or pass {option} PATH", EXIT_USAGE)

@@ -3,46 +3,39 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
-from runner.cli._params import FiniteFloatRange
-from runner.providers import (
-    PROVIDER_NAMES,
-    CredentialError,
-    GenerationConfig,
-    Message,
-    ProviderConfigError,
-    ProviderRequest,
-    ProviderResult,
-    ToolDecl,
-    build,
-)
+from runner.cli._params import PROVIDER_NAMES, FiniteFloatRange
+
+if TYPE_CHECKING:  # runner.providers pulls in httpx: imported when a command runs
+    from runner.providers import ProviderRequest, ProviderResult
 
 __all__ = ["COMMANDS", "smoke_request"]
 
 SMOKE_SYSTEM = (
     "You are the planner of a tool-using agent. Call a tool to gather evidence before answering."
 )
-SMOKE_TOOL = ToolDecl(
-    name="get_metric",
-    description="Return the value of one metric for one entity on one date.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "entity": {"type": "string", "description": "entity id, e.g. 'store-01'"},
-            "attribute": {"type": "string", "enum": ["revenue", "units"]},
-            "date": {"type": "string", "format": "date"},
-        },
-        "required": ["entity", "attribute", "date"],
+SMOKE_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entity": {"type": "string", "description": "entity id, e.g. 'store-01'"},
+        "attribute": {"type": "string", "enum": ["revenue", "units"]},
+        "date": {"type": "string", "format": "date"},
     },
-)
+    "required": ["entity", "attribute", "date"],
+}
 
 
 def smoke_request(seed: int = 20240601) -> ProviderRequest:
     """The one planner-shaped request `ect provider smoke` sends (a tool, temperature 0.2)."""
+    from runner.providers import GenerationConfig, Message, ProviderRequest, ToolDecl
+
+    tool = ToolDecl(name="get_metric",
+                    description="Return the value of one metric for one entity on one date.",
+                    parameters=SMOKE_TOOL_PARAMETERS)
     return ProviderRequest(
         role="planner",
         system=SMOKE_SYSTEM,
@@ -52,7 +45,7 @@ def smoke_request(seed: int = 20240601) -> ProviderRequest:
                 "Call get_metric with the right arguments."
             ),
         ),
-        tools=(SMOKE_TOOL,),
+        tools=(tool,),
         response_schema=None,
         generation=GenerationConfig(temperature=0.2, seed=seed, max_output_tokens=1024),
         metadata={"cell_id": "smoke", "seed": seed},
@@ -62,6 +55,12 @@ def smoke_request(seed: int = 20240601) -> ProviderRequest:
 @click.group("provider")
 def provider_group() -> None:
     """Model providers: check one works before a study uses it."""
+
+
+def _codes() -> dict[type[BaseException], int]:
+    from runner.providers import CredentialError, ProviderConfigError
+
+    return {CredentialError: EXIT_USAGE, ProviderConfigError: EXIT_USAGE}
 
 
 @provider_group.command("smoke")
@@ -81,7 +80,12 @@ def provider_group() -> None:
     default=None,
     help="File holding the API key (mode 0600, owned by you).",
 )
-@click.option("--credential-env", default=None, help="Name of the variable holding the API key.")
+@click.option(
+    "--credential-env",
+    default=None,
+    metavar="NAME",
+    help="Name of the environment variable holding the API key.",
+)
 @click.option(
     "--timeout",
     "timeout_s",
@@ -91,7 +95,7 @@ def provider_group() -> None:
     help="Seconds per attempt (at most 600).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors({CredentialError: EXIT_USAGE, ProviderConfigError: EXIT_USAGE})
+@map_errors(_codes)
 def smoke(
     provider_name: str,
     base_url: str | None,
@@ -106,6 +110,10 @@ def smoke(
     Exit 0 when the provider answered; 5 with a one-line reason when it failed. The simulated
     provider needs no flags and no network.
     """
+    import anyio
+
+    from runner.providers import build
+
     provider = build(provider_name, model=model, base_url=base_url,
                      credential_file=credential_file, credential_env=credential_env,
                      timeout_s=timeout_s)

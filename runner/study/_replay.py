@@ -9,6 +9,7 @@ recorded one. No network, no credential and no sandbox child are needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,10 +140,12 @@ async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
     return cell_result(row, trajectory, simulated=bool(header.get("simulated"))).digest()
 
 
-def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
+def replay_store(store_path: Path, spec_path: Path | None = None, *,
+                 on_cell: Callable[[int, int], None] | None = None) -> ReplayReport:
     """Replay every committed cell of ``store_path`` and compare result digests.
 
-    ``spec_path`` defaults to the spec the store's header records.
+    ``spec_path`` defaults to the spec the store's header records. ``on_cell(done, total)`` is
+    called after each cell (for progress output).
 
     Raises:
         ReplayRefused: the store does not verify in full.
@@ -160,7 +163,10 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
     with Store.open(store_path, readonly=True) as store:
         header = dict(store.header)
         spec = load_spec(spec_path or recorded_spec(header, store_path))
+        total = store.count - 1  # every record after the header is a cell
         for rec in store.records(1):
+            if on_cell is not None and report.cells:
+                on_cell(report.cells, total)
             report.cells += 1
             try:
                 record = CellRecord.from_json(rec.body, f"record {rec.seq}")
@@ -181,4 +187,6 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
                 report.mismatches.append(ReplayMismatch(
                     record.row, record.cell_id,
                     f"result digest {got} != recorded {record.result_digest}"))
+        if on_cell is not None:
+            on_cell(report.cells, total)
     return report
