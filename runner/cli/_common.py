@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
