@@ -3,6 +3,9 @@
 ``a | b`` is :class:`AnyOf` (the first member that fires is the stop, with its own type and
 reason); ``a & b`` is :class:`AllOf` (fires when every member fires at the same checkpoint; the
 stop carries the first member's reason and every member's own typed stop in ``causes``).
+
+Every condition declares the checkpoints (``phases``) at which it can fire. An :class:`AllOf`
+whose members share no phase could never fire, so it is refused at construction.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "FinishGate",
     "MaxCost",
     "MaxSteps",
+    "MaxTime",
     "MaxTokens",
     "NoProgressDetector",
     "RepeatedAction",
@@ -46,6 +50,7 @@ __all__ = [
     "StopCondition",
     "ToolCallLimit",
     "ToolFailure",
+    "ToolTimeout",
     "action_fingerprint",
 ]
 
@@ -55,7 +60,10 @@ class StopCondition(Condition):
 
     Subclasses implement :meth:`check` (return a :class:`Stop` to end the run, else ``None``) and
     may implement :meth:`observe` (called once per checkpoint that did not end the run).
+    ``phases`` names the checkpoints at which :meth:`check` can fire (default: all of them).
     """
+
+    phases: frozenset[Phase] = frozenset(Phase)
 
     @abstractmethod
     def check(self, point: Checkpoint) -> Stop | None: ...
@@ -87,6 +95,7 @@ class AnyOf(StopCondition):
 
     def __init__(self, *members: StopCondition) -> None:
         self.members = _flatten(AnyOf, members)
+        self.phases = frozenset().union(*(m.phases for m in self.members))
 
     @property
     def name(self) -> str:
@@ -119,6 +128,16 @@ class AllOf(StopCondition):
         if not self.members:
             raise ValueError("AllOf needs at least one member")
         self.reason = StopReason(reason) if reason is not None else None
+        if self.reason is StopReason.GOAL_MET:
+            raise ValueError("AllOf cannot end a run with goal_met (only a checked finish can)")
+        phases = frozenset(Phase)
+        for m in self.members:
+            phases &= m.phases
+        if not phases:
+            names = ", ".join(f"{m.name} ({'/'.join(sorted(m.phases))})" for m in self.members)
+            raise ValueError(f"AllOf members never fire at the same checkpoint: {names}; "
+                             "combine them with | or check them separately")
+        self.phases = phases
 
     @property
     def name(self) -> str:
@@ -150,6 +169,7 @@ class MaxSteps(StopCondition):
     """``step_budget``: at most ``limit`` model calls (decisions)."""
 
     limit: int
+    phases = frozenset({Phase.BEFORE_MODEL})
 
     def __post_init__(self) -> None:
         if self.limit < 1:
@@ -236,6 +256,7 @@ class ToolCallLimit(StopCondition):
 
     limit: int
     tool: str | None = None
+    phases = frozenset({Phase.ON_ACTION})
 
     def __post_init__(self) -> None:
         if self.limit < 0:
@@ -252,9 +273,10 @@ class ToolCallLimit(StopCondition):
         if self.tool is None:
             used = point.state.tool_calls
             what = "tool calls in total"
-        elif call.tool == self.tool:
-            used = point.state.calls_by_tool.get(self.tool, 0)
-            what = f"calls of {self.tool}"
+        elif call.tool == self.tool:  # a failed call does not count: it may be retried
+            used = (point.state.calls_by_tool.get(self.tool, 0)
+                    - point.state.failed_by_tool.get(self.tool, 0))
+            what = f"successful calls of {self.tool}"
         else:
             return None
         if used + 1 > self.limit:
@@ -292,6 +314,7 @@ class RepeatedAction(StopCondition):
 
     repeats: int = 3
     state_key: Callable[[RunState], Any] | None = None
+    phases = frozenset({Phase.ON_ACTION})
 
     def __post_init__(self) -> None:
         if self.repeats < 2:
@@ -346,6 +369,7 @@ class RepeatedEmptyResult(StopCondition):
     """``no_progress``: ``count`` identical empty results in a row (any tool, any arguments)."""
 
     count: int = 3
+    phases = frozenset({Phase.AFTER_TOOL})
 
     def __post_init__(self) -> None:
         if self.count < 2:
@@ -384,6 +408,7 @@ class ToolFailure(StopCondition):
     """``tool_error``: a fatal tool failure, or ``consecutive`` failures of the same tool."""
 
     consecutive: int = 2
+    phases = frozenset({Phase.AFTER_TOOL})
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:
@@ -417,6 +442,8 @@ class ToolFailure(StopCondition):
 class EscalationRequested(StopCondition):
     """``needs_human``: the model chose the explicit escalate action."""
 
+    phases = frozenset({Phase.ON_ACTION})
+
     @property
     def name(self) -> str:
         return "escalate_action"
@@ -427,6 +454,46 @@ class EscalationRequested(StopCondition):
             return self._stop(StopReason.NEEDS_HUMAN, point, "the agent escalated",
                               question=action.question)
         return None
+
+
+@dataclass(frozen=True, eq=False)
+class MaxTime(StopCondition):
+    """``time_budget``: the run's wall-clock budget (seconds since it started, by the
+    controller's clock). The whole-run drivers also cancel work in flight at the deadline."""
+
+    limit_s: float
+
+    def __post_init__(self) -> None:
+        if not self.limit_s > 0:
+            raise ValueError("MaxTime.limit_s must be > 0")
+
+    @property
+    def name(self) -> str:
+        return f"max_seconds={self.limit_s:g}"
+
+    def check(self, point: Checkpoint) -> Stop | None:
+        left = point.state.remaining
+        if left is not None and left.seconds is not None and left.seconds <= 0:
+            return self._stop(StopReason.TIME_BUDGET, point,
+                              f"used the whole {self.limit_s:g}-second time budget")
+        return None
+
+    def expired(self, point: Checkpoint, what: str) -> Stop:
+        """The stop for work cancelled at the deadline."""
+        return self._stop(StopReason.TIME_BUDGET, point,
+                          f"the {self.limit_s:g}-second time budget ran out {what}")
+
+
+@dataclass(frozen=True, eq=False)
+class ToolTimeout(Condition):
+    """``time_budget``: one tool call ran past its timeout and was cancelled."""
+
+    tool: str
+    limit_s: float
+
+    @property
+    def name(self) -> str:
+        return f"tool_timeout[{self.tool}]={self.limit_s:g}"
 
 
 class FinishGate(Condition):

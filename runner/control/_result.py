@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from runner.control._errors import NoFinalOutput
 from runner.control._handoff import HandoffPackage
-from runner.control._types import StepRecord, Stop, StopReason
+from runner.control._types import PredicateReport, StepRecord, Stop, StopReason
 
 __all__ = ["RunResult"]
 
@@ -34,7 +35,10 @@ class RunResult(Generic[T]):
     trace: tuple[StepRecord, ...]
     data: dict[str, Any] = field(default_factory=dict)
     handoff: HandoffPackage | None = None
+    unmetered_steps: int = 0  # decisions whose usage decide did not report
+    reports: dict[str, PredicateReport] = field(default_factory=dict)  # last report per rule
     _output: Any = field(default=_NO_OUTPUT, repr=False)
+    _resume: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         goal = self.stop.reason is StopReason.GOAL_MET
@@ -61,6 +65,27 @@ class RunResult(Generic[T]):
         return self.stop.reason is StopReason.GOAL_MET
 
     @property
+    def resumable(self) -> bool:
+        """True for a ``needs_human`` result of ``run``/``arun`` that :meth:`resume` can continue."""
+        return self._resume is not None
+
+    def resume(self, approvals: frozenset[str] | set[str] = frozenset(),
+               answer: str | None = None) -> Any:
+        """Continue a ``needs_human`` run after a person decided: ``approvals`` are the tools
+        now approved, ``answer`` is fed to the model. Budgets, counters and idempotency keys
+        carry on, so an approved side effect is not repeated. Returns the new
+        :class:`RunResult` (an awaitable of it for a run started with ``arun``).
+
+        Raises:
+            ValueError: the run did not end ``needs_human`` (or was driven step by step: use
+                ``RunController.reopen`` there).
+        """
+        if self._resume is None:
+            raise ValueError(f"run {self.run_id} ended {self.stop.reason}: only a needs_human "
+                             "result of run()/arun() can be resumed")
+        return self._resume(approvals, answer)
+
+    @property
     def output(self) -> T:
         """The validated final output.
 
@@ -83,6 +108,8 @@ class RunResult(Generic[T]):
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
             "trace": [r.to_json() for r in self.trace],
+            "data": _jsonable(self.data),
+            "reports": {k: v.to_json() for k, v in sorted(self.reports.items())},
         }
         if self.completed:
             out["output"] = self._output
@@ -90,3 +117,16 @@ class RunResult(Generic[T]):
             assert self.handoff is not None
             out["handoff"] = self.handoff.to_json()
         return out
+
+
+def _jsonable(value: Any) -> Any:
+    """The folded run state as JSON (what a rule needs to be recomputed); values that are not
+    JSON are kept as their repr."""
+    from runner.canonical import canonical_bytes, loads_strict
+    from runner.errors import FormatError
+
+    try:
+        return loads_strict(canonical_bytes(value))
+    except FormatError:
+        return {str(k): _jsonable(v) if isinstance(v, dict) else repr(v)
+                for k, v in value.items()} if isinstance(value, dict) else repr(value)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from runner.canonical import load_strict_file
 from runner.control import (
+    LEDGER_FORMAT,
     Budget,
     CostAlert,
     DailyRunCeiling,
@@ -77,25 +78,26 @@ def test_step_api_checks_the_switch_at_start(tmp_path: Path) -> None:
 
 def test_daily_run_ceiling_with_utc_day_rollover(tmp_path: Path) -> None:
     clock = Clock(datetime(2026, 3, 14, 23, 59, tzinfo=UTC))
-    ledger = tmp_path / "ledger.json"
-    c = controller(KillSwitch(ledger=ledger, max_runs_per_day=2, clock=clock))
+    ledger = tmp_path / "ledger.sqlite"
+    ks = KillSwitch(ledger=ledger, max_runs_per_day=2, clock=clock)
+    c = controller(ks)
     one_run(c)
     one_run(c)
     with pytest.raises(DailyRunCeiling, match=r"2 of 2 runs on 2026-03-14 \(UTC\)"):
         one_run(c)
     # a refused run is not counted
-    assert load_strict_file(ledger)["days"]["2026-03-14"]["runs"] == 2
+    assert ks.usage("2026-03-14")["runs"] == 2
     # local midnight elsewhere does not matter: the day is UTC
     clock.now = datetime(2026, 3, 15, 0, 30, tzinfo=timezone(timedelta(hours=5)))  # 19:30 UTC 14th
     with pytest.raises(DailyRunCeiling):
         one_run(c)
     clock.now = datetime(2026, 3, 15, 0, 1, tzinfo=UTC)
     one_run(c)
-    assert load_strict_file(ledger) == {
-        "format": "ect.control-ledger/1",
-        "days": {"2026-03-14": {"runs": 2, "spend_usd": 0.0},
-                 "2026-03-15": {"runs": 1, "spend_usd": 0.0}},
-    }
+    assert ks.usage("2026-03-14") == {"runs": 2, "spend_usd": 0.0, "reserved_usd": 0.0}
+    assert ks.usage("2026-03-15") == {"runs": 1, "spend_usd": 0.0, "reserved_usd": 0.0}
+    with sqlite3.connect(ledger) as con:  # a real SQLite file, tagged with its format
+        assert con.execute("SELECT value FROM meta WHERE key='format'").fetchone() == (
+            LEDGER_FORMAT,)
 
 
 def test_ceiling_is_shared_by_switch_instances_on_one_ledger(tmp_path: Path) -> None:
@@ -142,9 +144,12 @@ def test_corrupt_ledger_fails_closed(tmp_path: Path) -> None:
     ledger = tmp_path / "l.json"
     ks = KillSwitch(ledger=ledger, max_runs_per_day=5,
                     clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
-    for bad in (b"{not json", b'{"format": "other", "days": {}}',
-                b'{"format": "ect.control-ledger/1", "days": {"2026-03-14": {"runs": -1, "spend_usd": 0}}}',
-                b'{"format": "ect.control-ledger/1", "days": {"14/03": {"runs": 1, "spend_usd": 0}}}'):
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        con.execute("INSERT INTO meta VALUES ('format', 'something-else/1')")
+    for bad in (b"{not json", b'{"format": "ect.control-ledger/1", "days": {}}',
+                b"SQLite format 3\x00" + b"\xff" * 200, other.read_bytes()):
         ledger.write_bytes(bad)
         with pytest.raises(LedgerError) as e:
             ks.admit()
@@ -163,7 +168,7 @@ def test_configuration_errors() -> None:
 def test_reading_usage_does_not_create_the_ledger(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "l.json", max_runs_per_day=1,
                     clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
-    assert ks.usage() == {"runs": 0, "spend_usd": 0.0}
+    assert ks.usage() == {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
     assert not (tmp_path / "l.json").exists()
     ks.admit()
-    assert ks.usage() == {"runs": 1, "spend_usd": 0.0}
+    assert ks.usage() == {"runs": 1, "spend_usd": 0.0, "reserved_usd": 0.0}
