@@ -73,6 +73,8 @@ from runner.control._evals import (
     CaseResult,
     EvalCase,
     EvalReport,
+    capture_case,
+    import_agent,
     load_cases,
     run_case,
     run_evals,
@@ -81,7 +83,7 @@ from runner.control._guards import Guard, GuardRule, SideEffectRule
 from runner.control._handoff import HandoffPackage, build_handoff
 from runner.control._killswitch import LEDGER_FORMAT, Admission, CostAlert, KillSwitch
 from runner.control._ledger import IdempotencyLedger, Lease
-from runner.control._result import RunResult
+from runner.control._result import RUN_RECORD_FORMAT, RunResult
 from runner.control._rules import Predicate, StoppingRule
 from runner.control._types import (
     Action,
@@ -109,6 +111,7 @@ __all__ = [
     "CALIBRATION_FORMAT",
     "EVAL_FORMAT",
     "LEDGER_FORMAT",
+    "RUN_RECORD_FORMAT",
     "Action",
     "Admission",
     "AllOf",
@@ -190,6 +193,8 @@ __all__ = [
     "VerdictKind",
     "action_fingerprint",
     "build_handoff",
+    "capture_case",
+    "import_agent",
     "load_cases",
     "render_reports",
     "report_rule",

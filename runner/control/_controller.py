@@ -427,6 +427,8 @@ class RunController:
         state.step += 1
         state.tokens += tokens
         state.cost_usd += cost_usd
+        state.last_action = action
+        state.usage.append((tokens, cost_usd))
         self._alert(state)
         try:
             return self._judge(state, action)
@@ -541,7 +543,8 @@ class RunController:
                              finish.output)
         details = "; ".join(rep.detail for _, rep in checks if rep.detail)
         note = "missing " + ", ".join(missing) + (f" ({details})" if details else "")
-        state.trace.append(StepRecord(state.step, "finish_rejected", note=note))
+        state.trace.append(StepRecord(state.step, "finish_rejected", note=note,
+                                      output=_replayable(finish.output)))
         state._missing.extend(missing)
         state._notes.append("Your finish was not accepted" + (f": {details}." if details else "."))
         return None
@@ -642,8 +645,27 @@ class RunController:
             handoff=None if goal else build_handoff(state, stop),
             unmetered_steps=state.unmetered_steps,
             reports=dict(state.reports),
+            record=self._record(state),
             _resume=_resume,
         )
+
+    def describe(self) -> dict[str, Any]:
+        """The controls as JSON (kept in every run record, so a run can be replayed)."""
+        np_ = self.no_progress
+        return {
+            "budget": self.budget.to_json(),
+            "guard": self.guard.to_json() if self.guard is not None else None,
+            "no_progress": {"repeats": np_.repeats, "empty_results": np_.empty_results},
+            "tool_failure": {"consecutive": self.tool_failure.consecutive},
+            "rules": [{"name": r.name, "predicates": [p.name for p in r.predicates],
+                       "stop_early": r.stops_early} for r in self.rules],
+            "validate": self.validate is not None,
+        }
+
+    def _record(self, state: RunState) -> dict[str, Any]:
+        return {"task": _replayable(state.task), "controls": self.describe(),
+                "last_action": _action_json(state.last_action),
+                "usage": [[t, round(c, 9)] for t, c in state.usage]}
 
     # -- resuming after a human decision ----------------------------------------------------
     def reopen(self, state: RunState, *, approvals: frozenset[str] | set[str] = frozenset(),
@@ -898,6 +920,32 @@ def _interrupted(state: RunState, how: str) -> Stop:
                 "interrupted by Ctrl-C" if how == "ctrl-c" else "cancelled from outside",
                 state.step, question="The run was interrupted: resume it from the handoff, "
                                      "or close it?")
+
+
+def _replayable(value: Any) -> Any:
+    from runner.errors import FormatError
+
+    try:
+        canonical_bytes(value)
+    except FormatError:
+        return repr(value)
+    return value
+
+
+def _action_json(action: Any) -> dict[str, Any] | None:
+    """An action in the shape of an eval case's turn (``ect.stop-eval/1``)."""
+    if isinstance(action, ToolCall):
+        call: dict[str, Any] = {"tool": action.tool, "args": dict(action.args)}
+        if action.idempotency_key is not None:
+            call["idempotency_key"] = action.idempotency_key
+        return {"call": call}
+    if isinstance(action, Finish):
+        return {"finish": _replayable(action.output)}
+    if isinstance(action, Escalate):
+        return {"escalate": action.question, "found": list(action.found)}
+    if isinstance(action, Invalid):
+        return {"invalid": action.detail}
+    return None
 
 
 def _crashed(e: Exception) -> ToolResult:

@@ -10,7 +10,9 @@ from runner.control._errors import NoFinalOutput
 from runner.control._handoff import HandoffPackage
 from runner.control._types import PredicateReport, StepRecord, Stop, StopReason
 
-__all__ = ["RunResult"]
+__all__ = ["RUN_RECORD_FORMAT", "RunResult"]
+
+RUN_RECORD_FORMAT = "ect.run-record/1"
 
 T = TypeVar("T")
 _NO_OUTPUT: Any = object()
@@ -37,6 +39,7 @@ class RunResult(Generic[T]):
     handoff: HandoffPackage | None = None
     unmetered_steps: int = 0  # decisions whose usage decide did not report
     reports: dict[str, PredicateReport] = field(default_factory=dict)  # last report per rule
+    record: dict[str, Any] = field(default_factory=dict)  # task, controls, last action, usage
     _output: Any = field(default=_NO_OUTPUT, repr=False)
     _resume: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
@@ -101,6 +104,7 @@ class RunResult(Generic[T]):
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "format": RUN_RECORD_FORMAT,
             "run_id": self.run_id,
             "stop": self.stop.to_json(),
             "steps": self.steps,
@@ -110,6 +114,7 @@ class RunResult(Generic[T]):
             "trace": [r.to_json() for r in self.trace],
             "data": _jsonable(self.data),
             "reports": {k: v.to_json() for k, v in sorted(self.reports.items())},
+            **self.record,
         }
         if self.completed:
             out["output"] = self._output

@@ -243,6 +243,7 @@ class StepRecord:
     args: Mapping[str, Any] | None = None
     result: ToolResult | None = None
     note: str = ""
+    output: Any = None  # the rejected finish's output (finish_rejected), for replay
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
@@ -263,6 +264,7 @@ class StepRecord:
             "args": dict(self.args) if self.args is not None else None,
             "result": self.result.to_json() if self.result is not None else None,
             "note": self.note,
+            **({"output": self.output} if self.kind == "finish_rejected" else {}),
         }
 
 
@@ -377,6 +379,8 @@ class RunState:
     started_at: float = 0.0  # the controller's clock when the run started
     _limits: Any = field(default=None, repr=False)  # (budget, clock) for ``remaining``
     _lease: Any = field(default=None, repr=False)
+    last_action: Any = None  # the last action the model proposed (kept in the run record)
+    usage: list[tuple[int, float]] = field(default_factory=list)  # (tokens, cost) per decision
     _settled_usd: float = field(default=0.0, repr=False)
     _warned: bool = field(default=False, repr=False)
     _scratch: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
