@@ -33,8 +33,12 @@ def run(path: Path | None, verbose: bool, agent: str | None) -> None:
 
     Each case asserts the stop reason and, when it says so, the steps taken, the tools run,
     the side effects not done and the output; a run that did not meet its goal must carry no
-    output. Prints each failure, then a last line "N passed, M failed". Exits 1 when any case
-    fails, 2 when a case file is malformed or the agent cannot be imported.
+    output.
+
+    Prints each failure, then "N passed, M failed".
+
+    Exits 1 when any case fails, 2 when a case file is malformed or the agent cannot be
+    imported.
     """
     decide = import_agent(agent) if agent is not None else None
     report = run_evals(path, decide=decide)

@@ -344,3 +344,66 @@ def test_escalate_still_needs_human() -> None:  # unchanged behaviour, guarded w
     result = RunController(Budget(max_steps=3, max_tokens=100), validate=ok).run(
         "t", script(Escalate("which?")), tools({}))
     assert result.reason is StopReason.NEEDS_HUMAN and result.handoff is not None
+
+
+# -- targeted tests for the nine controller bugs of the issue (see tests/control/mutants) --------
+def test_guard_refuses_before_the_tool_runs() -> None:  # M2
+    ran: list[str] = []
+
+    def execute(call: ToolCall) -> ToolResult:
+        ran.append(call.tool)
+        return ToolResult.success({"refunded": True})
+
+    guard = Guard(allow={"refund"}, side_effects={"refund": SideEffectRule(
+        amount_arg="amount", max_amount=100)})
+    result = RunController(Budget(max_steps=3, max_tokens=100), guard=guard, validate=ok).run(
+        "t", script(ToolCall("refund", {"amount": 500}, idempotency_key="k")), execute)
+    assert result.reason is StopReason.POLICY_BLOCK and ran == []
+
+
+def test_per_tool_limit_allows_exactly_the_limit() -> None:  # M3
+    ran: list[int] = []
+
+    def execute(call: ToolCall) -> ToolResult:
+        ran.append(call.args["i"])
+        return ToolResult.success({"i": call.args["i"]})
+
+    from runner.control import ToolLimits
+    budget = Budget(max_steps=10, max_tokens=100, tool_limits=ToolLimits(per_tool={"s": 2}))
+    result = RunController(budget, validate=ok).run(
+        "t", lambda s: ToolCall("s", {"i": s.step}), execute)
+    assert result.reason is StopReason.TOOL_LIMIT and ran == [0, 1] and result.steps == 3
+
+
+def test_no_model_call_once_tokens_reach_the_limit() -> None:  # M6
+    result = RunController(Budget(max_steps=10, max_tokens=100), validate=lambda s, o: False).run(
+        "t", lambda s: Turn(ToolCall("s", {"i": s.step}), tokens=50),
+        tools({"s": ToolResult.success({"v": 1})}))
+    assert result.reason is StopReason.TOKEN_BUDGET and result.steps == 2 and result.tokens == 100
+
+
+def test_failure_streak_is_counted_per_tool() -> None:  # M8
+    seen: dict[str, int] = {}
+
+    def execute(call: ToolCall) -> ToolResult:
+        seen[call.tool] = seen.get(call.tool, 0) + 1
+        if seen[call.tool] == 1:
+            return ToolResult.failure("503")
+        return ToolResult.success({call.tool: 1})
+
+    calls = [ToolCall("a"), ToolCall("b"), ToolCall("a", {"r": 1}), ToolCall("b", {"r": 1})]
+    result = RunController(Budget(max_steps=9, max_tokens=100), fold=merge,
+                           validate=lambda s, o: "a" in s.data and "b" in s.data).run(
+        "t", script(*calls, Finish("done")), execute)
+    assert result.reason is StopReason.GOAL_MET and result.steps == 5
+
+
+def test_a_rule_still_missing_refuses_a_validated_finish() -> None:  # M9
+    rule = StoppingRule("resolution", {"shipment": lambda s: "shipment_id" in s.data,
+                                       "eligibility": lambda s: "eligible" in s.data})
+    result = RunController(Budget(max_steps=4, max_tokens=100), rules=[rule], fold=merge,
+                           validate=ok).run(
+        "t", script(ToolCall("get"), Finish({"shipment_id": "SH-1"})),
+        tools({"get": ToolResult.success({"shipment_id": "SH-1"})}))
+    assert result.reason is not StopReason.GOAL_MET
+    assert result.reports["resolution"].missing == ("eligibility",)
