@@ -176,7 +176,7 @@ class KillSwitchStop(Condition):
         return "kill_switch"
 
 
-class _Failed(Exception):  # noqa: N818 - internal signal, turned into a typed stop
+class _Failed(Exception):
     def __init__(self, condition: Condition, detail: str) -> None:
         super().__init__(detail)
         self.condition, self.detail = condition, detail
@@ -262,7 +262,7 @@ class RunController:
     def _user(self, point: Checkpoint) -> Stop | None:
         if self.stop_when is None:
             return None
-        stop = _call("stop_when", self.stop_when.check, point)
+        stop: Stop | None = _call("stop_when", self.stop_when.check, point)
         if stop is not None and stop.reason is StopReason.GOAL_MET:
             raise _Failed(ContractViolation("stop_when"),
                           "stop_when cannot end a run with goal_met (only a checked finish or "

@@ -182,7 +182,7 @@ class SpendLedger:
         return {"runs": runs, "spend_usd": spend / _MICRO, "reserved_usd": reserved / _MICRO}
 
 
-class _Refused(Exception):  # noqa: N818 - internal signal, never escapes the kill switch
+class _Refused(Exception):
     def __init__(self, kind: str, runs: int, spend_usd: float) -> None:
         super().__init__(kind)
         self.kind, self.runs, self.spend_usd = kind, runs, spend_usd

@@ -215,7 +215,7 @@ def test_capture_replays_the_run_and_can_expect_the_right_stop(tmp_path: Path) -
     # pinned to what should have happened, the captured case fails until the agent is fixed
     wanted = EvalCase.from_json(capture_case(record, expect="goal_met"), "captured")
     assert not run_case(wanted).passed
-    with pytest.raises(EvalCaseError, match="ect.run-record/1"):
+    with pytest.raises(EvalCaseError, match=r"ect\.run-record/1"):
         capture_case({"format": "other"})
 
 

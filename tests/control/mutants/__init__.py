@@ -25,8 +25,7 @@ from runner.control import (
     ToolFailure,
 )
 from runner.control._conditions import MaxTokens, RepeatedAction, _short
-from runner.control._types import Finish
-from runner.control._types import Checkpoint, Phase
+from runner.control._types import Checkpoint, Finish, Phase
 
 Mutant = Callable[[pytest.MonkeyPatch], None]
 
