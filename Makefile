@@ -5,7 +5,7 @@ PY ?= python3
 PIP ?= $(PY) -m pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install sysdeps sysdeps-test demo test test-slow check bench
+.PHONY: install sysdeps sysdeps-test demo test test-slow check bench mutate
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
@@ -33,3 +33,12 @@ check:
 
 bench: install
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+# Mutation testing of runner/control with mutmut (opt-in: thousands of mutants, long). It
+# copies the package into ./mutants, runs the control tests against every mutant and prints
+# the score; `mutmut results` lists the survivors, `mutmut show NAME` one diff. CI runs a
+# bounded, deterministic subset instead (tests/control/test_mutation.py).
+mutate: install
+	$(PY) -m mutmut run --max-children 2 $(MUTANTS)
+	$(PY) -m mutmut export-cicd-stats
+	$(PY) -m tests.control.mutation mutants/mutmut-cicd-stats.json
