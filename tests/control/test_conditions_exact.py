@@ -90,11 +90,11 @@ def test_allof_refusals_name_the_phases() -> None:
     assert str(e.value) == ("AllOf members never fire at the same checkpoint: max_steps=2 "
                             "(before_model), tool_limit[*]=1 (on_action); combine them with | or "
                             "check them separately")
-    with pytest.raises(ValueError, match="^AllOf needs at least one member$"):
+    with pytest.raises(ValueError, match=r"^AllOf needs at least one member$"):
         AllOf()
-    with pytest.raises(TypeError, match="^AllOf members must be StopConditions, got int$"):
+    with pytest.raises(TypeError, match=r"^AllOf members must be StopConditions, got int$"):
         AllOf(MaxSteps(1), 3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^AnyOf members must be StopConditions, got str$"):
+    with pytest.raises(TypeError, match=r"^AnyOf members must be StopConditions, got str$"):
         AnyOf("x")  # type: ignore[arg-type]
 
 
