@@ -47,6 +47,7 @@ __all__ = [
     "NoProgressDetector",
     "RepeatedAction",
     "RepeatedEmptyResult",
+    "StalledState",
     "StopCondition",
     "ToolCallLimit",
     "ToolFailure",
@@ -403,6 +404,50 @@ class RepeatedEmptyResult(StopCondition):
             memo["streak"], memo["last"] = 0, None
 
 
+def _state_digest(state: RunState) -> str:
+    try:
+        return digest("ect/value/v1", state.data)
+    except FormatError:
+        return repr(sorted(state.data.items(), key=lambda kv: str(kv[0])))
+
+
+@dataclass(frozen=True, eq=False)
+class StalledState(StopCondition):
+    """``no_progress``: ``results`` tool results in a row that left the folded state
+    (``state.data``) unchanged — progress measured as change in what the run knows, whatever
+    the calls looked like. Needs a ``fold``; a run without one never changes its state."""
+
+    results: int = 4
+    phases = frozenset({Phase.AFTER_TOOL})
+
+    def __post_init__(self) -> None:
+        if self.results < 2:
+            raise ValueError("StalledState.results must be >= 2")
+
+    @property
+    def name(self) -> str:
+        return f"stalled_state={self.results}"
+
+    def check(self, point: Checkpoint) -> Stop | None:
+        if point.phase is not Phase.AFTER_TOOL or point.result is None:
+            return None
+        memo = point.state.scratch(self)
+        same = memo.get("digest") == _state_digest(point.state)
+        streak = memo.get("streak", 0) + 1 if same else 0
+        if streak >= self.results:
+            return self._stop(StopReason.NO_PROGRESS, point,
+                              f"{streak} tool results in a row left the run state unchanged")
+        return None
+
+    def observe(self, point: Checkpoint) -> None:
+        if point.phase is not Phase.AFTER_TOOL or point.result is None:
+            return
+        memo = point.state.scratch(self)
+        now = _state_digest(point.state)
+        memo["streak"] = memo.get("streak", 0) + 1 if memo.get("digest") == now else 0
+        memo["digest"] = now
+
+
 @dataclass(frozen=True, eq=False)
 class ToolFailure(StopCondition):
     """``tool_error``: a fatal tool failure, or ``consecutive`` failures of the same tool."""
@@ -516,13 +561,15 @@ class ExternalStop(Condition):
 
 
 class NoProgressDetector(AnyOf):
-    """``no_progress``: :class:`RepeatedAction` or :class:`RepeatedEmptyResult`, whichever fires
-    (the stop names that member, with its own type).
+    """``no_progress``: :class:`RepeatedAction`, :class:`RepeatedEmptyResult` or (opt-in)
+    :class:`StalledState`, whichever fires (the stop names that member, with its own type).
 
     Args:
         repeats: the N-th identical action (tool + canonical args [+ state hash]) is not run.
         empty_results: N identical empty results in a row end the run.
         state_key: optional ``state -> JSON value`` hashed into each action's fingerprint.
+        stalled: N tool results in a row that leave the folded state unchanged end the run
+            (None: off; it needs a ``fold`` that records what each result taught the run).
     """
 
     def __init__(
@@ -530,10 +577,16 @@ class NoProgressDetector(AnyOf):
         repeats: int = 3,
         empty_results: int = 3,
         state_key: Callable[[RunState], Any] | None = None,
+        stalled: int | None = None,
     ) -> None:
-        super().__init__(RepeatedAction(repeats, state_key), RepeatedEmptyResult(empty_results))
+        members: list[StopCondition] = [RepeatedAction(repeats, state_key),
+                                        RepeatedEmptyResult(empty_results)]
+        if stalled is not None:
+            members.append(StalledState(stalled))
+        super().__init__(*members)
         self.repeats = repeats
         self.empty_results = empty_results
+        self.stalled = stalled
 
     @property
     def name(self) -> str:

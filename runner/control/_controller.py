@@ -655,7 +655,8 @@ class RunController:
         return {
             "budget": self.budget.to_json(),
             "guard": self.guard.to_json() if self.guard is not None else None,
-            "no_progress": {"repeats": np_.repeats, "empty_results": np_.empty_results},
+            "no_progress": {"repeats": np_.repeats, "empty_results": np_.empty_results,
+                            **({"stalled": np_.stalled} if np_.stalled is not None else {})},
             "tool_failure": {"consecutive": self.tool_failure.consecutive},
             "rules": [{"name": r.name, "predicates": [p.name for p in r.predicates],
                        "stop_early": r.stops_early} for r in self.rules],

@@ -24,7 +24,7 @@ Case fields (unknown fields are refused)::
                     {"per_tool"?, "default"?, "side_effect_default"?, "total"?}}
     guard          {"allow": [...], "side_effects"?: {tool: {"amount_arg"?, "max_amount"?,
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
-    no_progress    {"repeats"?, "empty_results"?}
+    no_progress    {"repeats"?, "empty_results"?, "stalled"?}
     tool_failure   {"consecutive"?}
     finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
                    values tools put into the run state (ok tool results that are objects are
@@ -264,12 +264,15 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                           approvals=frozenset(r.str_list(g.get("approvals", []), "$.guard.approvals")))
         except ValueError as e:
             raise r.fail("$.guard", str(e)) from None
-    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(), {"repeats", "empty_results"})
+    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(),
+                {"repeats", "empty_results", "stalled"})
     tf = r.obj(top.get("tool_failure", {}), "$.tool_failure", set(), {"consecutive"})
     try:
         no_progress = NoProgressDetector(
             repeats=r.count(np_.get("repeats", 3), "$.no_progress.repeats"),
-            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"))
+            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"),
+            stalled=(r.count(np_["stalled"], "$.no_progress.stalled")
+                     if "stalled" in np_ else None))
         tool_failure = ToolFailure(r.count(tf.get("consecutive", 2), "$.tool_failure.consecutive"))
     except ValueError as e:
         raise r.fail("$.no_progress/$.tool_failure", str(e)) from None

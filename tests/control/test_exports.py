@@ -22,7 +22,7 @@ EXPECTED = {
     # v2: deadlines, typed internal errors, leases, shared idempotency, facts, evals of agents
     "ContractViolation", "Fact", "IdempotencyLedger", "Interrupted", "KillSwitchStop", "Lease",
     "MaxTime", "Remaining", "ToolTimeout", "UnmeteredUsage", "UserCodeError",
-    "RUN_RECORD_FORMAT", "capture_case", "import_agent",
+    "RUN_RECORD_FORMAT", "capture_case", "import_agent", "StalledState",
 }
 
 

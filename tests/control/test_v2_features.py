@@ -267,3 +267,25 @@ def test_eval_reports_steps_tools_and_side_effects(tmp_path: Path) -> None:
 def test_bundled_suite_covers_time_budget_and_internal_error() -> None:
     kinds = {c.expect_stop for c in load_cases()}
     assert {StopReason.TIME_BUDGET, StopReason.INTERNAL_ERROR} <= kinds
+
+
+# -- progress as change in the folded state ------------------------------------------------------
+def test_results_that_teach_the_run_nothing_are_no_progress() -> None:
+    from runner.control import NoProgressDetector, StalledState
+
+    n = iter(range(100))  # every call is new, every result non-empty, yet nothing new is learnt
+    ctl = RunController(Budget(max_steps=20, max_tokens=1000), validate=lambda s, o: True,
+                        fold=merge, no_progress=NoProgressDetector(stalled=3))
+    result = ctl.run("t", lambda s: ToolCall("search", {"page": next(n)}),
+                     tools({"search": ToolResult.success({"hits": ["doc-1"]})}))
+    assert result.reason is StopReason.NO_PROGRESS and type(result.stop.condition) is StalledState
+    assert result.tool_calls == 4  # the first result taught something; three more did not
+    assert result.stop.detail == "3 tool results in a row left the run state unchanged"
+    learning = iter(range(100))
+    ctl2 = RunController(Budget(max_steps=6, max_tokens=1000), validate=lambda s, o: True,
+                         fold=merge, no_progress=NoProgressDetector(stalled=3))
+    moving = ctl2.run("t", lambda s: ToolCall("search", {"page": next(learning)}),
+                      lambda c: ToolResult.success({"hits": [c.args["page"]]}))
+    assert moving.reason is StopReason.STEP_BUDGET
+    with pytest.raises(ValueError, match="StalledState.results must be >= 2"):
+        StalledState(1)
