@@ -287,5 +287,5 @@ def test_results_that_teach_the_run_nothing_are_no_progress() -> None:
     moving = ctl2.run("t", lambda s: ToolCall("search", {"page": next(learning)}),
                       lambda c: ToolResult.success({"hits": [c.args["page"]]}))
     assert moving.reason is StopReason.STEP_BUDGET
-    with pytest.raises(ValueError, match="StalledState.results must be >= 2"):
+    with pytest.raises(ValueError, match=r"StalledState\.results must be >= 2"):
         StalledState(1)
