@@ -59,7 +59,7 @@ def test_rule_that_holds_wins_over_empty_results() -> None:
                         output=lambda s: s.data["calls"])
     ctl = RunController(Budget(max_steps=10, max_tokens=1000), rules=[rule], fold=fold)
     calls = [ToolCall("a", {"i": 1}), ToolCall("b", {"i": 2}), ToolCall("c", {"i": 3})]
-    result = ctl.run("t", script(*calls), tools({"a": ToolResult.success(None),
+    result = ctl.run("t", script(*calls), tools({"a": ToolResult.success({}),
                                                  "b": ToolResult.success({}),
                                                  "c": ToolResult.success({})}))
     assert result.reason is StopReason.GOAL_MET
@@ -103,6 +103,7 @@ def test_hung_sync_tool_is_cancelled_by_the_run_deadline(release: threading.Even
     assert result.reason is StopReason.TIME_BUDGET
     assert result.stop.kind == "MaxTime"
     assert result.handoff is not None and "time" in result.handoff.stop_detail
+    assert result.handoff.question.startswith("The run ran out of time")
 
 
 def test_hung_async_tool_is_cancelled_by_a_per_tool_timeout() -> None:
