@@ -1,6 +1,7 @@
 # Two entry points on a fresh machine (see README): `make demo` and `make test`.
 # Both install what they need first: the Python package (pip) and, when missing, Debian's
-# bubblewrap (and chromium for the test suite's report screenshot), via apt as root or sudo.
+# bubblewrap (and chromium for the test suite's report screenshot and the viewer's Playwright
+# tests, which drive Debian's chromium, never a Playwright browser download), via apt as root or sudo.
 PY ?= python3
 PIP ?= $(PY) -m pip
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -3,7 +3,7 @@
 Subpackages, each importing only from those before it (DESIGN §2)::
 
     canonical -> ect -> worlds -> sandbox -> store -> providers -> control
-      -> policies -> loop -> study -> analysis -> cli
+      -> policies -> loop -> study -> analysis -> view -> cli
 
 ``runner.errors`` holds the single exception root and is importable from every layer.
 """

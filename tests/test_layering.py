@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ORDER = ["canonical", "ect", "worlds", "sandbox", "store", "providers", "control", "policies",
-         "loop", "study", "analysis", "cli"]
+         "loop", "study", "analysis", "view", "cli"]
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.analysis._closed import FAULTS_CLOSED_LOOP
 from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
+from runner.analysis._legend import legend_html, static_viewer_link, viewer_link
 from runner.analysis._svg import hbar_chart, heatmap
 from runner.errors import AnalysisError
 
@@ -227,6 +228,7 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
             cells,
             legend="share of the condition's snapshots decided wrongly",
             cell_w=56,
+            links=[[static_viewer_link(f) for f in STATIC_FAULTS] for _ in pols],
         )
     )
     calls = [t2[p]["model_calls"] for p in pols]
@@ -422,6 +424,8 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
             cells,
             legend="share premature (T1 is outside the primary scope)",
             cell_w=48,
+            links=[[viewer_link(checkpoint="incomplete", fault=f, policy=p) for f in faults]
+                   for p in pols],
         )
     )
     for key, title, fmt in (
@@ -511,6 +515,7 @@ def _html(
         parts.append(_html_table(head, rows))
         if note:
             parts.append(f'<p class="note">{escape(note)}</p>')
+    parts.append(legend_html())
     parts.append('<div id="sentinel" hidden data-ready="no"></div>')
     parts.append("</body></html>")
     return ("\n".join(parts) + "\n").encode("utf-8")

@@ -122,8 +122,11 @@ def heatmap(
     *,
     legend: str,
     cell_w: int = 64,
+    links: Sequence[Sequence[str | None]] | None = None,
 ) -> str:
-    """A grid of cells coloured by a 0..1 value and labelled with text; ``None`` is blank."""
+    """A grid of cells coloured by a 0..1 value and labelled with text; ``None`` is blank.
+
+    ``links`` (same shape as ``cells``) wraps each non-blank cell in a link to that address."""
     label_w, cell_h, top = 140, 26, 48
     width = label_w + cell_w * len(col_labels) + 10
     height = top + cell_h * len(row_labels) + 30
@@ -149,12 +152,17 @@ def heatmap(
             v, text = cell
             fill = _heat_colour(v)
             ink = "#ffffff" if v > 0.55 else INK
+            href = links[i][j] if links is not None else None
+            if href:
+                out.append(f'<a href="{escape(href)}">')
             out.append(
                 f'<rect x="{x}" y="{y}" width="{cell_w}" height="{cell_h}" fill="{fill}" '
                 f'stroke="#ffffff"><title>{escape(row)} / {escape(col_labels[j])}: '
                 f"{escape(text)}</title></rect>"
             )
             out.append(_text(x + cell_w / 2, y + 17, text, anchor="middle", size=11, fill=ink))
+            if href:
+                out.append("</a>")
     ly = top + cell_h * len(row_labels) + 10
     for k in range(6):
         out.append(

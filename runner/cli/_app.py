@@ -15,6 +15,7 @@ from runner.cli import (
     _study,
     _tasks,
     _verify,
+    _view,
 )
 
 __all__ = ["cli", "main"]
@@ -39,7 +40,8 @@ def cli() -> None:
     """
 
 
-for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals, _demo):
+for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals, _demo,
+                _view):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

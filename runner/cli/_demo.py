@@ -8,6 +8,7 @@ closed-loop report -> static study. Prints where every output is.
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from pathlib import Path
 
 import click
@@ -72,6 +73,7 @@ def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, lim
     click.echo("simulated provider: every figure below comes from the deterministic simulation")
     for name, path in outputs:
         click.echo(f"{name:>20}: {path}")
+    click.echo(f"look inside the run: ect view --store {shlex.quote(str(store))}")
 
 
 COMMANDS: list[click.Command] = [demo_cmd]

@@ -87,10 +87,31 @@ def verify_cmd(
 @store_group.command("show")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), default=None, help="Show record SEQ.")
+@click.option("--cell", "cell_id", default=None, help="Show the record of cell CELL_ID.")
+@click.option("--pretty", is_flag=True,
+              help="With --seq/--cell: the trajectory step by step, blobs resolved.")
+@click.option("--raw", is_flag=True, help="With --pretty: whole prompts and raw request bodies.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @map_errors(_CODES)
-def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
-    """Show a store's header and head, or one record (the store is verified quickly first)."""
+def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw: bool,
+             as_json: bool) -> None:
+    """Show a store's header and head, or one record (the store is verified quickly first).
+
+    With --pretty the store is only read (read-only SQLite; no verification, no writes).
+    """
+    if seq is not None and cell_id is not None:
+        die("give at most one of --seq and --cell", EXIT_USAGE)
+    if pretty or raw:
+        if as_json or (raw and not pretty):
+            die("--pretty cannot be combined with --json; --raw needs --pretty", EXIT_USAGE)
+        if seq is None and cell_id is None:
+            die("--pretty needs --seq N or --cell CELL_ID", EXIT_USAGE)
+        _show_pretty(path, seq, cell_id, raw)
+        return
+    if cell_id is not None:
+        from runner.view import StoreSource
+
+        seq = StoreSource(path).seq_of(cell_id)
     with Store.open(path) as store:
         if seq is None:
             out: dict[str, Any] = {
@@ -118,6 +139,22 @@ def show_cmd(path: Path, seq: int | None, as_json: bool) -> None:
     for k, v in out.items():
         text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
         click.echo(f"{k}: {text}")
+
+
+def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) -> None:
+    from runner.view import NotFound, StoreSource, cell_view, format_cell
+
+    src = StoreSource(path)
+    try:
+        n = src.seq_of(cell_id) if cell_id is not None else seq
+        assert n is not None
+        if n == 0:
+            die("record 0 is the header: use ect store show PATH", EXIT_USAGE)
+        lines = format_cell(cell_view(src, n), raw=raw)
+    except NotFound as e:
+        die(str(e), EXIT_USAGE)
+    for line in lines:
+        click.echo(line)
 
 
 @store_group.command("proof")

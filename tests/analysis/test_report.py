@@ -64,7 +64,11 @@ def test_results_json_holds_figures_with_inputs(results: dict[str, Any]) -> None
 
 def test_html_is_self_contained(results: dict[str, Any]) -> None:
     html = render_outputs(results)["report.html"].decode("utf-8")
-    assert not re.search(r"""(src|href)\s*=\s*["'](https?:)?//""", html)
+    assert not re.search(r"""src\s*=\s*["'](https?:)?//""", html)
+    # the only absolute links are the heat-map cells' links to the local viewer (`ect view`)
+    hrefs = re.findall(r"""(<[a-z]+) href\s*=\s*["']((?:https?:)?//[^"']*)""", html)
+    assert hrefs and all(tag == "<a" and url.startswith("http://127.0.0.1:8765/#/cells?")
+                         for tag, url in hrefs), hrefs
     assert "<link" not in html and "@import" not in html and "url(" not in html
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') == 9
 

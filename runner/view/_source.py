@@ -1,0 +1,251 @@
+"""Read-only access to a run store for the viewer: never writes, never takes the run lock.
+
+The store is opened through SQLite's URI interface with ``mode=ro``. When the store has no
+``-wal`` file (no writer has it open and everything is checkpointed into the main file), even a
+read-only connection would create ``-wal``/``-shm`` files, so the viewer then opens it with
+``immutable=1`` (no files created, no locks taken) and checks afterwards that the file was not
+changed underneath it (same inode, size and mtime, still no ``-wal``); if it was, the read is
+retried with ``mode=ro``, which follows a live writer's WAL like any other reader. Records are
+append-only, so parsed records are cached by sequence number and only newer ones are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runner.store import StoreReport, checkpoint_path, verify_store
+from runner.view._errors import NotFound, ViewError
+
+__all__ = ["RawRecord", "StoreSource"]
+
+T = TypeVar("T")
+# Damage kinds a verification racing a live writer can report for a moment.
+_RACY = frozenset({"truncation", "stale_checkpoint", "missing_checkpoint"})
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    seq: int
+    body: bytes
+    leaf: bytes
+    chain: bytes
+    prev_chain: bytes
+
+
+def _uri(path: Path, *, immutable: bool) -> str:
+    p = str(path.resolve()).replace("?", "%3f").replace("#", "%23")
+    return f"file:{p}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+class StoreSource:
+    """A run store opened for reading only."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ViewError(f"{self.path}: no such store file")
+        self._lock = threading.Lock()
+        self._bodies: dict[int, dict[str, Any]] = {}
+        self._header: dict[str, Any] | None = None
+        self._quick: tuple[tuple[object, ...], StoreReport] | None = None
+        with self._read() as conn:
+            try:
+                app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+                row = conn.execute("SELECT body FROM records WHERE seq = 0").fetchone()
+            except sqlite3.Error as e:
+                raise ViewError(f"{self.path}: not a run store ({e})") from e
+        if app_id != 0x45435453 or row is None:
+            raise ViewError(f"{self.path}: not a run store (no ECTS header record)")
+        self._header = json.loads(row[0])
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def _wal(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
+
+    def _stat(self) -> tuple[int, int, int]:
+        st = self.path.stat()
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    @contextmanager
+    def _connect(self, immutable: bool) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = sqlite3.connect(_uri(self.path, immutable=immutable), uri=True,
+                                   check_same_thread=False, timeout=10.0)
+        except sqlite3.Error as e:
+            raise ViewError(f"{self.path}: cannot open read-only ({e})") from e
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("PRAGMA trusted_schema = OFF")
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._connect(immutable=not self._wal().exists()) as conn:
+            yield conn
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on a read-only connection inside one read transaction."""
+        with self._lock:
+            for _ in range(3):
+                immutable = not self._wal().exists()
+                before = self._stat()
+                with self._connect(immutable) as conn:
+                    conn.execute("BEGIN")
+                    try:
+                        out = fn(conn)
+                    except sqlite3.Error as e:
+                        raise ViewError(f"{self.path}: read failed ({e})") from e
+                    finally:
+                        conn.execute("COMMIT")
+                if not immutable or (not self._wal().exists() and self._stat() == before):
+                    return out
+            raise ViewError(f"{self.path}: the store kept changing while it was read")
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    @property
+    def header(self) -> dict[str, Any]:
+        assert self._header is not None
+        return self._header
+
+    def count(self) -> int:
+        return int(self.run(lambda c: c.execute("SELECT COUNT(*) FROM records").fetchone()[0]))
+
+    def bodies(self) -> dict[int, dict[str, Any]]:
+        """Every committed record n >= 1 (parsed), reading only those not seen before."""
+        start = max(self._bodies, default=0) + 1
+        rows = self.run(lambda c: c.execute(
+            "SELECT seq, body FROM records WHERE seq >= ? ORDER BY seq", (start,)).fetchall())
+        for seq, body in rows:
+            self._bodies[int(seq)] = json.loads(body)
+        return self._bodies
+
+    def body(self, seq: int) -> dict[str, Any]:
+        if seq not in self._bodies:
+            self.bodies()
+        if seq < 1 or seq not in self._bodies:
+            raise NotFound(f"no cell record {seq} in {self.path}")
+        return self._bodies[seq]
+
+    def seq_of(self, cell_id: str) -> int:
+        for seq, body in self.bodies().items():
+            if body.get("cell_id") == cell_id:
+                return seq
+        raise NotFound(f"no committed cell {cell_id!r} in {self.path}")
+
+    def raw_record(self, seq: int) -> RawRecord:
+        def q(c: sqlite3.Connection) -> list[Any]:
+            return c.execute("SELECT seq, body, leaf, chain FROM records WHERE seq IN (?, ?) "
+                             "ORDER BY seq", (seq - 1, seq)).fetchall()
+        rows = self.run(q)
+        if not rows or rows[-1][0] != seq:
+            raise NotFound(f"no record {seq} in {self.path}")
+        prev = bytes(rows[0][3]) if len(rows) == 2 else bytes(32)
+        _, body, leaf, chain = rows[-1]
+        return RawRecord(seq, bytes(body), bytes(leaf), bytes(chain), prev)
+
+    def leaves(self, size: int) -> list[bytes]:
+        rows = self.run(lambda c: c.execute(
+            "SELECT leaf FROM records WHERE seq < ? ORDER BY seq", (size,)).fetchall())
+        return [bytes(r[0]) for r in rows]
+
+    def latest_checkpoint(self) -> dict[str, Any] | None:
+        row = self.run(lambda c: c.execute(
+            "SELECT body FROM checkpoints ORDER BY id DESC LIMIT 1").fetchone())
+        return None if row is None else dict(json.loads(row[0]))
+
+    def blob(self, digest: str) -> bytes:
+        row = self.run(lambda c: c.execute(
+            "SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone())
+        if row is None:
+            raise NotFound(f"no blob {digest} in {self.path}")
+        data = bytes(row[0])
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise ViewError(f"blob {digest} does not hash to its digest (run the full verify)")
+        return data
+
+    def blob_json(self, digest: str | None) -> Any:
+        if not digest:
+            return None
+        try:
+            return json.loads(self.blob(digest))
+        except NotFound:
+            return None
+
+    def attempt_count(self) -> int:
+        return int(self.run(lambda c: c.execute(
+            "SELECT COUNT(*) FROM attempts WHERE kind = 'begin'").fetchone()[0]))
+
+    # ---- verification --------------------------------------------------------------------
+
+    def version(self) -> tuple[object, ...]:
+        """Changes whenever the store's files do (for caching answers about the whole store)."""
+        wal = self._wal()
+        w = wal.stat() if wal.exists() else None
+        return (*self._stat(), None if w is None else (w.st_size, w.st_mtime_ns))
+
+    def verify_cached(self) -> StoreReport:
+        """The quick verification, repeated only when the store's files changed."""
+        key = self.version()
+        cached = self._quick
+        if cached is None or cached[0] != key:
+            cached = (key, self.verify(full=False))
+            self._quick = cached
+        return cached[1]
+
+    def _verify_live(self, full: bool) -> StoreReport:
+        """Verify in place while a writer may be appending. The external checkpoint file is
+        read beside the database, so a cell committed between the two reads can make it look
+        newer than the records read (truncation) for an instant; such an answer is only
+        believed when it repeats on a store that stopped changing."""
+        rep = verify_store(self.path, full=full)
+        for _ in range(5):
+            if rep.ok or rep.damage not in _RACY:
+                return rep
+            key = self.version()
+            time.sleep(0.2)
+            if self.version() == key:
+                return verify_store(self.path, full=full)
+            rep = verify_store(self.path, full=full)
+        return rep
+
+    def verify(self, *, full: bool) -> StoreReport:
+        """``runner.store.verify_store`` without touching the store's files.
+
+        While a writer has the store open (a ``-wal`` exists) the verifier reads it in place
+        read-only, as any reader does. Otherwise a read-only connection would create ``-wal``
+        and ``-shm`` files, so the (fully checkpointed) file is copied and the copy verified
+        against the store's own external checkpoint.
+        """
+        with self._lock:
+            ext = checkpoint_path(self.path)
+            if self._wal().exists():
+                return self._verify_live(full)
+            with tempfile.TemporaryDirectory(prefix="ect-view-") as tmp:
+                before = self._stat()
+                copy = Path(tmp) / self.path.name
+                shutil.copyfile(self.path, copy)
+                if self._wal().exists() or self._stat() != before:
+                    return self._verify_live(full)
+                cp = Path(tmp) / ext.name
+                if ext.exists():
+                    shutil.copyfile(ext, cp)
+                rep = verify_store(copy, full=full, checkpoint=cp)
+                return dataclasses.replace(rep, detail=rep.detail.replace(str(copy),
+                                                                          str(self.path)))
