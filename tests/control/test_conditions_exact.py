@@ -298,3 +298,64 @@ def test_user_condition_helper_builds_typed_stops() -> None:
     stop = Mine().check(Checkpoint(B, st(step=9)))
     assert stop is not None and stop.step == 9 and stop.question == "ok?" and stop.kind == "Mine"
     assert Mine().observe(Checkpoint(B, st())) is None
+
+
+def test_stalled_state_counts_results_that_left_the_state_unchanged() -> None:
+    from runner.control import StalledState
+
+    assert StalledState(2).results == 2
+    with pytest.raises(ValueError) as e:
+        StalledState(1)
+    assert str(e.value) == "StalledState.results must be >= 2"
+    cond, state, call = StalledState(2), st(step=7), ToolCall("s")
+    res = ToolResult.success({"x": 1})
+    point = Checkpoint(T, state, None, call, res)
+    assert cond.check(Checkpoint(A, state, None, call, res)) is None  # wrong phase
+    assert cond.check(Checkpoint(T, state, None, call, None)) is None  # no result
+    cond.observe(Checkpoint(A, state, None, call, res))
+    assert state.scratch(cond) == {}
+    assert cond.check(point) is None  # the first result is news
+    cond.observe(point)
+    assert cond.check(point) is None  # one unchanged result: streak 1 of 2
+    cond.observe(point)
+    stop = cond.check(point)
+    assert stop is not None and stop.step == 7 and stop.reason is R.NO_PROGRESS
+    assert stop.detail == "2 tool results in a row left the run state unchanged"
+    state.data["y"] = 2  # the state changed: the streak starts again
+    assert cond.check(point) is None
+    cond.observe(point)
+    assert cond.check(point) is None
+
+
+def test_stalled_state_compares_states_that_are_not_json() -> None:
+    from runner.control import StalledState
+
+    cond, state, call = StalledState(2), st(), ToolCall("s")
+    point = Checkpoint(T, state, None, call, ToolResult.success(1))
+    for i in range(4):  # a value that is not JSON, changing every step: never stalled
+        state.data["obj"] = type(f"T{i}", (), {})
+        state.data["a"] = 1
+        assert cond.check(point) is None
+        cond.observe(point)
+    cond.observe(point)
+    assert cond.check(point) is not None  # unchanged now
+
+
+def test_a_finish_check_that_raises_rejects_the_finish_with_its_message() -> None:
+    from runner.control import Budget, Finish, RunController
+
+    def boom(state: RunState, out: object) -> bool:
+        raise ValueError("bad value\nmore")
+
+    def silent(state: RunState, out: object) -> bool:
+        raise ValueError
+
+    for validate, detail in ((boom, "the finish check raised ValueError: bad value"),
+                             (silent, "the finish check raised ValueError")):
+        ctl = RunController(Budget(max_steps=3, max_tokens=10), validate=validate)
+        state = ctl.start("t")
+        ctl.check_before_model(state)
+        assert ctl.on_finish(state, Finish(1)) is None
+        assert state.trace[-1].note == f"missing finish_check ({detail})"
+        assert ctl.check_before_model(state) is None
+        assert state.directive is not None and state.directive.missing == ("finish_check",)
