@@ -10,6 +10,7 @@ import pytest
 
 from runner.control import (
     LEDGER_FORMAT,
+    Admission,
     Budget,
     CostAlert,
     DailyRunCeiling,
@@ -172,3 +173,49 @@ def test_reading_usage_does_not_create_the_ledger(tmp_path: Path) -> None:
     assert not (tmp_path / "l.json").exists()
     ks.admit()
     assert ks.usage() == {"runs": 1, "spend_usd": 0.0, "reserved_usd": 0.0}
+
+
+def test_every_configuration_refusal_names_the_setting(tmp_path: Path) -> None:
+    led = tmp_path / "l.sqlite"
+    for kw, msg in (({"max_runs_per_day": 1}, "daily ceilings need a ledger file (ledger=...)"),
+                    ({"ledger": led, "max_runs_per_day": -1}, "max_runs_per_day must be >= 0"),
+                    ({"ledger": led, "max_spend_per_day_usd": -1},
+                     "max_spend_per_day_usd must be >= 0"),
+                    ({"cost_alert_usd": 0}, "cost_alert_usd must be > 0"),
+                    ({"step_reserve_usd": 0.1},
+                     "step_reserve_usd must be > 0 and needs max_spend_per_day_usd"),
+                    ({"ledger": led, "max_spend_per_day_usd": 1, "step_reserve_usd": 0},
+                     "step_reserve_usd must be > 0 and needs max_spend_per_day_usd"),
+                    ({"lease_ttl_s": 0}, "lease_ttl_s must be > 0")):
+        with pytest.raises(ValueError) as e:
+            KillSwitch(**kw)  # type: ignore[arg-type]
+        assert str(e.value) == msg
+    # zero ceilings are valid (they refuse every run); a sub-second lease is valid
+    zero = KillSwitch(ledger=led, max_runs_per_day=0, max_spend_per_day_usd=0, lease_ttl_s=0.5,
+                      clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
+    with pytest.raises(DailyRunCeiling):
+        zero.admit()
+    with pytest.raises(ValueError) as e:
+        KillSwitch(clock=lambda: datetime(2026, 1, 1)).admit()  # noqa: DTZ001 - naive on purpose
+    assert str(e.value) == "the kill switch clock must return an aware (UTC) datetime"
+
+
+def test_admission_reports_todays_counts(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 23, 0, tzinfo=timezone(timedelta(hours=-5))))  # 04:00 UTC 15th
+    no_ledger = KillSwitch(clock=clock).admit()
+    assert no_ledger == Admission("2026-03-15", 1, 0.0, None)
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=2.0,
+                    step_reserve_usd=0.5, clock=clock)
+    first = ks.admit()
+    assert first == Admission("2026-03-15", 1, 0.0, 2.0)
+    lease, left = ks.reserve(first, "r-1")
+    assert lease is not None and lease.amount_usd == 0.5 and left == 0.5
+    ks.settle(first, lease, 0.3)
+    second = ks.admit()
+    assert second == Admission("2026-03-15", 2, 0.3, 1.7)
+    held, _ = ks.reserve(second, "r-2")
+    third = ks.admit()  # an open lease counts against what is left
+    assert third == Admission("2026-03-15", 3, 0.3, 1.2)
+    assert ks.usage() == {"runs": 3, "spend_usd": 0.3, "reserved_usd": 0.5}
+    ks.settle(second, held, 0.0)
+    assert ks.usage()["reserved_usd"] == 0.0
