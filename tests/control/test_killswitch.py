@@ -219,3 +219,24 @@ def test_admission_reports_todays_counts(tmp_path: Path) -> None:
     assert ks.usage() == {"runs": 3, "spend_usd": 0.3, "reserved_usd": 0.5}
     ks.settle(second, held, 0.0)
     assert ks.usage()["reserved_usd"] == 0.0
+
+
+def test_reservations_count_every_open_lease_and_the_boundary(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 12, tzinfo=UTC))
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=1.0,
+                    step_reserve_usd=0.4, clock=clock)
+    adm = ks.admit()
+    a, left_a = ks.reserve(adm, "a")
+    b, left_b = ks.reserve(adm, "b")
+    assert a is not None and b is not None and (left_a, left_b) == (0.4, 0.4)
+    c, left_c = ks.reserve(adm, "c")  # 0.8 is held: 0.2 left, a step reserves 0.4
+    assert c is None and left_c == pytest.approx(0.2)
+    ks.settle(adm, a, 0.4)  # spent what it reserved: still 0.2 left
+    again, _ = ks.reserve(adm, "c")
+    assert again is None
+    ks.settle(adm, b, 0.6)  # spend reached the ceiling exactly: no new run today
+    assert ks.usage()["spend_usd"] == pytest.approx(1.0)
+    with pytest.raises(DailySpendCeiling):
+        ks.admit()
+    none_left, left = ks.reserve(adm, "d")
+    assert none_left is None and left == 0.0
