@@ -15,6 +15,8 @@ sysdeps:
 sysdeps-test: sysdeps
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+	@command -v scmp_sys_resolver >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends seccomp; }
 
 install:
 	$(PIP) install -q -e '.[test]'

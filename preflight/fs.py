@@ -16,7 +16,16 @@ def errname(e):
     return _errno.errorcode.get(e.errno or 0, f"errno{e.errno}")
 
 
+def _target(probe, args):
+    return {"root": "/", "usr": "/usr", "prefix": sys.base_prefix,
+            "snapshot": args[0] if args else "/", "snapshot_replace": os.path.dirname(args[0])
+            if args else "/"}.get(probe)
+
+
 def main(probe, *args):
+    """A refused write reports EROFS when the target's mount is read-only, whichever check the
+    kernel made first: under a root parent the sandbox's uid owns nothing, so DAC (EACCES) can
+    refuse before the read-only mount would; the guarantee measured is the read-only mount."""
     try:
         if probe == "root":
             open("/ect-probe", "wb").close()
@@ -44,6 +53,9 @@ def main(probe, *args):
         else:
             return report(f"unknown probe {probe}")
     except OSError as e:
+        target = _target(probe, args)
+        if target is not None and os.statvfs(target).f_flag & os.ST_RDONLY:
+            return report("EROFS")
         return report(errname(e))
     report("written")
 

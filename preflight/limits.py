@@ -27,6 +27,18 @@ def main(probe, *args):
         except MemoryError:
             return report("MemoryError")
         return report(f"allocated {len(block)}")
+    if probe == "memory_tree":
+        # several children, each well under RLIMIT_AS, together over the call's memory limit
+        kids = []
+        for _ in range(int(args[0]) if args else 4):
+            pid = os.fork()
+            if pid == 0:
+                block = b"\x01" * (96 << 20)  # touched, not just reserved
+                time.sleep(3)
+                os._exit(0 if block else 1)
+            kids.append(pid)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]
+        return report("oom-killed" if -9 in codes else "completed")
     if probe == "fsize":
         try:
             with open("/tmp/big", "wb") as fh:

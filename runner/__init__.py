@@ -3,7 +3,10 @@
 Subpackages, each importing only from those before it (DESIGN §2)::
 
     canonical -> ect -> worlds -> sandbox -> store -> providers -> control
-      -> policies -> loop -> study -> analysis -> view -> cli
+      -> integrations -> policies -> loop -> study -> analysis -> view -> cli
+
+``runner.integrations`` (ECT adapters for agent frameworks) imports only canonical, ect and
+control; its framework modules import their SDK only when used.
 
 ``runner.errors`` holds the single exception root and is importable from every layer.
 """

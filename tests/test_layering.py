@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ORDER = ["canonical", "ect", "worlds", "sandbox", "store", "providers", "control", "policies",
-         "loop", "study", "analysis", "view", "cli"]
+ORDER = ["canonical", "ect", "worlds", "sandbox", "store", "providers", "control", "integrations",
+         "policies", "loop", "study", "analysis", "view", "cli"]
 RUNNER = Path(__file__).resolve().parent.parent / "runner"
 
 
@@ -40,6 +40,18 @@ def test_imports_only_go_downward() -> None:
             for target in _imports(path):
                 if target not in allowed and target in ORDER:
                     bad.append(f"{path.relative_to(RUNNER.parent)} imports runner.{target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_integrations_import_only_canonical_ect_and_control() -> None:
+    # Issue 19: the framework adapters sit on the verifier and the stop controls, nothing else.
+    allowed = {"canonical", "ect", "control", "integrations", "errors"}
+    bad = [
+        f"{path.relative_to(RUNNER.parent)} imports runner.{target}"
+        for path in sorted((RUNNER / "integrations").rglob("*.py"))
+        for target in _imports(path)
+        if target not in allowed
+    ]
     assert not bad, "\n".join(bad)
 
 

@@ -8,6 +8,7 @@ from runner import __version__
 from runner.cli import (
     _analysis,
     _demo,
+    _digest,
     _evals,
     _provider,
     _sandbox,
@@ -40,8 +41,8 @@ def cli() -> None:
     """
 
 
-for _module in (_verify, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals, _demo,
-                _view):
+for _module in (_verify, _digest, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals,
+                _demo, _view):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

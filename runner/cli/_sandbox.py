@@ -22,14 +22,25 @@ _backend_option = click.option(
 _weaker_option = click.option(
     "--allow-weaker-landlock-unsafe",
     is_flag=True,
-    help="Linux: accept a kernel whose Landlock ABI is below 4 (a weaker sandbox; say so in any report).",
+    help="Linux: accept a kernel on which a promised guarantee has no layer left (no Landlock: "
+    "exec from the scratch /tmp is not refused). Weaker; recorded in --json and the run header.",
+)
+_abi_option = click.option(
+    "--landlock-abi",
+    "landlock_abi",
+    type=click.IntRange(min=0, max=64),
+    default=None,
+    help="Linux: apply this older Landlock ABI's rule set (capped at the kernel's), to see what a "
+    "host with that kernel gets, e.g. 1 for Ubuntu 22.04, 2 for Debian 12, 4 for Ubuntu 24.04.",
 )
 
 
-def _backend(name: str | None, weaker: bool):  # type: ignore[no-untyped-def]
+def _backend(name: str | None, weaker: bool, landlock_abi: int | None = None):  # type: ignore[no-untyped-def]
     from runner.sandbox import select_backend
 
-    options = {"allow_weaker_landlock_unsafe": True} if weaker else {}
+    options: dict[str, object] = {"allow_weaker_landlock_unsafe": True} if weaker else {}
+    if landlock_abi is not None:
+        options["emulate_landlock_abi"] = landlock_abi
     return select_backend(name, **options)
 
 
@@ -81,8 +92,10 @@ def run_command(
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @_backend_option
 @_weaker_option
+@_abi_option
 @map_errors(_ERRORS)
-def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsafe: bool) -> None:
+def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsafe: bool,
+                  landlock_abi: int | None) -> None:  # fmt: skip
     """Run every denial probe of preflight/probes.toml inside the sandbox.
 
     Prints probe, expected, observed and pass; exits 1 if any probe fails, 5 if the sandbox
@@ -90,7 +103,7 @@ def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsa
     """
     from runner.sandbox import pins_digest, run_probes
 
-    be = _backend(backend, allow_weaker_landlock_unsafe)
+    be = _backend(backend, allow_weaker_landlock_unsafe, landlock_abi)
     results = run_probes(be)
     ok = all(r.passed for r in results)
     if as_json:

@@ -24,10 +24,12 @@ from runner.cli._common import (
 from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
 from runner.store import StoreDamaged, StoreUsageError
 from runner.study import (
+    ClusterUnreachable,
     Halted,
     IncompleteStore,
     LockError,
     LockMismatch,
+    NoUsableNode,
     PreflightFailed,
     ProviderChoice,
     ReplayRefused,
@@ -50,6 +52,8 @@ DEFAULT_SPEC = "schedules/v2.toml"
 _REFUSED: dict[type[BaseException], int] = {
     Halted: EXIT_HALTED,
     PreflightFailed: EXIT_REFUSED,
+    ClusterUnreachable: EXIT_REFUSED,
+    NoUsableNode: EXIT_REFUSED,
     LockMismatch: EXIT_REFUSED,
     LockError: EXIT_REFUSED,
     StoreNotEmpty: EXIT_REFUSED,
@@ -293,6 +297,13 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--sandbox-backend", default=None,
                      type=click.Choice(["bwrap", "sandbox-exec"]),
                      help="Override the platform's sandbox backend."),
+        click.option("--executor", default="local", show_default=True,
+                     type=click.Choice(["local", "ray"]),
+                     help="Where sandboxed tool calls run: this machine, or the nodes of a Ray "
+                          "cluster (model calls, credential and store stay here)."),
+        click.option("--ray-address", default=None, metavar="ADDR",
+                     help="The Ray cluster for --executor ray (default: $RAY_ADDRESS, else the "
+                          "cluster `ray start` runs on this machine)."),
         click.option("--log-json", is_flag=True, help="Structured JSON logs on stderr."),
         click.option("--quiet", "-q", is_flag=True, help="No progress output."),
         click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON."),
@@ -312,7 +323,8 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None, concurrency: int,
             limit: int | None, max_cost_usd: float | None, max_calls: int | None,
-            sandbox_backend: str | None, log_json: bool, quiet: bool, as_json: bool) -> None:
+            sandbox_backend: str | None, executor: str, ray_address: str | None,
+            log_json: bool, quiet: bool, as_json: bool) -> None:
     """Run the locked study: preflight, then every cell, each committed to the hash chain.
 
     Halts cleanly at a cell boundary (exit 4) when a STOP file appears beside the store, a
@@ -323,8 +335,15 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
     settings = RunSettings(Path(spec), Path(store),
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),
-                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend)
+                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend,
+                           executor=executor, ray_address=_ray_address(executor, ray_address))
     _run(settings, resume=False, as_json=as_json, quiet=quiet)
+
+
+def _ray_address(executor: str, ray_address: str | None) -> str | None:
+    if ray_address is not None and executor != "ray":
+        die("--ray-address needs --executor ray", EXIT_USAGE)
+    return ray_address
 
 
 def _store_header(store: str) -> dict[str, Any]:
@@ -345,8 +364,8 @@ def _store_header(store: str) -> dict[str, Any]:
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
                base_url: str | None, credential_file: str | None, credential_env: str | None,
                concurrency: int, limit: int | None, max_cost_usd: float | None,
-               max_calls: int | None, sandbox_backend: str | None, log_json: bool, quiet: bool,
-               as_json: bool) -> None:
+               max_calls: int | None, sandbox_backend: str | None, executor: str,
+               ray_address: str | None, log_json: bool, quiet: bool, as_json: bool) -> None:
     """Continue an interrupted run from its verified prefix.
 
     Verifies the store in full and the lock against the files; refuses on any drift, naming
@@ -369,7 +388,8 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     settings = RunSettings(Path(spec_path), Path(store),
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),
-                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend)
+                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend,
+                           executor=executor, ray_address=_ray_address(executor, ray_address))
     _run(settings, resume=True, as_json=as_json, quiet=quiet)
 
 

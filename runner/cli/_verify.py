@@ -30,7 +30,7 @@ def _explain_table(decision: Decision, checks: list[Check]) -> None:
     console = Console(stderr=True, highlight=False)
     table = Table(title=f"ECT verification: {decision.decision}", title_justify="left")
     for col in ("step", "family", "check", "slot", "outcome", "codes / note"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     styles = {"pass": "green", "fail": "bold red", "skipped": "yellow", "ablated": "magenta"}
     for c in checks:
         table.add_row(
@@ -39,13 +39,25 @@ def _explain_table(decision: Decision, checks: list[Check]) -> None:
             c.name,
             c.slot or "-",
             f"[{styles.get(c.outcome, '')}]{c.outcome}[/]",
-            ", ".join(c.codes) or c.note,
+            "\n".join(c.codes) or c.note,
         )
+    # Reason codes are identifiers people grep for: never cut or wrap them. When stderr is not
+    # a terminal rich assumes 80 columns, so the table gets the width it needs (a narrow
+    # terminal wraps the long lines itself, losing nothing).
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update(width=10_000), table).maximum
+    if need > console.width:
+        console = Console(stderr=True, highlight=False, width=need)
     console.print(table)
     for r in decision.reasons:
-        console.print(f"- {r.code} [{r.slot or '-'}]: {r.detail}", markup=False)
+        console.print(
+            f"- {r.code} [{r.slot or '-'}]: {r.detail}", markup=False, soft_wrap=True
+        )
     if decision.missing_slots:
-        console.print(f"missing slots: {', '.join(decision.missing_slots)}", markup=False)
+        console.print(
+            f"missing slots: {', '.join(decision.missing_slots)}", markup=False, soft_wrap=True
+        )
 
 
 @click.command("verify")

@@ -16,6 +16,7 @@ from runner.ect._digests import (
 from runner.ect._errors import IncompleteCertificate, ReplayError, WireFormatError
 from runner.ect._ops import OPS, is_iso_date
 from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
+from runner.ect._schema import json_schemas, load_schema
 from runner.ect._transforms import check_transform, replay, replay_exact, values_match
 from runner.ect._verifier import (
     Check,
@@ -77,7 +78,9 @@ __all__ = [
     "check_value",
     "descriptor_digest",
     "is_iso_date",
+    "json_schemas",
     "ledger_digest",
+    "load_schema",
     "receipt_digest",
     "replay",
     "replay_exact",

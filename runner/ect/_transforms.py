@@ -135,7 +135,11 @@ def _collect(rs: Sequence[Receipt], p: dict[str, Any]) -> _Result:
 
 
 def _sum(rs: Sequence[Receipt], p: dict[str, Any]) -> _Result:
-    total = sum((_frac(r) for r in rs), Fraction(0))
+    values = [r.value for r in rs]
+    if all(type(v) is int for v in values):
+        total = Fraction(sum(values))  # type: ignore[arg-type]  # integers: exact already
+    else:
+        total = sum((_frac(r) for r in rs), Fraction(0))
     return _out(total), total
 
 

@@ -366,12 +366,7 @@ def _check_claim(
         op, params = claim.transform.op, claim.transform.params
         permitted = any(t.op == op and t.params == params for t in spec.transforms)
         if not permitted:
-            allowed = ", ".join(t.op for t in spec.transforms)
-            run.fail(
-                "transform.not_permitted",
-                slot,
-                f"op {claim.transform.op!r} with these params is not permitted (allowed: {allowed})",
-            )
+            run.fail("transform.not_permitted", slot, _not_permitted(claim, spec))
     run.done("4c", "transform", "op and params", slot, mark)
 
     # Step 4d (replay): recompute exactly and compare within tolerance; null only if nullable.
@@ -406,6 +401,24 @@ def _check_claim(
                     f"{_show(value)} (tolerance {spec.tolerance_abs})",
                 )
         run.done("4d", "replay", "recompute", slot, mark)
+
+
+def _not_permitted(claim: Claim, spec: SlotSpec) -> str:
+    """Name what is wrong: the op, or for a permitted op the params whose values differ."""
+    op, params = claim.transform.op, claim.transform.params
+    same_op = [t for t in spec.transforms if t.op == op]
+    if not same_op:
+        allowed = ", ".join(dict.fromkeys(t.op for t in spec.transforms))
+        return f"op {op!r} is not permitted for this slot (allowed ops: {allowed})"
+    wrong = []
+    for t in same_op:
+        diffs = [
+            f"{name}={_show(params.get(name))} (permitted: {_show(t.params.get(name))})"
+            for name in sorted(t.params)
+            if params.get(name) != t.params.get(name)
+        ]
+        wrong.append(", ".join(diffs))
+    return f"op {op!r} is permitted, but not with these params: " + "; or ".join(wrong)
 
 
 def _show(value: Any) -> str:
@@ -586,6 +599,27 @@ def verify_bytes(
     deeper than 64) is ``continue`` with ``adapter.malformed_json``. Returns the decision and,
     when ``explain``, the check rows.
     """
+    try:
+        # The compiled fast path accepts only what the reference parser accepts, producing the
+        # same typed objects; on any doubt it declines and the reference path below decides
+        # (and words the reasons exactly as before). Imported here: msgspec loads on first use.
+        from runner.ect._structs import fast_parse
+
+        c = fast_parse("contract", contract)
+        lg = fast_parse("ledger", ledger) if c is not None else None
+        x = fast_parse("certificate", certificate) if lg is not None else None
+        if c is not None and lg is not None and x is not None:
+            decision, checks = _run(c, lg, x, frozenset(), explain=explain)
+            return decision, checks if explain else []
+    except Exception:  # pragma: no cover - fast_parse never raises; the reference decides
+        pass
+    return _verify_bytes_reference(contract, ledger, certificate, explain=explain)
+
+
+def _verify_bytes_reference(
+    contract: bytes | str, ledger: bytes | str, certificate: bytes | str, *, explain: bool = False
+) -> tuple[Decision, list[Check]]:
+    """:func:`verify_bytes` through the pure-Python strict parser only (the reference path)."""
     try:
         objs, reasons = _loads_all((contract, ledger, certificate))
         if reasons:

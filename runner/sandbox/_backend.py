@@ -22,7 +22,10 @@ KillReason = Literal["timeout", "cpu", "output_cap", "signal"]
 @dataclass(frozen=True)
 class Limits:
     """Per-call resource limits. Wall clock and output are enforced by the parent; the rest by rlimits
-    in the sandbox (and, for ``nproc`` under a root parent, a pids cgroup)."""
+    in the sandbox, and under a root parent ``nproc`` and ``memory_bytes`` by per-call cgroups over
+    the call's whole process tree (``pids.max``; a memory limit with no swap). Without those
+    cgroups ``memory_bytes`` is not enforced and memory is bounded per process by
+    ``address_space_bytes`` only (the backend's ``describe()`` says which held)."""
 
     wall_s: float = 10.0
     cpu_s: int = 5
@@ -32,6 +35,7 @@ class Limits:
     nofile: int = 64
     output_bytes: int = 4 << 20
     tmpfs_bytes: int = 32 << 20
+    memory_bytes: int = 512 << 20
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -1,4 +1,4 @@
-"""Linux host facts the bwrap backend needs: Landlock ABI, user-namespace policy, a pids cgroup."""
+"""Linux host facts the bwrap backend needs: Landlock ABI, user-namespace policy, per-call cgroups."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import secrets
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PidsCgroup", "landlock_abi", "userns_restrictions"]
+__all__ = ["CallCgroups", "CallGroup", "landlock_abi", "userns_restrictions"]
 
 
 def landlock_abi() -> int:
@@ -46,61 +47,137 @@ def userns_restrictions() -> list[str]:
     return found
 
 
-def _pids_mount() -> Path | None:
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, fs type, options) of every cgroup mount."""
     try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        lines = Path("/proc/self/mounts").read_text().splitlines()
     except OSError:
-        return None
-    for line in mounts:
+        return []
+    out = []
+    for line in lines:
         parts = line.split()
-        if len(parts) >= 4 and parts[2] == "cgroup" and "pids" in parts[3].split(","):
-            return Path(parts[1])
-    return None
+        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
+            out.append((parts[1], parts[2], set(parts[3].split(","))))
+    return out
 
 
-def _pids_current(path: Path) -> int:
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under ``""`` its v2 path."""
     try:
-        return int((path / "pids.current").read_text())
-    except (OSError, ValueError):
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        for ctl in parts[1].split(",") if parts[1] else [""]:
+            out[ctl] = parts[2]
+    return out
+
+
+def _count(path: Path, name: str) -> int:
+    try:
+        return int((path / name).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return -1
 
 
-class PidsCgroup:
-    """Per-call pids cgroups (v1 hierarchy) for a root parent, pooled across calls.
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
 
-    Why: a root parent maps the sandbox's uid to host uid 0, and the kernel never applies
-    RLIMIT_NPROC to uid 0 (``INIT_USER``), so the process-count limit needs a pids cgroup. The
-    cgroup also lets the parent kill every process of the call after it ends. Creating and
-    removing a cgroup per call costs several milliseconds, so emptied cgroups are reused (one per
-    concurrent call) and removed at exit.
+
+@dataclass(frozen=True)
+class CallGroup:
+    """The cgroup directories of one call (one per v1 controller, or one v2 group).
+
+    ``gate`` maps each ``/proc/self/cgroup`` controller field (``"pids"``, ``"memory"``, or ``""``
+    for v2) to the directory name the worker must see itself in before running tool code.
+    """
+
+    dirs: tuple[Path, ...]
+    gate: dict[str, str]
+
+
+class CallCgroups:
+    """Per-call cgroups bounding the whole process tree of a call, for a root parent.
+
+    Each call gets ``pids.max`` (processes) and a memory limit with no swap: on cgroup v2 one
+    group with ``pids.max``, ``memory.max`` and ``memory.swap.max = 0``; on cgroup v1 a pids and a
+    memory cgroup (``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes`` equal to it when
+    swap accounting exists). Groups are created beneath the parent's own cgroup (v1; on v2 beneath
+    it or, as v2 requires, beside it), so the host's or container's limits above the parent still
+    bound the calls; they are reused once drained and removed at exit.
+
+    Why only for a root parent: creating cgroups needs write access to the hierarchy, which an
+    unprivileged user has only with delegation (systemd ``Delegate=yes``); without it the
+    documented fallback applies (RLIMIT_AS per process, RLIMIT_NPROC for processes), and
+    :meth:`BwrapBackend.describe` records which bounds were in force.
     """
 
     _PREFIX = "ect-sandbox-"
 
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self._free: list[Path] = []
-        self._draining: list[Path] = []
-        self._all: set[Path] = set()
+    def __init__(self, bases: dict[str, Path], version: int, swap_bounded: bool) -> None:
+        self.bases = bases  # controller -> base directory ("pids"/"memory" on v1, "" on v2)
+        self.version = version
+        self.swap_bounded = swap_bounded
+        self._free: list[CallGroup] = []
+        self._draining: list[CallGroup] = []
+        self._all: list[CallGroup] = []
         self._lock = threading.Lock()
         atexit.register(self.close)
 
+    # -- discovery ------------------------------------------------------------------------------
+
     @classmethod
-    def detect(cls) -> PidsCgroup | None:
-        """A usable pids hierarchy, or None (non-root parent, none mounted, or read-only)."""
+    def detect(cls) -> CallCgroups | None:
+        """Usable per-call cgroups with both pids and memory control, or None."""
         if os.geteuid() != 0:
             return None
-        mount = _pids_mount()
-        if mount is None:
-            return None
-        cls._remove_stale(mount)
-        probe = cls(mount)
-        try:
-            path = probe.acquire(4)
-        except OSError:
-            return None
-        probe.release(path)
-        return probe
+        own = _own_cgroups()
+        mounts = _mounts()
+        v1: dict[str, Path] = {}
+        for point, fstype, opts in mounts:
+            if fstype == "cgroup":
+                for ctl in ("pids", "memory"):
+                    if ctl in opts and ctl in own:
+                        v1[ctl] = Path(point) / own[ctl].lstrip("/")
+        candidates: list[CallCgroups] = []
+        if set(v1) == {"pids", "memory"}:
+            swap = (v1["memory"] / "memory.memsw.limit_in_bytes").exists()
+            candidates.append(cls({"pids": v1["pids"], "memory": v1["memory"]}, 1, swap))
+        for point, fstype, _ in mounts:
+            if fstype == "cgroup2":
+                # v2 forbids processes in a group that hands controllers to children, and the
+                # parent's own group holds the parent; so next to it (its parent group, e.g.
+                # the systemd slice of a session scope) is the usual place that works
+                own_v2 = Path(own.get("", "/"))
+                for rel in (own_v2, own_v2.parent) if own_v2 != own_v2.parent else (own_v2,):
+                    candidates.append(cls({"": Path(point) / str(rel).lstrip("/")}, 2, True))
+        for probe in candidates:
+            for base in probe.bases.values():
+                probe._remove_stale(base)
+            try:
+                probe._prepare()
+                group = probe.acquire(4, 64 << 20)
+            except OSError:
+                continue
+            probe.release(group)
+            return probe
+        return None
+
+    def _prepare(self) -> None:
+        if self.version != 2:
+            return
+        base = self.bases[""]
+        have = set((base / "cgroup.controllers").read_text().split())
+        if not {"pids", "memory"} <= have:
+            raise OSError(f"cgroup v2 at {base} lacks the pids or memory controller")
+        enabled = set((base / "cgroup.subtree_control").read_text().split())
+        if not {"pids", "memory"} <= enabled:
+            # fails (EBUSY) when the parent's own group holds processes: no v2 then
+            _write(base / "cgroup.subtree_control", "+pids +memory")
 
     @classmethod
     def _remove_stale(cls, base: Path) -> None:
@@ -121,44 +198,83 @@ class PidsCgroup:
             with contextlib.suppress(OSError):
                 path.rmdir()
 
-    def acquire(self, max_pids: int) -> Path:
+    def bounds(self) -> dict[str, str]:
+        """Which bound each resource gets from these cgroups (for records)."""
+        v = f"cgroup-v{self.version}"
+        return {"processes": f"{v} pids.max", "memory": f"{v} per-call memory limit",
+                "swap": f"{v} none allowed" if self.swap_bounded else
+                "not bounded (no swap accounting on this host)"}  # fmt: skip
+
+    # -- per call -------------------------------------------------------------------------------
+
+    def _limit(self, group: CallGroup, max_pids: int, memory_bytes: int) -> None:
+        if self.version == 2:
+            d = group.dirs[0]
+            _write(d / "pids.max", str(max_pids))
+            _write(d / "memory.max", str(memory_bytes))
+            _write(d / "memory.swap.max", "0")
+            return
+        pids_dir, mem_dir = group.dirs
+        _write(pids_dir / "pids.max", str(max_pids))
+        order = ["memory.limit_in_bytes"]
+        if self.swap_bounded:
+            order.append("memory.memsw.limit_in_bytes")
+        try:  # memsw must stay >= the limit: lower the limit first, or raise memsw first
+            for name in order:
+                _write(mem_dir / name, str(memory_bytes))
+        except OSError:
+            for name in reversed(order):
+                _write(mem_dir / name, str(memory_bytes))
+
+    def acquire(self, max_pids: int, memory_bytes: int) -> CallGroup:
         with self._lock:
-            # a drained cgroup is reusable once nothing is charged to it any more
-            for path in list(self._draining):
-                if _pids_current(path) == 0:
-                    self._draining.remove(path)
-                    self._free.append(path)
+            for group in list(self._draining):  # reusable once nothing is charged any more
+                if _count(group.dirs[0], "pids.current") == 0:  # dirs[0] holds pids.max
+                    self._draining.remove(group)
+                    self._free.append(group)
             reused = self._free.pop() if self._free else None
         if reused is not None:
-            path = reused
+            group = reused
         else:
-            path = self.base / f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
-            path.mkdir()
+            name = f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+            dirs: list[Path] = []
+            try:
+                for base in self.bases.values():
+                    (base / name).mkdir()
+                    dirs.append(base / name)
+            except OSError:
+                for d in dirs:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                raise
+            group = CallGroup(tuple(dirs), {ctl: name for ctl in self.bases})
             with self._lock:
-                self._all.add(path)
-        (path / "pids.max").write_text(str(max_pids))
-        return path
+                self._all.append(group)
+        self._limit(group, max_pids, memory_bytes)
+        return group
 
     @staticmethod
-    def adopt(path: Path, pid1: int, deadline: float) -> bool:
-        """Move a starting bwrap sandbox (its pid 1 and that one's children) into ``path``.
+    def adopt(group: CallGroup, pid1: int, deadline: float) -> bool:
+        """Move a starting bwrap sandbox (its pid 1 and that one's children) into ``group``.
 
         The move runs while the sandbox starts, because a cgroup-v1 migration can wait for an RCU
         grace period (tens of ms on a busy host); the worker does not run tool code until it sees
-        itself in this cgroup (``cgroup_gate`` in its config), so nothing escapes the limit.
-        Returns True once the command under pid 1 is in.
+        itself in every cgroup of the call (``cgroup_gate`` in its config), so nothing escapes
+        the limits. Returns True once the command under pid 1 is in.
         """
-        procs = path / "cgroup.procs"
         moved: set[int] = set()
 
         def move(pid: int) -> None:
-            try:
-                procs.write_text(str(pid))
+            ok = True
+            for d in group.dirs:
+                try:
+                    (d / "cgroup.procs").write_text(str(pid))
+                except ProcessLookupError:
+                    pass
+                except OSError:
+                    ok = False
+            if ok:
                 moved.add(pid)
-            except ProcessLookupError:
-                moved.add(pid)
-            except OSError:
-                pass
 
         move(pid1)
         children = Path(f"/proc/{pid1}/task/{pid1}/children")
@@ -177,23 +293,25 @@ class PidsCgroup:
             delay = min(delay * 2, 0.005)
         return False
 
-    def release(self, path: Path) -> None:
-        """Kill whatever is still listed in the cgroup and put it back for reuse.
+    def release(self, group: CallGroup) -> None:
+        """Kill whatever is still listed in the call's cgroups and put them back for reuse.
 
         Tasks that have exited but are not yet reaped are not listed in ``cgroup.procs`` yet still
         count against ``pids.max``: bwrap's launcher exits as soon as its pid 1 reports the exit
         status, so pid 1 is reaped by the host's init, which in a container may take a while. The
-        cgroup therefore drains (no waiting here) and is reused only once its count is zero.
+        group therefore drains (no waiting here) and is reused only once its count is zero.
         """
         delay = 0.0002
         for _ in range(400):
+            pids: list[str] = []
             try:
-                pids = (path / "cgroup.procs").read_text().split()
+                for d in group.dirs:
+                    pids += (d / "cgroup.procs").read_text().split()
             except OSError:
                 return
             if not pids:
                 with self._lock:
-                    self._draining.append(path)
+                    self._draining.append(group)
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
@@ -204,7 +322,8 @@ class PidsCgroup:
 
     def close(self) -> None:
         with self._lock:
-            paths, self._all, self._free, self._draining = list(self._all), set(), [], []
-        for path in paths:
-            with contextlib.suppress(OSError):
-                path.rmdir()
+            groups, self._all, self._free, self._draining = list(self._all), [], [], []
+        for group in groups:
+            for d in group.dirs:
+                with contextlib.suppress(OSError):
+                    d.rmdir()

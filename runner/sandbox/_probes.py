@@ -24,7 +24,29 @@ __all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "Probe", "ProbeResult", "load_probe
 PREFLIGHT_DIR = REPO_ROOT / "preflight"
 CANARY_PREFIX = "ECTCANARY-"
 CANARY_ENV = "ECT_PROBE_CANARY_SECRET"
-_CONTEXTS = (None, "listener", "canary", "snapshot", "orphan")
+_CONTEXTS = (None, "listener", "canary", "snapshot", "orphan", "keyring", "parent_uid")
+
+
+def _layers(backend: Any) -> dict[str, Any]:
+    layers = getattr(backend, "layers", None)
+    return layers() if callable(layers) else {}
+
+
+# Conditions under which a probe's documented fallback expectation applies instead of its
+# ``expect``: each is a recorded fact about the layers in force (``backend.layers()``).
+FALLBACK_WHEN: dict[str, Any] = {
+    # no per-call cgroups (unprivileged parent without delegation): memory is per process only
+    "no_call_cgroups": lambda L: bool(L) and L.get("cgroups") is None,
+    # Landlock below ABI 6 and a non-root parent: pid 1 has the sandbox's own uid, and a pid
+    # namespace's init ignores signals it has no handler for, so kill() "succeeds" and does nothing
+    "no_signal_scoping_same_uid": lambda L: bool(L) and L.get("landlock_abi", 0) < 6
+    and os.geteuid() != 0,
+    # a non-root parent: the sandbox runs as the parent's own uid, so that user's keyrings
+    # (user and user-session) stay viewable although the session keyring was left
+    "sandbox_is_parent_uid": lambda L: bool(L) and L.get("host_uid") == os.geteuid() != 0,
+    # no Landlock at all (only with allow_weaker_landlock_unsafe): exec from /tmp is not refused
+    "no_landlock": lambda L: bool(L) and L.get("landlock_abi", 0) < 1,
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +59,7 @@ class Probe:
     kind: str = "report"
     context: str | None = None
     limits: dict[str, Any] = field(default_factory=dict)
+    fallback: dict[str, str] | None = None  # {"when": FALLBACK_WHEN key, "expect": value}
 
 
 @dataclass(frozen=True)
@@ -62,20 +85,24 @@ def load_probes(preflight_dir: Path = PREFLIGHT_DIR) -> list[Probe]:
     if data.get("format") != "ect.probes/1":
         raise FormatError(f"{path}: expected format ect.probes/1")
     probes = []
-    allowed = {"name", "program", "args", "expect", "why", "kind", "context", "limits"}
+    allowed = {"name", "program", "args", "expect", "why", "kind", "context", "limits", "fallback"}
     for i, p in enumerate(data.get("probe", [])):
         extra = set(p) - allowed
+        fb = p.get("fallback")
         if (
             extra
             or p.get("kind", "report") not in ("report", "kill")
             or p.get("context") not in _CONTEXTS
+            or (fb is not None and (set(fb) != {"when", "expect"}
+                                    or fb["when"] not in FALLBACK_WHEN))
         ):
             raise FormatError(f"{path}: probe[{i}] has bad fields {sorted(extra) or p}")
         if not (preflight_dir / p["program"]).is_file():
             raise FormatError(f"{path}: probe {p['name']}: no program {p['program']}")
         probes.append(Probe(name=p["name"], program=p["program"], args=tuple(p.get("args", ())),
                             expect=p["expect"], why=p["why"], kind=p.get("kind", "report"),
-                            context=p.get("context"), limits=dict(p.get("limits", {}))))  # fmt: skip
+                            context=p.get("context"), limits=dict(p.get("limits", {})),
+                            fallback=dict(fb) if fb is not None else None))  # fmt: skip
     if len({p.name for p in probes}) != len(probes):
         raise FormatError(f"{path}: duplicate probe names")
     return probes
@@ -124,6 +151,30 @@ def _canary() -> Iterator[str]:
             os.environ[CANARY_ENV] = old
 
 
+_SYS_ADD_KEY = {"x86_64": 248, "aarch64": 217}
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
+
+
+@contextlib.contextmanager
+def _canary_key() -> Iterator[str]:
+    """A key in the parent's session keyring for the call's lifetime; yields its description."""
+    import ctypes
+    import platform
+
+    desc = "ect-canary-" + secrets.token_hex(8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    arch = platform.machine()
+    key = libc.syscall(_SYS_ADD_KEY.get(arch, -1), b"user", desc.encode(), b"canary", 6,
+                       ctypes.c_long(-3))  # KEY_SPEC_SESSION_KEYRING  # fmt: skip
+    if key < 0:
+        raise SandboxError(f"cannot add the probe's canary key (errno {ctypes.get_errno()})")
+    try:
+        yield desc
+    finally:
+        libc.syscall(_SYS_KEYCTL.get(arch, -1), 21, ctypes.c_long(key))  # KEYCTL_INVALIDATE
+
+
 def _run_one(
     backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits
 ) -> ProbeResult:
@@ -154,6 +205,11 @@ def _run_one(
         elif probe.context == "orphan":
             marker = "ect-orphan-" + secrets.token_hex(8)
             args.append(marker)
+        elif probe.context == "parent_uid":
+            args.append(str(os.geteuid()))
+        elif probe.context == "keyring":
+            desc = stack.enter_context(_canary_key())
+            args.append(desc.encode().hex())
         host = {h: backend.sandbox_path(h, d) for h, d in binds}
         prog = f"{host[preflight_dir]}/{probe.program}"
         args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
@@ -187,7 +243,11 @@ def _run_one(
                     time.sleep(0.02)
                     alive = _marker_alive(marker)
                 observed = "survived" if alive else "gone"
-    return ProbeResult(probe.name, probe.expect, observed, observed == probe.expect, detail)
+    expected = probe.expect
+    if probe.fallback is not None and FALLBACK_WHEN[probe.fallback["when"]](_layers(backend)):
+        expected = probe.fallback["expect"]
+        detail = detail or f"fallback expectation: {probe.fallback['when']}"
+    return ProbeResult(probe.name, expected, observed, observed == expected, detail)
 
 
 def run_probes(

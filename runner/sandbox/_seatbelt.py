@@ -77,10 +77,11 @@ class SandboxExecBackend(WorkerRunMixin):
         policy_root: Path = REPO_ROOT,
         check_platform: bool = True,
         allow_weaker_landlock_unsafe: bool = False,
+        emulate_landlock_abi: int | None = None,
     ) -> None:
-        # Landlock does not exist on macOS; the flag is accepted so callers can pass one option
-        # set to either backend, and it weakens nothing here.
-        del allow_weaker_landlock_unsafe
+        # Landlock does not exist on macOS; the options are accepted so callers can pass one
+        # option set to either backend, and they change nothing here.
+        del allow_weaker_landlock_unsafe, emulate_landlock_abi
         if check_platform and sys.platform != "darwin":
             raise SandboxUnavailable(f"the sandbox-exec backend needs macOS, not {sys.platform}")
         if check_platform and not os.access(SANDBOX_EXEC, os.X_OK):

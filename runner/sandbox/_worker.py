@@ -3,18 +3,22 @@
 It is bound read-only into the sandbox (its bytes are pinned in ``sandbox_profiles/PINS``) and
 imports nothing from ``runner``. In order, it:
 
+0. under a root parent (``drop_to`` in its config), becomes the unprivileged host service id;
+   on Linux (``new_session_keyring``) joins a new, empty session keyring;
 1. sets rlimits (CPU, address space, file size, processes, open files, no core);
 2. applies Landlock to itself (Linux): read-only access to the bound paths, read-write to the
-   scratch ``/tmp``, no TCP bind/connect (ABI >= 4), no abstract unix sockets or signals outside
-   the sandbox (ABI >= 6). ABI < 4 is refused with exit code 78 unless the config carries
-   ``allow_weaker_landlock_unsafe`` (the parent records that);
+   scratch ``/tmp``, execute only beneath the read-only binds, no TCP bind/connect (ABI >= 4), no
+   abstract unix sockets or signals outside the sandbox (ABI >= 6). An ABI below ``min_abi``
+   (default 1) is refused with exit code 78 unless the config carries
+   ``allow_weaker_landlock_unsafe`` (the parent records that); ``emulate_abi`` applies an older
+   ABI's rule set on a newer kernel (tests and probes of the kernel matrix);
 3. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
    path, reads one JSON call ``{"world_id", "tool_id", "args"}`` on stdin and writes the tool's JSON
    response on stdout; in ``exec`` mode it replaces itself with the given command (the limits and
    the Landlock domain survive ``execve``); ``check`` mode reports the Landlock ABI it applied.
 
 Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused, 79 the
-parent never moved us into the per-call pids cgroup it announced (``cgroup_gate``).
+parent never moved us into the per-call cgroups it announced (``cgroup_gate``).
 """
 
 from __future__ import annotations
@@ -92,7 +96,9 @@ def apply_landlock(cfg: dict) -> dict:
     abi = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
     if abi < 0:
         abi = 0
-    min_abi = int(cfg.get("min_abi", 4))
+    if cfg.get("emulate_abi") is not None:  # apply an older ABI's rule set (tests, probes)
+        abi = min(abi, int(cfg["emulate_abi"]))
+    min_abi = int(cfg.get("min_abi", 1))
     weaker = bool(cfg.get("allow_weaker_landlock_unsafe", False))
     if abi < min_abi and not weaker:
         raise LandlockRefused(f"kernel Landlock ABI {abi} < required {min_abi}")
@@ -148,6 +154,40 @@ def apply_landlock(cfg: dict) -> dict:
     return {"abi": abi, "weaker": abi < min_abi, "net": net != 0, "scoped": scoped != 0}
 
 
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_PR_CAPBSET_DROP = 24
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def drop_privileges(ids: list) -> None:
+    """Root parent only: empty the capability bounding set, then become the unprivileged host
+    id with no supplementary groups (which clears every capability)."""
+    import ctypes
+
+    uid, gid = int(ids[0]), int(ids[1])
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):  # empty the bounding set: nothing exec'd later can gain a capability
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            _fail(EXIT_BAD_CONFIG, "ect-worker: could not empty the capability bounding set")
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)  # from uid 0 to another: every capability is cleared
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        _fail(EXIT_BAD_CONFIG, "ect-worker: could not drop to the host service id")
+
+
+def leave_session_keyring() -> None:
+    """Join a new, empty session keyring: the parent's keys are no longer possessed."""
+    import ctypes
+    import platform
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    nr = _SYS_KEYCTL.get(platform.machine())
+    if nr is None or libc.syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: could not leave the parent's session keyring")
+
+
 def set_rlimits(lim: dict) -> None:
     import resource
 
@@ -168,25 +208,44 @@ def set_rlimits(lim: dict) -> None:
         resource.setrlimit(res, (soft, hard))
 
 
-def await_cgroup(name: str, timeout_s: float = 10.0) -> None:
-    """Wait until the parent has moved this process into its pids cgroup ``name``.
+def await_cgroup(gate: dict, timeout_s: float = 10.0) -> None:
+    """Wait until the parent has moved this process into every per-call cgroup in ``gate``.
 
-    A root parent limits processes with a per-call cgroup it joins us to while we start (see
-    PidsCgroup.adopt); nothing foreign may run, or fork, before that has happened.
+    ``gate`` maps a ``/proc/self/cgroup`` controller field ("pids", "memory"; "" for cgroup v2)
+    to the per-call group's directory name. A root parent bounds processes and memory with
+    per-call cgroups it joins us to while we start (see CallCgroups.adopt); nothing foreign may
+    run, allocate or fork before that has happened.
     """
     import time
 
     deadline = time.monotonic() + timeout_s
-    suffix = "/" + name
     while True:
+        seen = set()
         with open("/proc/self/cgroup") as fh:
             for line in fh:
                 parts = line.rstrip("\n").split(":", 2)
-                if len(parts) == 3 and "pids" in parts[1].split(",") and parts[2].endswith(suffix):
-                    return
+                if len(parts) != 3:
+                    continue
+                for ctl in parts[1].split(",") if parts[1] else [""]:
+                    if ctl in gate and parts[2].endswith("/" + str(gate[ctl])):
+                        seen.add(ctl)
+        if seen == set(gate):
+            return
         if time.monotonic() > deadline:
-            _fail(EXIT_NO_CGROUP, "ect-worker: never joined the per-call pids cgroup")
+            _fail(EXIT_NO_CGROUP, "ect-worker: never joined the per-call cgroups")
         time.sleep(0.0005)
+
+
+def _inside() -> dict:
+    """Layers as seen from inside: seccomp mode (2 = filter) and the uid map (inside, host, n)."""
+    out: dict = {"seccomp": None, "uid_map": None}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Seccomp:"):
+                out["seccomp"] = line.split()[1]
+    with open("/proc/self/uid_map") as fh:
+        out["uid_map"] = [int(x) for x in fh.read().split()[:3]]
+    return out
 
 
 def _fail(code: int, message: str) -> None:
@@ -232,6 +291,10 @@ def main(argv: list[str]) -> None:
         mode = cfg["mode"]
     except (IndexError, ValueError, KeyError, TypeError):
         _fail(EXIT_BAD_CONFIG, "ect-worker: usage: worker.py CONFIG_JSON")
+    if cfg.get("drop_to") is not None:
+        drop_privileges(cfg["drop_to"])
+    if cfg.get("new_session_keyring"):
+        leave_session_keyring()
     set_rlimits(cfg.get("rlimits", {}))
     applied: dict = {"abi": None}
     if cfg.get("landlock") is not None:
@@ -240,8 +303,9 @@ def main(argv: list[str]) -> None:
         except LandlockRefused as e:
             _fail(EXIT_LANDLOCK_REFUSED, f"{LANDLOCK_MARKER} {e}")
     if cfg.get("cgroup_gate"):
-        await_cgroup(str(cfg["cgroup_gate"]))
+        await_cgroup(dict(cfg["cgroup_gate"]))
     if mode == "check":
+        applied.update(_inside())
         sys.stdout.write(json.dumps(applied))  # noqa: TID251
     elif mode == "exec":
         cmd = cfg["argv"]

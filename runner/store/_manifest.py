@@ -46,6 +46,7 @@ _MANIFEST_KEYS = frozenset(
         "cells",
         "audit_groups",
         "status_counts",
+        "sandbox_layers",
     }
 )
 
@@ -108,6 +109,8 @@ def _build(
         "cells": cells,
         "audit_groups": audits,
         "status_counts": counts,
+        # what isolation produced the cells (from the run header; None for stores without it)
+        "sandbox_layers": header.get("sandbox_layers"),
     }
 
 

@@ -5,6 +5,7 @@
 """
 
 from runner.study._execute import (
+    ClusterLost,
     Halted,
     RunSettings,
     RunSummary,
@@ -16,6 +17,7 @@ from runner.study._execute import (
     run_lock_path,
     stop_file,
 )
+from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
 from runner.study._export import IncompleteStore, export_study, key_path_for
 from runner.study._lock import (
     LOCK_FORMAT,
@@ -41,6 +43,7 @@ from runner.study._preflight import (
     ProviderChoice,
     run_preflight,
 )
+from runner.study._ray import ClusterUnreachable, NoUsableNode, RayExecutor
 from runner.study._replay import ReplayDiverged, ReplayRefused, ReplayReport, replay_store
 from runner.study._schedule import (
     CheckpointRef,
@@ -54,18 +57,24 @@ from runner.study._schedule import (
 from runner.study._spec import SpecError, StudySpec, file_sha256, load_spec
 
 __all__ = [
+    "EXECUTORS",
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
     "Check",
     "CheckpointRef",
+    "ClusterLost",
+    "ClusterUnreachable",
     "Drift",
     "Halted",
     "IncompleteStore",
+    "LocalExecutor",
     "LockError",
     "LockMismatch",
+    "NoUsableNode",
     "PreflightFailed",
     "PreflightReport",
     "ProviderChoice",
+    "RayExecutor",
     "ReplayDiverged",
     "ReplayRefused",
     "ReplayReport",
@@ -77,6 +86,7 @@ __all__ = [
     "StoreNotEmpty",
     "StudyPaths",
     "StudySpec",
+    "ToolExecutor",
     "build_lock",
     "build_schedule",
     "cell_result_digest",

@@ -29,11 +29,13 @@ from runner.ect import ledger_digest
 from runner.errors import EctError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
+from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._schedule import row_digest
 from runner.study._spec import StudySpec, file_sha256
 
 __all__ = [
+    "ClusterLost",
     "Halted",
     "RunSettings",
     "RunSummary",
@@ -58,6 +60,11 @@ class Halted(StudyError):
         super().__init__(f"halted at a cell boundary: {reason}; "
                          f"{summary.committed}/{summary.total} cells committed; "
                          f"continue with `ect resume --store {summary.store}`")
+
+
+class ClusterLost(Halted):
+    """Halted because no node of the Ray cluster was left to run a tool call (exit 4 as any
+    halt; resume once the cluster is back, or with the local executor)."""
 
 
 class StoreNotEmpty(StudyError):
@@ -108,6 +115,10 @@ class RunSettings:
     # A signed checkpoint after every committed cell: deleting committed cells is then always
     # detectable against the external checkpoint (DESIGN §6), at ~1 ms a cell.
     checkpoint_every: int = 1
+    # Where sandboxed tool calls run: "local" (this machine) or "ray" (a Ray cluster at
+    # ray_address, default $RAY_ADDRESS or "auto"); never part of a cell's result.
+    executor: str = "local"
+    ray_address: str | None = None
 
 
 @dataclass
@@ -124,6 +135,8 @@ class RunSummary:
     halted: str | None = None
     orphan_attempts: int = 0
     provider: str = "simulated"
+    executor: str = "local"
+    tool_retries: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,6 +152,8 @@ class RunSummary:
             "wall_s": round(self.wall_s, 3),
             "halted": self.halted,
             "orphan_attempts": self.orphan_attempts,
+            "executor": self.executor,
+            "tool_retries": self.tool_retries,
         }
 
 
@@ -242,11 +257,11 @@ class _Context:
     checkpoints: dict[str, Any]
     provider_factory: Callable[[], Any]
     store: Any
-    sandbox: Any
-    limiter: anyio.CapacityLimiter
+    executor: ToolExecutor
     attempts: list[int]
     tool_calls: list[int]
     simulated: bool
+    tool_retries: list[int] = field(default_factory=lambda: [0])
 
 
 async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: Any,
@@ -277,11 +292,16 @@ async def run_cell_trajectory(spec: StudySpec, row: dict[str, Any], checkpoint: 
 async def _run_cell(ctx: _Context, row: dict[str, Any]) -> tuple[Trajectory, dict[str, Any]]:
     provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
 
+    def retried(attempt: dict[str, Any]) -> None:
+        # A call lost with its node and re-run elsewhere: journaled, never part of the result.
+        ctx.tool_retries[0] += 1
+        seq = ctx.store.attempt_begin({"cell_id": row["cell_id"], "row": row["row"],
+                                       "tool_retry": attempt})
+        ctx.store.attempt_end(seq, {"tool_retry": "re-run on another node"})
+
     async def execute_tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, Any]:
         ctx.tool_calls[0] += 1
-        response: dict[str, Any] = await anyio.to_thread.run_sync(
-            ctx.sandbox.call, world_id, tool_id, args, limiter=ctx.limiter)
-        return response
+        return await ctx.executor.call(world_id, tool_id, args, on_retry=retried)
 
     trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row["checkpoint_id"]],
                                            provider, execute_tool)
@@ -373,7 +393,8 @@ def _sigint_flag(flag: list[str]) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool) -> Any:
+def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
+                          executor: dict[str, Any] | None = None) -> Any:
     from runner.store import Store, generate_key, load_signing_key
 
     key_path = settings.store_path.with_name(settings.store_path.name + ".key")
@@ -384,6 +405,9 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
             store.close()
             raise StoreNotEmpty(f"{settings.store_path} already holds {cells} cells; "
                                 f"continue it with `ect resume --store {settings.store_path}`")
+        if executor is not None and executor["name"] != "local":
+            # The header is written once; a resumed session's node preflight is kept as a blob.
+            log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor)))
         return store
     if resume:
         raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
@@ -392,6 +416,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     # header by the sha256 of their bytes), so the store alone says what it was run under.
     lock_bytes = canonical_bytes(report.lock)
     preflight_bytes = canonical_bytes(report.to_json())
+    executor_bytes = canonical_bytes(executor or {"name": "local"})
     header = {
         "study": report.study,
         "lock_digest": report.lock_digest,
@@ -402,9 +427,15 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "spec": str(settings.spec_path),
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
+        # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
+        "sandbox_layers": report.sandbox,
+        # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,
+        # sandbox layers in force, probe results) and every excluded node with its reason.
+        "executor": (executor or {"name": "local"})["name"],
+        "executor_blob": file_sha256(executor_bytes),
     }
     store = Store.create(settings.store_path, header=header, signing_key=key)
-    for data in (lock_bytes, preflight_bytes):
+    for data in (lock_bytes, preflight_bytes, executor_bytes):
         store.put_blob(data)
     return store
 
@@ -423,38 +454,44 @@ def execute(
         PreflightFailed: a preflight check failed (nothing was run).
         StoreNotEmpty: ``run`` on a store with cells (use resume).
         Halted: a kill switch stopped the run at a cell boundary (the summary is attached).
+        ClusterLost: (a Halted) no Ray node was left to run a tool call.
         StoreInUse: another process is running or resuming this store.
     """
     if settings.concurrency < 1:
         raise StudyError("--concurrency must be at least 1")
+    if settings.executor not in EXECUTORS:
+        raise StudyError(f"unknown executor {settings.executor!r} ({', '.join(EXECUTORS)})")
     report = preflight or run_preflight(settings.spec_path, settings.store_path,
                                         settings.provider, sandbox_backend=settings.sandbox_backend)
     if not report.passed:
         raise PreflightFailed(report)
     started = time.monotonic()
     summary = RunSummary(store=str(settings.store_path), total=len(report.rows),
-                         provider=settings.provider.name)
-    with _run_lock(settings.store_path):
+                         provider=settings.provider.name, executor=settings.executor)
+    with _run_lock(settings.store_path), _remote_executor(settings, report) as remote:
         halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
-                                 on_start=on_start)
+                                 on_start=on_start, remote=remote)
+        lost = remote is not None and not getattr(remote, "alive", True)
     summary.wall_s = time.monotonic() - started
     if halted:
         summary.halted = halted
-        raise Halted(halted, summary)
+        raise (ClusterLost if lost else Halted)(halted, summary)
     return summary
 
 
 def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,
                     resume: bool,
                     on_cell: Callable[[dict[str, Any], RunSummary], None] | None,
-                    on_start: Callable[[RunSummary], None] | None) -> str | None:
+                    on_start: Callable[[RunSummary], None] | None,
+                    remote: ToolExecutor | None = None) -> str | None:
     """The run proper, under the store's run lock. Returns the halt reason, if any."""
     from runner.sandbox import Limits, ToolSandbox, select_backend
     from runner.worlds import closed_loop_checkpoints, write_snapshot
 
     assert report.spec is not None
     spec, rows = report.spec, report.rows
-    store = _open_or_create_store(settings, report, resume=resume)
+    store = _open_or_create_store(settings, report, resume=resume,
+                                  executor=remote.describe() if remote is not None else None)
     try:
         summary.committed = store.count - 1
         if resume:
@@ -471,14 +508,17 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             for world in spec.worlds:
                 write_snapshot(world, snapdir)
             limits = Limits(wall_s=float(spec.sandbox["wall_s"]), cpu_s=int(spec.sandbox["cpu_s"]),
-                            output_bytes=int(spec.sandbox["output_bytes"]))
+                            output_bytes=int(spec.sandbox["output_bytes"]),
+                            memory_bytes=int(spec.sandbox.get("memory_bytes",
+                                                              Limits.memory_bytes)))
             ctx = _Context(
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
                 provider_factory=_make_provider_factory(spec, settings.provider, report.credential),
                 store=store,
-                sandbox=ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
-                limiter=anyio.CapacityLimiter(settings.concurrency),
+                executor=remote or LocalExecutor(
+                    ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
+                    settings.concurrency),
                 attempts=[0],
                 tool_calls=[0],
                 simulated=settings.provider.name == "simulated",
@@ -491,10 +531,36 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                     raise _first_ect_error(group) from group
         summary.provider_attempts = ctx.attempts[0]
         summary.tool_calls = ctx.tool_calls[0]
+        summary.tool_retries = ctx.tool_retries[0]
         store.checkpoint()
     finally:
         store.close()
     return halted
+
+
+@contextmanager
+def _remote_executor(settings: RunSettings, report: PreflightReport) -> Iterator[Any]:
+    """The Ray executor for ``--executor ray`` (connected, every node preflighted), else None.
+
+    Started before the store is opened so the header can record every node's preflight; a
+    cluster that cannot be reached, or has no node that passes, refuses the run (exit 3).
+    """
+    if settings.executor != "ray":
+        yield None
+        return
+    from runner.study._ray import NodeExpectations, RayExecutor
+
+    assert report.spec is not None
+    spec = report.spec
+    expectations = NodeExpectations.for_run(
+        report.lock, spec.worlds, settings.sandbox_backend,
+        {"wall_s": float(spec.sandbox["wall_s"]), "cpu_s": int(spec.sandbox["cpu_s"]),
+         "output_bytes": int(spec.sandbox["output_bytes"])}, report.probes)
+    executor = RayExecutor.start(settings.ray_address, expectations)
+    try:
+        yield executor
+    finally:
+        executor.close()
 
 
 def _first_ect_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -537,6 +603,8 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]
     async def worker(i: int) -> None:
         try:
             done[i] = await _run_cell(ctx, todo[i])
+        except ExecutorLost as e:  # no node left: halt here, the cell runs again on resume
+            halted[0] = halted[0] or str(e)
         finally:
             ready[i].set()
             slots.release()
@@ -544,7 +612,7 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]
     async def launcher() -> None:
         for i in range(len(todo)):
             await slots.acquire()
-            reason = _halt_reason(ctx, settings, summary, flag)
+            reason = halted[0] or _halt_reason(ctx, settings, summary, flag)
             if reason is not None:
                 halted[0] = reason
                 slots.release()

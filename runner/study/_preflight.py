@@ -10,7 +10,8 @@ Checks, in order (cheap first; the sandbox probes run only when everything befor
    the simulated provider.
 4. ``generation``: the frozen generation config in the lock is the one the run will use.
 5. ``sandbox``: the platform backend exists and can enforce its policy (user namespaces
-   allowed, Landlock ABI >= 4, pins verified).
+   allowed, every promised guarantee has a layer on this kernel, pins verified); the layers in
+   force are recorded in the report's ``sandbox`` field (and from there in the run header).
 6. ``probe.*``: every probe in ``preflight/``, the two mandatory denial probes (network and
    persistent write) among them.
 
@@ -92,6 +93,8 @@ class PreflightReport:
     spec: StudySpec | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     lock: dict[str, Any] = field(default_factory=dict)
+    # The sandbox layers in force (backend.describe()["layers"]): what isolation produced the run.
+    sandbox: dict[str, Any] = field(default_factory=dict)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
     credential: Any = field(default=None, repr=False)
@@ -110,6 +113,7 @@ class PreflightReport:
             "lock_digest": self.lock_digest,
             "committed_rows": self.committed_rows,
             "probes": self.probes,
+            "sandbox": self.sandbox,
             "passed": self.passed,
             "checks": [c.to_json() for c in self.checks],
         }
@@ -117,6 +121,13 @@ class PreflightReport:
     @property
     def digest(self) -> str:
         return digest("ect/record/v1", self.to_json())
+
+
+def _layers_line(layers: dict[str, Any]) -> str:
+    if "landlock_abi" not in layers:
+        return ""
+    return (f" (Landlock ABI {layers['landlock_abi']}, seccomp {layers['seccomp'].get('mode')} "
+            f"allow-list, cgroups {layers['cgroups'] or 'none'}, host uid {layers['host_uid']})")
 
 
 def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> tuple[bool, str, int]:
@@ -230,7 +241,9 @@ def run_preflight(
         from runner.sandbox import select_backend
 
         backend = select_backend(sandbox_backend)
-        ok = add("sandbox", True, f"backend {backend.name} ready") and ok
+        described = backend.describe()
+        report.sandbox = described.get("layers") or {"backend": backend.name}
+        ok = add("sandbox", True, f"backend {backend.name} ready{_layers_line(report.sandbox)}") and ok
     except EctError as e:
         add("sandbox", False, str(e))
         return report

@@ -182,7 +182,13 @@ def load_spec(path: str | Path) -> StudySpec:
                                    "max_output_tokens": int, "timeout_s": (int, float)})
     retry = _table(data, "retry", {"identical_retries_before_output": int})
     price = _table(data, "price", {"input_per_mtok": (int, float), "output_per_mtok": (int, float)})
+    sandbox_data = data.get("sandbox")
+    memory = sandbox_data.pop("memory_bytes", None) if isinstance(sandbox_data, dict) else None
     sandbox = _table(data, "sandbox", {"wall_s": (int, float), "cpu_s": int, "output_bytes": int})
+    if memory is not None:  # optional: the per-call memory limit (cgroup, root parent)
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < (16 << 20):
+            raise SpecError("spec: [sandbox].memory_bytes must be an integer >= 16777216")
+        sandbox["memory_bytes"] = memory
     simulated = data.get("simulated", {})
     if not isinstance(simulated, dict):
         raise SpecError("spec: [simulated] must be a table")

@@ -62,6 +62,7 @@ def test_public_surface() -> None:
         "ContractScope", "DateRange", "Decision", "Descriptor", "IncompleteCertificate", "Ledger", "Reason", "Receipt",
         "ReceiptScope", "ReplayError", "SlotSpec", "Transform", "Value", "WireFormatError",
         "args_digest", "check_transform", "check_value", "descriptor_digest", "is_iso_date",
+        "json_schemas", "load_schema",
         "ledger_digest", "receipt_digest", "replay", "replay_exact", "require_complete", "response_digest",
         "value_digest", "values_match", "verify", "verify_bytes", "verify_json",
         "verify_json_explained", "verify_unsafe_ablated",

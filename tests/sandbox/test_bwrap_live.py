@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -24,16 +25,25 @@ def _py(be: BwrapBackend, code: str) -> list[str]:
 
 
 def test_argv_has_every_policy_flag(bwrap: BwrapBackend) -> None:
-    argv = bwrap.bwrap_argv(Limits(tmpfs_bytes=1234567), [(Path("/etc/hostname"), "/ect/x")], 7, 8)
+    argv = bwrap.bwrap_argv(Limits(tmpfs_bytes=1234567), [(9, "/ect/x/y")], 7, 8, 10)
     joined = " ".join(argv)
-    for flag in ("--unshare-all --unshare-user", "--uid 65534 --gid 65534", "--disable-userns",
-                 "--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
-                 "--ro-bind /usr /usr", "--size 1234567 --tmpfs /tmp", "--seccomp 7",
-                 "--ro-bind-data 8 /ect/worker.py", "--ro-bind /etc/hostname /ect/x"):  # fmt: skip
+    common = ("--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
+              "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+              "--unshare-cgroup", "--ro-bind /usr /usr", "--perms 1777 --size 1234567 --tmpfs /tmp",
+              "--seccomp 7", "--ro-bind-data 8 /ect/worker.py", "--ro-bind-fd 9 /ect/x/y",
+              "--perms 0555 --dir /ect/x", "--ro-bind /proc/sys /proc/sys")  # fmt: skip
+    if os.geteuid() == 0:
+        # no user namespace (it could only map to host root); the worker drops to host_id
+        flags = (*common, "--cap-add CAP_SETUID", "--cap-add CAP_SETGID", "--cap-add CAP_SETPCAP")
+        assert "--unshare-user" not in argv and "--unshare-all" not in argv
+    else:
+        flags = (*common, "--unshare-user", "--uid 65534 --gid 65534", "--disable-userns")
+    for flag in flags:
         assert flag in joined, flag
     assert argv.index("--remount-ro") > argv.index("--tmpfs")
-    if not str(bwrap.prefix).startswith("/usr/"):
-        assert f"--ro-bind {bwrap.prefix} {bwrap.prefix}" in joined
+    assert f"--ro-bind-fd 10 {bwrap.prefix}" in joined
+    for parent in bwrap.prefix.parents[:-1]:
+        assert f"--perms 0111 --dir {parent}" in joined  # search-only: host layout not listable
     # the environment is built from nothing: only these --setenv pairs exist
     env = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
     assert env == dict(SANDBOX_ENV)
@@ -190,12 +200,17 @@ def test_extra_binds_are_read_only(
     bwrap: BwrapBackend, fast_limits: Limits, tmp_path: Path
 ) -> None:
     (tmp_path / "data.txt").write_text("payload")
-    code = ("print(open('/ect/data/data.txt').read())\n"
-            "try: open('/ect/data/data.txt','a')\nexcept OSError as e: print(e.errno)")  # fmt: skip
+    tmp_path.chmod(0o755)  # under a root parent the sandbox reads only what others may read
+    code = ("import os\nprint(open('/ect/data/data.txt').read())\n"
+            "try: open('/ect/data/data.txt','a')\nexcept OSError as e: print(e.errno)\n"
+            "print(bool(os.statvfs('/ect/data').f_flag & os.ST_RDONLY))")  # fmt: skip
     r = bwrap.run(
         _py(bwrap, code), stdin=b"", limits=fast_limits, ro_binds=[(tmp_path, "/ect/data")]
     )
-    assert r.stdout == b"payload\n30\n"  # EROFS
+    # a read-only mount; under a root parent the sandbox's uid owns nothing, so DAC (EACCES)
+    # refuses before the mount would (EROFS)
+    refused = b"13" if os.geteuid() == 0 else b"30"
+    assert r.stdout == b"payload\n" + refused + b"\nTrue\n"
     assert (tmp_path / "data.txt").read_text() == "payload"
 
 
@@ -221,27 +236,60 @@ def test_host_files_outside_the_binds_are_invisible(
 def test_landlock_is_applied_inside(bwrap: BwrapBackend, fast_limits: Limits) -> None:
     r = bwrap.run_worker({"mode": "check"}, stdin=b"", limits=fast_limits)
     assert r.exit_status == 0
-    assert (
-        r.stdout
-        == b'{"abi": %d, "weaker": false, "net": true, "scoped": true}' % bwrap.landlock_abi
-    )
+    seen = json.loads(r.stdout)
+    assert {k: seen[k] for k in ("abi", "weaker", "net", "scoped", "seccomp")} == {
+        "abi": bwrap.landlock_abi, "weaker": False, "net": True, "scoped": True, "seccomp": "2"}
+    # the uid map seen inside: never host root
+    if os.geteuid() == 0:
+        assert seen["uid_map"] == [0, 0, 4294967295]  # no user namespace; the worker dropped
+    else:
+        assert seen["uid_map"] == [65534, os.geteuid(), 1]
     # listing / is not allowed by Landlock even though the mount is visible
     r = bwrap.run(_py(bwrap, "import os\ntry: os.listdir('/')\nexcept OSError as e: print(e.errno)"),
                   stdin=b"", limits=fast_limits)  # fmt: skip
     assert r.stdout == b"13\n"  # EACCES
 
 
-def test_root_parent_puts_each_call_in_its_own_pids_cgroup(
+def test_root_parent_puts_each_call_in_its_own_cgroups(
     bwrap: BwrapBackend, fast_limits: Limits
 ) -> None:
-    if bwrap.pids_cgroup is None:
-        pytest.skip("non-root parent: RLIMIT_NPROC applies, no cgroup is used")
-    code = "print([l for l in open('/proc/self/cgroup').read().split() if ':pids:' in l][0])"
+    if bwrap.cgroups is None:
+        pytest.skip("non-root parent: RLIMIT_NPROC and RLIMIT_AS apply, no cgroup is used")
+    code = "print(open('/proc/self/cgroup').read())"
     a = bwrap.run(_py(bwrap, code), stdin=b"", limits=fast_limits)
-    assert a.exit_status == 0 and b":pids:" in a.stdout and b"ect-sandbox-" in a.stdout
+    lines = [ln for ln in a.stdout.decode().split() if "ect-sandbox-" in ln]
+    assert a.exit_status == 0
+    if bwrap.cgroups.version == 1:
+        assert {ln.split(":")[1] for ln in lines} == {"pids", "memory"}
+    else:
+        assert [ln.split(":")[1] for ln in lines] == [""]
     nproc = bwrap.run(
         _py(bwrap, "import os\nfor _ in range(100): os.fork() or os._exit(0)\n"),
         stdin=b"",
         limits=Limits(nproc=4),
     )
     assert b"BlockingIOError" in nproc.stderr  # fork -> EAGAIN at the cgroup's pids.max
+
+
+def test_memory_is_bounded_for_the_whole_tree(bwrap: BwrapBackend) -> None:
+    """Four children each touching 96 MiB (each well under RLIMIT_AS) exceed a 256 MiB call."""
+    if bwrap.cgroups is None:
+        pytest.skip("non-root parent without cgroup delegation: memory is bounded per process")
+    code = ("import os, time\n"
+            "kids = []\n"
+            "for _ in range(4):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            "        b = b'\\x01' * (96 << 20)\n"
+            "        time.sleep(2)\n"
+            "        os._exit(0)\n"
+            "    kids.append(pid)\n"
+            "print(sorted(os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids))\n")  # fmt: skip
+    small = Limits(wall_s=20.0, memory_bytes=256 << 20)
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=small)
+    assert r.exit_status == 0, r.stderr
+    codes = json.loads(r.stdout)
+    assert -9 in codes  # the cgroup's OOM killer ended at least one child
+    big = Limits(wall_s=20.0, memory_bytes=1 << 30)
+    r = bwrap.run(_py(bwrap, code), stdin=b"", limits=big)
+    assert r.exit_status == 0 and json.loads(r.stdout) == [0, 0, 0, 0]  # positive control

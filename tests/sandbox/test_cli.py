@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
 from click.testing import CliRunner
 
 from runner.cli._app import cli
+from runner.sandbox._bwrap import SANDBOX_HOST_ID
 
 from .conftest import linux_only
 
@@ -26,7 +28,8 @@ def test_help_texts() -> None:
 def test_run_propagates_exit_code_and_output() -> None:
     r = CliRunner().invoke(cli, ["sandbox", "run", "--", "sh", "-c", "id -u; echo err >&2; exit 7"])
     assert r.exit_code == 7
-    assert r.stdout == "65534\n"
+    # a root parent runs the sandbox as the dedicated host id, never as (host) root
+    assert r.stdout == f"{SANDBOX_HOST_ID if os.geteuid() == 0 else 65534}\n"
 
 
 def test_run_timeout_is_reported() -> None:
@@ -55,13 +58,17 @@ def test_pins_command() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="probes run through bwrap here")
-def test_probe_json_passes() -> None:
-    r = CliRunner().invoke(cli, ["sandbox", "probe", "--json"])
+def test_probe_json_passes_at_debian_12s_landlock_abi() -> None:
+    """The whole catalogue with Landlock ABI 2's rule set (Debian 12's 6.1 kernel) applied."""
+    r = CliRunner().invoke(cli, ["sandbox", "probe", "--json", "--landlock-abi", "2"])
     doc = json.loads(r.stdout)
     failed = [p for p in doc["probes"] if not p["passed"]]
     assert r.exit_code == 0, failed
     assert doc["passed"] is True and doc["backend"]["backend"] == "bwrap"
-    assert len(doc["probes"]) >= 30
+    assert len(doc["probes"]) >= 49
+    layers = doc["backend"]["layers"]
+    assert (layers["landlock_abi"], layers["emulated_landlock_abi"]) == (2, 2)
+    assert layers["landlock_applied"] == 2 and layers["missing_guarantees"] == []
 
 
 def test_probe_says_plainly_when_user_namespaces_are_forbidden(
@@ -72,6 +79,8 @@ def test_probe_says_plainly_when_user_namespaces_are_forbidden(
     monkeypatch.setattr(
         bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
     )
+    # only an unprivileged parent needs user namespaces (a root parent makes none)
+    monkeypatch.setattr(bw.os, "geteuid", lambda: 1000)
     r = CliRunner().invoke(cli, ["sandbox", "probe"])
     assert r.exit_code == 5
     assert "forbids the user namespaces bwrap needs: AppArmor" in r.stderr

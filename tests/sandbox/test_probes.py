@@ -77,3 +77,43 @@ def test_malformed_catalogue_is_a_format_error(tmp_path: Path) -> None:
     )
     with pytest.raises(FormatError, match="bad fields"):
         load_probes(tmp_path / "pf")
+
+
+# -- the kernel matrix: the probes that depend on Landlock, at every ABI this kernel emulates ----
+
+ABI_SENSITIVE = ["network.inet_socket", "network.loopback_listener", "write.root",
+                 "write.over_snapshot", "write.scratch_control", "env.proc1_environ",
+                 "process.kill_init", "exec.scratch", "exec.scratch_by_fd", "exec.system_control",
+                 "exec.memfd", "identity.host_uid", "kernel.proc_sys_write",
+                 "kernel.proc_keys"]  # fmt: skip
+
+
+@linux_only
+@pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6])
+def test_probes_hold_at_every_older_landlock_abi(bwrap: BwrapBackend, abi: int) -> None:
+    """Apply ABI n's rule set on this kernel: every guarantee must still hold (by another layer
+    where Landlock's newer rules are missing), and the record says which ABI was applied."""
+    if abi > bwrap.kernel_landlock_abi:
+        pytest.skip(f"this kernel offers Landlock ABI {bwrap.kernel_landlock_abi} only")
+    older = BwrapBackend(emulate_landlock_abi=abi)
+    layers = older.describe()["layers"]
+    assert (layers["landlock_abi"], layers["landlock_applied"]) == (abi, abi)
+    assert layers["missing_guarantees"] == []
+    for r in run_probes(older, only=ABI_SENSITIVE):
+        assert r.passed, f"ABI {abi}: {r.name}: expected {r.expected}, observed {r.observed}"
+
+
+@linux_only
+def test_without_landlock_the_exec_guarantee_is_the_one_refused(bwrap: BwrapBackend) -> None:
+    with pytest.raises(SandboxError, match="no layer is left for: programs run only"):
+        BwrapBackend(emulate_landlock_abi=0)
+    weak = BwrapBackend(emulate_landlock_abi=0, allow_weaker_landlock_unsafe=True)
+    assert weak.describe()["layers"]["missing_guarantees"] == ["exec"]
+    by_name = {r.name: r for r in run_probes(weak, only=["exec.scratch", "exec.memfd",
+                                                         "network.inet_socket", "write.usr",
+                                                         "kernel.proc_sys_write",
+                                                         "identity.host_uid"])}  # fmt: skip
+    # the documented fallback is observed: the scratch binary runs; the other layers still hold,
+    # and without Landlock /proc/sys/kernel/core_pattern is still not writable
+    assert by_name["exec.scratch"].observed == "exit 0" and by_name["exec.scratch"].passed
+    assert all(r.passed for r in by_name.values())

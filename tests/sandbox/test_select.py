@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -24,7 +25,7 @@ def test_public_surface() -> None:
 def test_linux_default_is_bwrap() -> None:
     be = select_backend()
     assert isinstance(be, BwrapBackend) and be.name == "bwrap"
-    assert be.describe()["landlock_abi"] >= 4
+    assert be.describe()["landlock_abi"] >= 1
 
 
 def test_unknown_backend_is_refused() -> None:
@@ -44,11 +45,21 @@ def test_old_landlock_is_refused_unless_explicitly_weakened(
 ) -> None:
     import runner.sandbox._bwrap as bw
 
+    # ABI 3 (e.g. a 6.2-6.6 kernel) keeps every guarantee: accepted, and recorded
     monkeypatch.setattr(bw, "landlock_abi", lambda: 3)
-    with pytest.raises(SandboxUnavailable, match="Landlock ABI is 3"):
+    be = select_backend("bwrap")
+    layers = be.describe()["layers"]
+    assert layers["landlock_abi"] == 3 and layers["missing_guarantees"] == []
+    assert "Landlock TCP bind/connect rules (ABI 4)" not in layers["guarantees"]["network"]
+    assert layers["guarantees"]["network"][0] == "network namespace (loopback only)"
+    # no Landlock at all: the exec guarantee has no layer left -> refused, naming it
+    monkeypatch.setattr(bw, "landlock_abi", lambda: 0)
+    with pytest.raises(SandboxUnavailable,
+                       match="Landlock ABI is 0: no layer is left for: programs run only"):  # fmt: skip
         select_backend("bwrap")
     be = select_backend("bwrap", allow_weaker_landlock_unsafe=True)
     assert be.describe()["allow_weaker_landlock_unsafe"] is True
+    assert be.describe()["layers"]["missing_guarantees"] == ["exec"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bwrap backend is Linux-only")
@@ -58,6 +69,8 @@ def test_forbidden_user_namespaces_are_reported_plainly(monkeypatch: pytest.Monk
     monkeypatch.setattr(
         bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
     )
+    # only an unprivileged parent needs user namespaces (a root parent makes none)
+    monkeypatch.setattr(bw.os, "geteuid", lambda: 1000)
     with pytest.raises(
         SandboxUnavailable, match="forbids the user namespaces bwrap needs: AppArmor"
     ):
@@ -79,3 +92,17 @@ def test_host_that_cannot_create_namespaces_is_named_plainly(tmp_path) -> None: 
     fake.chmod(0o755)
     with pytest.raises(SandboxUnavailable, match="forbids the unprivileged user namespaces"):
         select_backend("bwrap", bwrap=str(fake))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                    reason="a root parent on Linux")  # fmt: skip
+def test_a_root_parent_needs_no_user_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.sandbox._bwrap as bw
+
+    monkeypatch.setattr(
+        bw, "userns_restrictions", lambda: ["AppArmor restricts unprivileged user namespaces"]
+    )
+    be = select_backend("bwrap")
+    assert "--unshare-user" not in be.bwrap_argv(sandbox.Limits(), [], 7, 8)
+    assert be.describe()["layers"]["host_uid"] == bw.SANDBOX_HOST_ID
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from runner.canonical import digest, loads_strict
 from runner.store import Store
 from runner.study import lock_digest, read_lock, study_paths
@@ -19,3 +21,23 @@ def test_the_lock_and_the_preflight_report_travel_in_the_store(reference: Refere
     assert report["passed"] is True and report["lock_digest"] == header["lock_digest"]
     assert {c["name"] for c in report["checks"]} >= {"lock", "store", "credential", "generation",
                                                      "sandbox"}
+
+
+def test_the_sandbox_layers_in_force_are_in_the_report_header_and_manifest(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """A reader of a result knows what isolation produced it (Landlock ABI, seccomp mode,
+    cgroups, host uid), from the preflight report, the signed header and the manifest."""
+    from runner.study import export_study
+
+    with Store.open(reference.store) as store:
+        header = store.header
+        report = loads_strict(store.get_blob(header["preflight_blob"]))
+    layers = header["sandbox_layers"]
+    assert layers == report["sandbox"]
+    assert layers["seccomp"]["mode"] == "filter" and layers["seccomp"]["default"] == "EPERM"
+    assert layers["landlock_abi"] >= 1 and layers["host_uid"] != 0
+    assert layers["missing_guarantees"] == [] and layers["allow_weaker_landlock_unsafe"] is False
+    assert layers["guarantees"]["network"][0] == "network namespace (loopback only)"
+    doc = export_study(reference.store, tmp_path / "manifest.json", reference.spec)
+    assert doc["manifest"]["sandbox_layers"] == layers
