@@ -1,5 +1,5 @@
 """``python -m runner`` is the ``ect`` command."""
 
-from runner.cli import main
+from runner._entry import main
 
 main()

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from runner.errors import AnalysisError
 
-__all__ = ["FastPathInvariantBroken", "InventoryIncomplete", "ScheduleDisagrees", "SpecInvalid"]
+__all__ = [
+    "FastPathInvariantBroken",
+    "InventoryIncomplete",
+    "ScheduleDisagrees",
+    "ScheduleUnreadable",
+    "SpecInvalid",
+]
 
 
 class ScheduleDisagrees(AnalysisError):
     """The schedule given is not the one the store was run for; no figure is computed."""
+
+
+class ScheduleUnreadable(AnalysisError):
+    """The schedule file given cannot be read or is not a schedule (a usage error)."""
 
 
 class InventoryIncomplete(AnalysisError):

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from runner.analysis._common import ProviderInfo
-from runner.canonical import loads_strict
+from runner.analysis._errors import ScheduleUnreadable
+from runner.canonical import loads_strict, read_bounded
 from runner.errors import AnalysisError, FormatError
 from runner.store import Store, verify_store
 
@@ -110,7 +110,7 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
     outcomes: list[dict[str, Any]] = []
     recorded: dict[int, dict[str, Any]] = {}
     triples: set[tuple[str, str, bool]] = set()
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         header = store.header
         head = store.head
         count = store.count
@@ -142,16 +142,25 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
 def read_schedule_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The canonical schedule: JSON Lines (one row object per line) or one JSON array."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path, what="schedule")
     except OSError as e:
-        raise AnalysisError(f"cannot read schedule {path}: {e.strerror}") from e
+        raise ScheduleUnreadable(f"cannot read schedule {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise ScheduleUnreadable(str(e)) from e
     try:
         if data.lstrip().startswith(b"["):
             rows = loads_strict(data)
         else:
             rows = [loads_strict(line) for line in data.splitlines() if line.strip()]
     except FormatError as e:
-        raise AnalysisError(f"schedule {path}: {e}") from e
+        raise ScheduleUnreadable(f"schedule {path}: {e}") from e
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise AnalysisError(f"schedule {path}: expected row objects")
+        raise ScheduleUnreadable(f"schedule {path}: expected row objects")
+    if not rows:
+        raise ScheduleUnreadable(f"schedule {path} holds no rows")
+    for i, r in enumerate(rows, start=1):
+        if not (isinstance(r.get("row"), int) and not isinstance(r.get("row"), bool)
+                and isinstance(r.get("cell_id"), str)):
+            raise ScheduleUnreadable(f"schedule {path}: row {i} has no integer row and string "
+                                     "cell_id")
     return rows

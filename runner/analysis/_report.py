@@ -568,7 +568,11 @@ def write_outputs(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
     for name, data in sorted(render_outputs(results).items()):
         path = out_dir / name
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        except BaseException:  # a full disk: no half-written temporary file is left behind
+            tmp.unlink(missing_ok=True)
+            raise
         paths[name] = path
     return paths

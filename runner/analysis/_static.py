@@ -14,7 +14,6 @@ a decision reporting a model call or a provider result from the critic core abor
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ from runner.analysis._stats import (
     macro_f1,
     mcnemar_exact,
 )
-from runner.errors import AnalysisError
+from runner.canonical import MAX_TOML_BYTES, loads_toml, read_bounded
+from runner.errors import AnalysisError, FormatError
 
 __all__ = [
     "ABLATION_TABLE",
@@ -110,17 +110,19 @@ class StaticSpec:
     @classmethod
     def load(cls, path: str | Path) -> StaticSpec:
         try:
-            data = Path(path).read_bytes()
+            data = read_bounded(path, limit=MAX_TOML_BYTES, what="static spec")
         except OSError as e:
             raise SpecInvalid(f"cannot read static spec {path}: {e.strerror}") from e
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
         return cls.parse(data)
 
     @classmethod
     def parse(cls, data: bytes) -> StaticSpec:
         try:
-            doc = tomllib.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise SpecInvalid(f"static spec is not valid TOML: {e}") from e
+            doc = loads_toml(data, what="static spec")
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
         _only(
             doc, {"format", "analysis", "provider", "generation", "simulated", "price"}, "top level"
         )

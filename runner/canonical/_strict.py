@@ -105,8 +105,9 @@ def load_strict_file(path: str | os.PathLike[str], *, max_depth: int = MAX_DEPTH
     Raises:
         FileNotFoundError / PermissionError / IsADirectoryError: the file cannot be read
             (left as ``OSError`` so a CLI can report a usage error).
-        FormatError: as :func:`loads_strict`.
+        FormatError: as :func:`loads_strict`; also a FIFO or device (refused before reading,
+            so nothing hangs) or a file over :data:`MAX_INPUT_BYTES`.
     """
-    with open(path, "rb") as f:
-        data = f.read(MAX_INPUT_BYTES + 1)
-    return loads_strict(data, max_depth=max_depth)
+    from runner.canonical._read import read_bounded
+
+    return loads_strict(read_bounded(path, what="JSON file"), max_depth=max_depth)

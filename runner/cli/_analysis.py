@@ -18,6 +18,7 @@ from runner.analysis import (
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.errors import StoreError
 from runner.providers import CredentialError, EgressRefused
+from runner.store import StoreUsageError
 
 COMMANDS: list[click.Command] = []
 
@@ -163,7 +164,12 @@ def static_cmd(
     help="Bootstrap replicates.",
 )
 @map_errors(
-    {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED, StoreError: EXIT_REFUSED}
+    {
+        InventoryIncomplete: EXIT_REFUSED,
+        ScheduleDisagrees: EXIT_REFUSED,
+        StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
+        StoreError: EXIT_REFUSED,
+    }
 )
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int
@@ -173,7 +179,13 @@ def report_cmd(
     Refuses (exit 3) unless every schedule row is present exactly once and the store verifies.
     Writes results.json, tables.md and report.html into --out.
     """
-    res = report_from_store(store_path, schedule_path, out_dir, seed=seed, replicates=replicates)
+    from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
+
+    try:
+        res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
+                                replicates=replicates)
+    except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
+        die(str(e), EXIT_USAGE)
     click.echo(res["provider_line"])
     for h in ("h2", "h3", "h4"):
         click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")

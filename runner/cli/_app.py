@@ -18,6 +18,7 @@ from runner.cli import (
     _verify,
     _view,
 )
+from runner.cli._common import run_cli
 
 __all__ = ["cli", "main"]
 
@@ -48,4 +49,4 @@ for _module in (_verify, _digest, _tasks, _sandbox, _store, _provider, _study, _
 
 
 def main() -> None:
-    cli()
+    run_cli(cli)

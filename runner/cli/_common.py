@@ -6,13 +6,20 @@ Exit codes (documented in the README and ``ect --help``):
     1  a negative answer (``verify``: continue; damage found; a probe or eval failed)
     2  usage error (bad flags, missing file)
     3  refused: a precondition did not hold (preflight, lock drift, incomplete inventory)
-    4  halted cleanly at a cell boundary (STOP file, cost or call ceiling, Ctrl-C)
-    5  runtime failure (sandbox unavailable, provider failure, internal error)
+    4  halted cleanly at a cell boundary (STOP file, cost or call ceiling, Ctrl-C); also
+       interrupted (Ctrl-C, SIGTERM) in any other phase
+    5  runtime failure (sandbox unavailable, provider failure, disk full, internal error)
+
+An ``OSError`` a user can cause maps to one line: a path that is missing, not writable, on a
+read-only filesystem, a directory where a file is expected, a name too long -- exit 2; a full
+disk or quota, an I/O error -- exit 5.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
+import signal
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -30,6 +37,8 @@ __all__ = [
     "EXIT_USAGE",
     "die",
     "map_errors",
+    "oserror_exit",
+    "run_cli",
 ]
 
 EXIT_OK = 0
@@ -40,6 +49,13 @@ EXIT_HALTED = 4
 EXIT_RUNTIME = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_USAGE_ERRNOS = frozenset({
+    errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
+    errno.ENAMETOOLONG, errno.EEXIST, errno.ELOOP, errno.ENXIO, errno.ETXTBSY,
+})
+"""OSErrors that name a path the user gave wrongly: usage errors (exit 2). Anything else
+(ENOSPC, EDQUOT, EIO, ...) is the machine's state: a runtime failure (exit 5)."""
 
 
 def die(message: str, code: int) -> None:
@@ -68,9 +84,53 @@ def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
                     if isinstance(e, cls):
                         die(str(e), code)
                 die(str(e), EXIT_RUNTIME)
-            except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-                die(f"{e.strerror}: {e.filename}", EXIT_USAGE)
+            except OSError as e:
+                message, code = oserror_exit(e)
+                die(message, code)
+            except KeyboardInterrupt:
+                die("interrupted (Ctrl-C or SIGTERM) before the command finished", EXIT_HALTED)
 
         return wrapper  # type: ignore[return-value]
 
     return deco
+
+
+def oserror_exit(e: OSError) -> tuple[str, int]:
+    """The one-line message and exit code for an ``OSError`` (see the module docstring)."""
+    what = e.strerror or str(e) or type(e).__name__
+    where = e.filename if e.filename is not None else None
+    message = f"{what}: {where}" if where is not None else what
+    if e.errno == errno.ENOSPC or e.errno == getattr(errno, "EDQUOT", -1):
+        message += " (nothing half-written was kept; free space and run the command again)"
+    return message, EXIT_USAGE if e.errno in _USAGE_ERRNOS else EXIT_RUNTIME
+
+
+def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_cli(group: click.Command) -> None:
+    """Run ``group`` as the ``ect`` process: SIGTERM (what docker, systemd and CI send) is
+    handled like Ctrl-C, and an interrupt in any phase -- argument parsing, start-up, a
+    command without its own handling -- ends with one ``ect:`` line and exit 4, never click's
+    ``Aborted!`` or a traceback. A study run replaces both handlers with its own cell-boundary
+    halt while it runs cells."""
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        try:
+            rv = group.main(standalone_mode=False)
+        except click.exceptions.Abort:
+            die("interrupted (Ctrl-C or SIGTERM) before the command finished", EXIT_HALTED)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except OSError as e:
+            message, code = oserror_exit(e)
+            die(message, code)
+    except KeyboardInterrupt:
+        die("interrupted (Ctrl-C or SIGTERM) before the command finished", EXIT_HALTED)
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

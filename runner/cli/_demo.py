@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from runner.cli._common import map_errors
+from runner.cli._common import EXIT_USAGE, die, map_errors
 from runner.cli._study import _REFUSED, DEFAULT_SPEC, _configure_logging, _run
 from runner.study import ProviderChoice, RunSettings, export_study, study_paths
 
@@ -39,17 +39,31 @@ def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, lim
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
-    from runner.analysis import report_from_store, static_study
+    from runner.analysis import SpecInvalid, StaticSpec, report_from_store, static_study
     from runner.store import public_key_path, verify_manifest, verify_store
+    from runner.study import load_spec
 
     _configure_logging(False)
+    # Both specs are checked before anything is created: a malformed one is a usage error (2)
+    # and leaves no output directory behind.
+    load_spec(spec)
+    try:
+        StaticSpec.load(static_spec)
+    except SpecInvalid as e:
+        die(str(e), EXIT_USAGE)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(out) if out else Path("out") / f"demo-{stamp}"
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / "v2.db"
     manifest = out_dir / "manifest.json"
     settings = RunSettings(Path(spec), store, ProviderChoice("simulated"), concurrency, limit)
-    summary = _run(settings, resume=False, as_json=False, quiet=quiet)
+    try:
+        summary = _run(settings, resume=False, as_json=False, quiet=quiet)
+    except BaseException:
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()  # preflight refused: nothing was written, leave nothing behind
+        raise
     report = verify_store(store, full=True)
     click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
     outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]

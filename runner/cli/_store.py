@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from runner.canonical import canonical_bytes
-from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die, map_errors
+from runner.cli._common import (
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    die,
+    map_errors,
+)
 from runner.store import (
     KeyFileError,
     Store,
@@ -29,6 +36,11 @@ _CODES: dict[type[BaseException], int] = {
     KeyFileError: EXIT_USAGE,
     StoreUsageError: EXIT_USAGE,
 }
+
+
+# show and proof read a store that must verify: damage there is a refused precondition (3), as
+# for every study command; `store verify` answers the damage question itself (1).
+_READ_CODES: dict[type[BaseException], int] = {**_CODES, StoreDamaged: EXIT_REFUSED}
 
 
 def _emit_json(obj: Any) -> None:
@@ -92,7 +104,7 @@ def verify_cmd(
               help="With --seq/--cell: the trajectory step by step, blobs resolved.")
 @click.option("--raw", is_flag=True, help="With --pretty: whole prompts and raw request bodies.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_CODES)
+@map_errors(_READ_CODES)
 def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw: bool,
              as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first).
@@ -112,7 +124,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
         from runner.view import StoreSource
 
         seq = StoreSource(path).seq_of(cell_id)
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         if seq is None:
             out: dict[str, Any] = {
                 "header": store.header,
@@ -161,11 +173,11 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_CODES)
+@map_errors(_READ_CODES)
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
-    with Store.open(path) as store:
+    with Store.open(path, readonly=True) as store:
         if seq >= store.count:
             die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
         proof = store.inclusion_proof(seq)

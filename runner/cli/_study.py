@@ -177,6 +177,7 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
     every probe in preflight/ (network and persistent-write denial among them).
     """
     check_store_dir(store)
+    load_spec(spec)  # a malformed spec is a usage error (2), not a failed check
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
@@ -255,6 +256,7 @@ class _Progress:
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
     progress = _Progress(enabled=not quiet)
     if not quiet:
         click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)
@@ -349,7 +351,7 @@ def _ray_address(executor: str, ray_address: str | None) -> str | None:
 def _store_header(store: str) -> dict[str, Any]:
     from runner.store import Store
 
-    with Store.open(store) as s:
+    with Store.open(store, readonly=True) as s:
         return dict(s.header)
 
 
@@ -374,7 +376,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     _configure_logging(log_json)
     from runner.store import Store
 
-    with Store.open(store) as s:  # one open: the header and the attempt journal together
+    with Store.open(store, readonly=True) as s:  # one open: the header and the attempt journal together
         header = dict(s.header)
         orphans = s.orphan_attempts()
     spec_path = spec or header.get("spec") or DEFAULT_SPEC

@@ -7,20 +7,42 @@ from pathlib import Path
 
 import click
 
-from runner.canonical import MAX_INPUT_BYTES, canonical_bytes
+from runner.canonical import InputRefused, canonical_bytes, read_bounded
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die
-from runner.ect import Check, Decision, verify_bytes
+from runner.ect import Check, Decision, Reason, verify_bytes
 
 __all__ = ["COMMANDS", "verify_command"]
 
 
-def _read(path: Path, what: str) -> bytes:
+MAX_VERIFY_INPUT_BYTES = 16 * 1024 * 1024
+"""Each of the three files ``ect verify`` reads is at most 16 MiB (docs/formats.md, "Bounds"):
+that bounds the verifier's time and memory on hostile input. A larger file is malformed input
+(``continue``, exit 1); a FIFO or device is never read (exit 2)."""
+
+
+def _read(path: Path, what: str) -> bytes | None:
+    """The file's bytes; None when it is over the size cap."""
     try:
-        with open(path, "rb") as f:
-            return f.read(MAX_INPUT_BYTES + 1)
+        return read_bounded(path, limit=MAX_VERIFY_INPUT_BYTES, what=f"{what} file")
+    except InputRefused as e:
+        if e.too_large:
+            return None
+        die(str(e), EXIT_USAGE)
     except OSError as e:
         die(f"cannot read {what} file {path}: {e.strerror or type(e).__name__}", EXIT_USAGE)
-        raise  # unreachable: die exits
+    raise AssertionError("unreachable: die exits")
+
+
+def _oversized(decision: Decision, names: list[str]) -> Decision:
+    """The decision with each oversized input's parse reason saying why it was not parsed."""
+    reasons = []
+    for r in decision.reasons:
+        name = r.detail.split(":", 1)[0]
+        if r.code == "adapter.malformed_json" and name in names:
+            r = Reason(r.code, r.slot, f"{name}: file larger than {MAX_VERIFY_INPUT_BYTES} bytes; "
+                       "not parsed")
+        reasons.append(r)
+    return Decision(decision.decision, tuple(reasons), decision.missing_slots)
 
 
 def _explain_table(decision: Decision, checks: list[Check]) -> None:
@@ -103,12 +125,13 @@ def verify_command(
     Exit codes: 0 complete; 1 continue (malformed or hostile input included);
     2 usage error (missing or unreadable file).
     """
-    texts = (
-        _read(contract, "contract"),
-        _read(ledger, "ledger"),
-        _read(certificate, "certificate"),
-    )
-    decision, checks = verify_bytes(*texts, explain=explain)
+    read = [_read(p, what) for p, what in
+            ((contract, "contract"), (ledger, "ledger"), (certificate, "certificate"))]
+    too_big = [n for n, data in zip(("contract", "ledger", "certificate"), read, strict=True)
+               if data is None]
+    decision, checks = verify_bytes(*(b"" if d is None else d for d in read), explain=explain)
+    if too_big:
+        decision = _oversized(decision, too_big)
     sys.stdout.write(canonical_bytes(decision.to_json()).decode("utf-8") + "\n")
     sys.stdout.flush()
     if explain:

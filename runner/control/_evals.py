@@ -214,6 +214,17 @@ class EvalCase:
                    delays if any(any(d) for d in delays.values()) else None)
 
 
+MAX_EVAL_STEPS = 10_000
+"""An eval case is a scripted run of a few dozen steps; a step budget above this ceiling is
+refused, so a hostile case file cannot make ``ect evals run`` run without end."""
+
+
+def _at_most(r: _Reader, n: int, path: str, ceiling: int) -> int:
+    if n > ceiling:
+        raise r.fail(path, f"must be <= {ceiling}")
+    return n
+
+
 def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
     b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
               {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s"})
@@ -230,7 +241,8 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
     if "max_tokens" not in b and "max_cost_usd" not in b:
         raise r.fail("$.budget", "needs max_tokens or max_cost_usd")
     budget = Budget(
-        max_steps=r.count(b["max_steps"], "$.budget.max_steps", 1),
+        max_steps=_at_most(r, r.count(b["max_steps"], "$.budget.max_steps", 1),
+                           "$.budget.max_steps", MAX_EVAL_STEPS),
         max_tokens=r.count(b["max_tokens"], "$.budget.max_tokens", 1) if "max_tokens" in b else None,
         max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
                       if "max_cost_usd" in b else None),

@@ -83,18 +83,60 @@ class Check:
         }
 
 
-class _Run:
-    """Collects reasons (and, when explaining, one :class:`Check` per step)."""
+MAX_REASONS_PER_CODE = 16
+"""Reasons listed per (code, slot); the rest of a hostile input's repeats are counted in one
+summary reason, so output and memory stay bounded (docs/formats.md, "Bounds")."""
 
-    __slots__ = ("checks", "reasons", "skip")
+
+class _Run:
+    """Collects reasons (and, when explaining, one :class:`Check` per step).
+
+    After :data:`MAX_REASONS_PER_CODE` reasons with one (code, slot), further ones are recorded
+    as a shared placeholder (so every step still sees its failure) and folded into a single
+    ``... and N more`` reason by :meth:`final`.
+    """
+
+    __slots__ = ("_counts", "_more", "checks", "reasons", "skip")
 
     def __init__(self, skip: frozenset[str], explain: bool) -> None:
         self.reasons: list[Reason] = []
         self.skip = skip
         self.checks: list[Check] | None = [] if explain else None
+        self._counts: dict[tuple[str, str | None], int] = {}
+        self._more: dict[tuple[str, str | None], Reason] = {}
 
     def fail(self, code: str, slot: str | None, detail: str) -> None:
-        self.reasons.append(Reason(code, slot, _clip(detail)))
+        key = (code, slot)
+        n = self._counts.get(key, 0) + 1
+        self._counts[key] = n
+        if n <= MAX_REASONS_PER_CODE:
+            self.reasons.append(Reason(code, slot, _clip(detail)))
+            return
+        more = self._more.get(key)
+        if more is None:
+            more = self._more[key] = Reason(code, slot, "")
+        self.reasons.append(more)
+
+    def final(self, skip: frozenset[str]) -> list[Reason]:
+        """The reasons to report: repeats past the cap folded into one reason per (code, slot),
+        which takes the place of the first repeat."""
+        if not self._more:
+            return [r for r in self.reasons if r.family not in skip] if skip else self.reasons
+        placeholders = {id(r): key for key, r in self._more.items()}
+        out: list[Reason] = []
+        emitted: set[tuple[str, str | None]] = set()
+        for r in self.reasons:
+            if skip and r.family in skip:
+                continue
+            key = placeholders.get(id(r))
+            if key is None:
+                out.append(r)
+            elif key not in emitted:
+                emitted.add(key)
+                extra = self._counts[key] - MAX_REASONS_PER_CODE
+                out.append(Reason(r.code, r.slot,
+                                  f"... and {extra} more {r.code} reasons like the ones above"))
+        return out
 
     def done(self, step: str, family: str, name: str, slot: str | None, mark: int) -> None:
         if self.checks is None:
@@ -463,9 +505,9 @@ def _run(
         if not isinstance(certificate, Certificate):
             raise TypeError(f"certificate must be a Certificate, not {type(certificate).__name__}")
         _check(run, contract, ledger, certificate)
-        reasons = [r for r in run.reasons if r.family not in skip] if skip else run.reasons
+        reasons = run.final(skip)
     except Exception as e:  # fail closed: an internal error is never a completion
-        reasons = [r for r in run.reasons if r.family not in skip]
+        reasons = run.final(skip)
         reasons.append(Reason("internal.exception", None, _clip(f"{type(e).__name__}: {e}")))
         if run.checks is not None:
             run.checks.append(

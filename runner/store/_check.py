@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import is_digest, loads_strict
+from runner.canonical import InputRefused, is_digest, loads_strict, read_bounded
 from runner.errors import EctError, FormatError
 from runner.store._checkpoint import Checkpoint, parse_checkpoint
 from runner.store._db import (
@@ -36,6 +36,7 @@ from runner.store._errors import (
     NotAStore,
     SignatureInvalid,
     StaleCheckpoint,
+    StoreUsageError,
     TamperDetected,
     TruncationDetected,
 )
@@ -53,6 +54,7 @@ __all__ = [
 
 HEADER_RESERVED = ("format", "store_id", "public_key", "journal", "created_utc")
 HEADER_REQUIRED = ("lock_digest", "preflight_digest")
+MAX_CHECKPOINT_BYTES = 64 * 1024  # a checkpoint note is about 500 bytes
 _HEX32 = re.compile(r"\A[0-9a-f]{32}\Z")
 _sha256 = hashlib.sha256
 
@@ -105,9 +107,15 @@ def parse_header(body: bytes) -> tuple[dict[str, Any], bytes, Ed25519PublicKey]:
 def read_external_checkpoint(path: Path) -> Checkpoint | None:
     """Parse the checkpoint file at ``path``; None when absent. Malformed -> SignatureInvalid."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, limit=MAX_CHECKPOINT_BYTES, what="checkpoint")
     except FileNotFoundError:
         return None
+    except InputRefused as e:
+        if not e.too_large:  # a FIFO or a device: never read, never waited on
+            raise StoreUsageError(str(e)) from e
+        raise SignatureInvalid(f"{path} is not a valid signed checkpoint: {e}") from e
+    except OSError as e:
+        raise StoreUsageError(f"cannot read checkpoint {path}: {e.strerror}") from e
     try:
         return parse_checkpoint(loads_strict(data))
     except FormatError as e:
@@ -309,8 +317,15 @@ def _check(
             )
     _check_attempt_heads(conn, anchors, res)
 
-    # 8. Blobs (full): every blob hashes to its digest.
+    # 8. Blobs (full): every blob the header names exists, and every blob hashes to its digest.
     if full:
+        for k, v in sorted(header.items()):
+            if k.endswith("_blob") and is_digest(v):
+                if conn.execute("SELECT 1 FROM blobs WHERE digest = ?", (v,)).fetchone() is None:
+                    raise BlobCorrupt(
+                        f"record 0 (header): {k} names blob {v}, which the store does not hold",
+                        seq=0,
+                    )
         for digest, data in conn.execute("SELECT digest, data FROM blobs"):
             if digest != "sha256:" + sha(data).hexdigest():
                 raise BlobCorrupt(f"blob {digest} does not match its bytes")

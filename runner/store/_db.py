@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import urllib.parse
 from typing import Literal
 
 import sqlite_utils
 
 from runner.errors import StoreError
-from runner.store._errors import FileCorrupt, NotAStore, StoreBusy
+from runner.store._errors import FileCorrupt, NotAStore, StoreBusy, StoreUnavailable
 
 __all__ = [
     "APPLICATION_ID",
@@ -71,12 +72,24 @@ def is_busy(e: sqlite3.Error) -> bool:
     return "locked" in msg or "busy" in msg
 
 
+def _code(e: sqlite3.Error) -> int | None:
+    code = getattr(e, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
 def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
     """Map a foreign sqlite3 error to the most specific store error."""
     if is_busy(e):
         return StoreBusy(f"{path}: another writer holds the store (busy timeout expired)")
     msg = str(e)
     low = msg.lower()
+    code = _code(e)
+    if code == sqlite3.SQLITE_CANTOPEN or "unable to open database" in low:
+        return StoreUnavailable(f"{path}: cannot open the store file ({msg})")
+    if code == sqlite3.SQLITE_FULL or "disk is full" in low:
+        return StoreError(f"{path}: No space left on device (the transaction was rolled back)")
+    if code == sqlite3.SQLITE_READONLY or "readonly database" in low:
+        return StoreUnavailable(f"{path}: the store is read-only here ({msg})")
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return FileCorrupt(f"{path}: SQLite reports a damaged file: {msg}")
     if "no such table" in low or "no such column" in low:
@@ -89,18 +102,32 @@ def unreadable(e: sqlite3.Error | UnicodeDecodeError, path: str | os.PathLike[st
     text decoding) cannot read back is damage, except a lock held by another process."""
     if isinstance(e, sqlite3.Error):
         err = translate(e, path)
-        if isinstance(err, StoreBusy | FileCorrupt | NotAStore):
+        if isinstance(err, StoreBusy | FileCorrupt | NotAStore | StoreUnavailable):
             return err
+        if _code(e) == sqlite3.SQLITE_FULL or "disk is full" in str(e).lower():
+            return err  # the machine's state, not damage
     return FileCorrupt(f"{path}: unreadable: {type(e).__name__}: {str(e)[:120]}")
 
 
 def connect(
     path: str | os.PathLike[str], *, busy_timeout_s: float, readonly: bool = False
 ) -> sqlite3.Connection:
-    """Open a connection in autocommit mode (the store issues BEGIN/COMMIT itself)."""
+    """Open a connection in autocommit mode (the store issues BEGIN/COMMIT itself).
+
+    ``readonly`` opens with ``mode=ro``. Where the store's directory is not writable (read-only
+    media, an extracted archive, a CI cache) SQLite cannot create the ``-shm`` file WAL needs,
+    so the file is opened ``immutable`` instead -- but only when no ``-wal`` file with content
+    sits beside it: immutable mode ignores the WAL, and committed records may still be in it.
+
+    Raises:
+        StoreUnavailable: read-only media with a non-empty ``-wal`` (copy the store and its
+            ``-wal`` somewhere writable), or the file cannot be opened at all.
+    """
     p = os.path.abspath(os.fspath(path))
     if readonly:
-        uri = "file:" + p.replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        uri = "file:" + urllib.parse.quote(p) + "?mode=ro"
+        if _needs_immutable(p):
+            uri += "&immutable=1"
         conn = sqlite3.connect(
             uri, uri=True, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
         )
@@ -119,6 +146,26 @@ def connect(
         conn.close()
         raise StoreError(f"{path}: could not turn trusted_schema off")
     return conn
+
+
+def _needs_immutable(p: str) -> bool:
+    directory = os.path.dirname(p) or "."
+    if os.access(directory, os.W_OK):
+        return False
+    wal = p + "-wal"
+    try:
+        size = os.stat(wal).st_size
+    except FileNotFoundError:
+        size = 0
+    except OSError as e:
+        raise StoreUnavailable(f"{p}: cannot inspect {wal}: {e.strerror}") from e
+    if size > 0:
+        raise StoreUnavailable(
+            f"{p}: on a read-only directory with a non-empty {os.path.basename(wal)} that may hold "
+            "committed records; copy the store and its -wal file to a writable directory and "
+            "verify the copy"
+        )
+    return True
 
 
 def _pragma(conn: sqlite3.Connection, sql: str) -> object:
@@ -149,17 +196,16 @@ def configure(
         if _pragma(conn, "PRAGMA trusted_schema") != 0:
             raise StoreError(f"{path}: could not turn trusted_schema off")
         conn.execute("PRAGMA cell_size_check = ON")
-        if readonly:
-            got = _pragma(conn, "PRAGMA journal_mode")
-        else:
-            got = _pragma(conn, f"PRAGMA journal_mode = {mode}")
+        # A read-only connection writes nothing, so no durability setting is at stake; its
+        # journal mode reads "delete" when the file was opened immutable (read-only media).
+        got = mode if readonly else _pragma(conn, f"PRAGMA journal_mode = {mode}")
         if str(got).lower() != mode:
             hint = (
                 " (a network filesystem? open with journal='rollback')" if journal == "wal" else ""
             )
             raise StoreError(f"{path}: journal_mode is {got!r}, the store needs {mode!r}{hint}")
         conn.execute(f"PRAGMA synchronous = {sync_name}")
-        if _pragma(conn, "PRAGMA synchronous") != sync_num:
+        if not readonly and _pragma(conn, "PRAGMA synchronous") != sync_num:
             raise StoreError(f"{path}: could not set synchronous={sync_name}")
     except (sqlite3.Error, UnicodeDecodeError) as e:
         raise unreadable(e, path) from e

@@ -3,6 +3,8 @@
 StoreError
 ├── StoreBusy              another writer held the lock past the busy timeout
 ├── StoreUsageError        an operation the store refuses (append to a read-only view, ...)
+│   └── StoreUnavailable   the file cannot be opened (permissions, read-only media with an
+│                          un-checkpointed -wal): not damage, nothing was judged
 ├── KeyFileError           a key file is missing, malformed or not a private key
 │   └── InsecureKeyFile    a private key readable by group or others (like ssh, refused)
 ├── BlobNotFound           no blob with that digest
@@ -43,6 +45,7 @@ __all__ = [
     "StaleCheckpoint",
     "StoreBusy",
     "StoreDamaged",
+    "StoreUnavailable",
     "StoreUsageError",
     "TamperDetected",
     "TruncationDetected",
@@ -55,6 +58,10 @@ class StoreBusy(StoreError):
 
 class StoreUsageError(StoreError):
     """The store refused an operation (no signing key for a checkpoint, a bad header, ...)."""
+
+
+class StoreUnavailable(StoreUsageError):
+    """The store file cannot be opened at all (not damage: verification never ran)."""
 
 
 class KeyFileError(StoreError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from runner.canonical import read_bounded
+from runner.errors import FormatError
 from runner.store._errors import InsecureKeyFile, KeyFileError
 
 __all__ = [
@@ -57,33 +60,53 @@ def generate_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     pub_path = public_key_path(path)
-    if pub_path.exists():
-        raise KeyFileError(f"refusing to overwrite existing key file {pub_path}")
+    for p in (pub_path, Path(path)):
+        if p.exists() or p.is_symlink():
+            raise KeyFileError(f"refusing to overwrite existing key file {p}")
+    # Each file is written in full to a temporary name, then linked into place (link, unlike
+    # rename, never replaces an existing file): a full disk, a read-only directory or a crash
+    # leaves no empty or partial key behind, only (after a crash) a temporary file.
+    _write_new(Path(path), priv, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError as e:
-        raise KeyFileError(f"refusing to overwrite existing key file {path}") from e
-    with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o600)  # the umask may have narrowed it; never widened
-        f.write(priv)
-        f.flush()
-        os.fsync(f.fileno())
-    fd = os.open(pub_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pub)
-        f.flush()
-        os.fsync(f.fileno())
+        _write_new(pub_path, pub, 0o644)
+    except BaseException:
+        Path(path).unlink(missing_ok=True)
+        raise
     return key
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    tmp = directory / f".{path.name}.tmp-{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)  # the umask may have narrowed it; never widened
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError as e:
+            raise KeyFileError(f"refusing to overwrite existing key file {path}") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _read(path: str | os.PathLike[str]) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read(64 * 1024)
+        return read_bounded(path, limit=64 * 1024, what="key file")
     except FileNotFoundError as e:
         raise KeyFileError(f"key file not found: {path}") from e
     except OSError as e:
         raise KeyFileError(f"cannot read key file {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise KeyFileError(str(e)) from e
 
 
 def load_signing_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
@@ -103,6 +126,9 @@ def load_signing_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
             f"permissions {mode:04o} for private key {path} are too open (chmod 600 it)"
         )
     data = _read(path)
+    if not data.strip():
+        raise KeyFileError(f"{path} is empty (left by an interrupted write?); delete it, or "
+                           "restore the store's key")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from runner.canonical import canonical_bytes, digest_bytes, is_digest, loads_strict
+from runner.errors import FormatError
 from runner.store._check import (
     HEADER_REQUIRED,
     HEADER_RESERVED,
@@ -39,10 +40,12 @@ from runner.store._db import (
 )
 from runner.store._errors import (
     AttemptError,
+    AttemptJournalDamaged,
     BlobCorrupt,
     BlobNotFound,
     SignatureInvalid,
     StoreUsageError,
+    TamperDetected,
 )
 from runner.store._fsutil import Hook, atomic_write, fsync_dir
 from runner.store._keys import Ed25519PrivateKey, encode_public_key
@@ -113,8 +116,13 @@ class Store:
         journal: Journal = "wal",
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         hook: Hook | None = None,
+        blobs: Sequence[bytes] = (),
     ) -> Store:
         """Create a new store at ``path`` with record 0 = the header, and a first checkpoint.
+
+        ``blobs`` are stored in the same transaction as the header, so a header that names
+        blobs (``lock_blob``, ``preflight_blob``) never exists without them, whenever the
+        process dies.
 
         ``header`` must hold ``lock_digest`` and ``preflight_digest`` (sha256 digests); it must
         not use the reserved keys ``format``, ``store_id``, ``public_key``, ``journal``,
@@ -165,6 +173,12 @@ class Store:
                 "INSERT INTO records (seq, body, leaf, chain) VALUES (0, ?, ?, ?)",
                 (body, leaf, chain),
             )
+            for data in blobs:
+                raw = bytes(data)
+                conn.execute(
+                    "INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING",
+                    ("sha256:" + _sha256(raw).hexdigest(), raw),
+                )
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             conn.close()
@@ -175,7 +189,11 @@ class Store:
             _unlink_db(tmp)
             raise
         conn.close()  # the last close folds the WAL into the file before the rename
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            _unlink_db(tmp)
+            raise
         fsync_dir(target.parent)
         store = cls.open(
             target,
@@ -197,23 +215,30 @@ class Store:
         journal: Journal | None = None,
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
         hook: Hook | None = None,
+        readonly: bool = False,
         _fresh: bool = False,
     ) -> Store:
         """Open an existing store and verify it (quick: chains, heads, checkpoints).
 
         ``journal`` defaults to the mode recorded in the header; naming a different one is
-        refused. Resume may only continue a store that opens.
+        refused. Resume may only continue a store that opens. ``readonly=True`` is for commands
+        that only read (show, proof, reports, replay): it works on read-only media too (see
+        :func:`runner.store._db.connect`), and every write through it fails.
 
         Raises:
             StoreDamaged (TamperDetected, TruncationDetected, CheckpointMissing, ...): the
                 store does not verify; nothing is changed.
             SignatureInvalid: ``signing_key`` is not the store's key.
             StoreUsageError: ``journal`` disagrees with the store's mode.
+            StoreUnavailable: the file cannot be opened (see :func:`runner.store._db.connect`).
         """
         target = Path(path)
         if not target.is_file():
             raise FileNotFoundError(2, "No such store", os.fspath(target))
-        conn = connect(target, busy_timeout_s=busy_timeout_s)
+        try:
+            conn = connect(target, busy_timeout_s=busy_timeout_s, readonly=readonly)
+        except sqlite3.Error as e:
+            raise translate(e, target) from e
         try:
             try:
                 row = conn.execute("SELECT body FROM records WHERE seq = 0").fetchone()
@@ -227,7 +252,9 @@ class Store:
                 raise StoreUsageError(
                     f"{target} was created with journal={mode!r}; refusing to open it as {journal!r}"
                 )
-            configure(conn, target, journal=mode, busy_timeout_s=busy_timeout_s)
+            configure(
+                conn, target, journal=mode, busy_timeout_s=busy_timeout_s, readonly=readonly
+            )
             checked = check_connection(
                 conn,
                 target,
@@ -359,7 +386,7 @@ class Store:
             if not rows:
                 return
             for s, body, leaf, chain in rows:
-                yield Record(int(s), loads_strict(body), bytes(leaf), bytes(chain))
+                yield Record(int(s), _parse_body(int(s), body), bytes(leaf), bytes(chain))
             seq = rows[-1][0] + 1
 
     def record(self, seq: int) -> Record:
@@ -534,7 +561,12 @@ class Store:
             )
         out: dict[int, dict[str, Any]] = {}
         for seq, kind, ref, body in rows:
-            obj = loads_strict(body)
+            try:
+                obj = loads_strict(body)
+            except FormatError as e:
+                raise AttemptJournalDamaged(
+                    f"attempt {seq}: body is not valid JSON ({e}); run `ect store verify "
+                    "--full`", seq=seq) from e
             if kind == "begin":
                 out[seq] = {
                     "attempt_seq": seq,
@@ -663,6 +695,21 @@ class Store:
         if self._key is None:
             raise StoreUsageError("signing needs the store's signing key (open with signing_key)")
         return _sign(self._key, message)
+
+
+def _parse_body(seq: int, body: bytes) -> dict[str, Any]:
+    """A record body, parsed strictly; a body that does not parse was altered after commit
+    (quick verification trusts the stored leaves), so it is reported as tampering at ``seq``."""
+    try:
+        obj = loads_strict(body)
+    except FormatError as e:
+        raise TamperDetected(
+            f"tamper at seq {seq}: record {seq} body is not valid JSON ({e})", seq=seq
+        ) from e
+    if not isinstance(obj, dict):
+        raise TamperDetected(f"tamper at seq {seq}: record {seq} body is not a JSON object",
+                             seq=seq)
+    return obj
 
 
 def _unlink_db(path: Path) -> None:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import loads_strict
+from runner.canonical import loads_strict, read_bounded
 from runner.errors import EctError, FormatError
 from runner.store._check import (
+    MAX_CHECKPOINT_BYTES,
     check_connection,
     checkpoint_path,
     parse_header,
@@ -25,6 +26,7 @@ from runner.store._db import (
     configure,
     connect,
     create_schema,
+    translate,
     unreadable,
     wrap,
 )
@@ -266,9 +268,15 @@ def salvage(
             "pass the store's signing key to sign a new one"
         )
     tmp = dst.parent / f".{dst.name}.salvaging-{secrets.token_hex(4)}"
+
+    def discard() -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(os.fspath(tmp) + suffix).unlink(missing_ok=True)
+
     try:
         out = connect(tmp, busy_timeout_s=busy_timeout_s)
     except sqlite3.Error as e:  # e.g. a directory this process cannot write
+        discard()
         raise StoreUsageError(f"cannot create a store in {dst.parent}: {e}") from e
     try:
         configure(out, tmp, journal=header["journal"], busy_timeout_s=busy_timeout_s)
@@ -283,15 +291,24 @@ def salvage(
         out.executemany("INSERT INTO blobs (digest, data) VALUES (?, ?)", blobs)
         out.executemany("INSERT INTO checkpoints (body) VALUES (?)", [(raw,) for _, raw in kept])
         out.execute("COMMIT")
+    except sqlite3.Error as e:  # a full disk, a read-only directory: nothing is left behind
+        out.close()
+        discard()
+        raise translate(e, dst) from e
     except BaseException:
         out.close()
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            Path(os.fspath(tmp) + suffix).unlink(missing_ok=True)
+        discard()
         raise
     out.close()
-    if kept:
-        atomic_write(checkpoint_path(dst), kept[-1][1], hook=lambda _p: None, point="salvage")
-    os.replace(tmp, dst)
+    try:
+        if kept:
+            atomic_write(checkpoint_path(dst), kept[-1][1], hook=lambda _p: None, point="salvage")
+        os.replace(tmp, dst)
+    except BaseException:
+        discard()
+        if not dst.exists():
+            checkpoint_path(dst).unlink(missing_ok=True)
+        raise
     fsync_dir(dst.parent)
     if signing_key is not None:
         from runner.store._store import Store
@@ -304,9 +321,9 @@ def salvage(
 def _safe_external(p: Path) -> tuple[Checkpoint, bytes] | None:
     try:
         cp = read_external_checkpoint(p)
-    except StoreDamaged:
+        return None if cp is None else (cp, read_bounded(p, limit=MAX_CHECKPOINT_BYTES))
+    except (StoreDamaged, StoreUsageError, OSError, FormatError):
         return None
-    return None if cp is None else (cp, p.read_bytes())
 
 
 def _read_prefix(

@@ -373,24 +373,38 @@ def _record_body(ctx: _Context, row: dict[str, Any], t: Trajectory,
 # --- the run ------------------------------------------------------------------------------
 
 
+_HALT_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 @contextmanager
-def _sigint_flag(flag: list[str]) -> Iterator[None]:
-    previous = signal.getsignal(signal.SIGINT)
+def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[None]:
+    """While cells run, the first SIGINT or SIGTERM (what docker, systemd and CI send) asks for
+    a halt at the next cell boundary; a second one aborts at once, without waiting for cells in
+    flight: one line, exit 4, and the process ends as a ``kill -9`` would (every acknowledged
+    cell is committed, the store verifies, resume reports the orphaned attempts). Raising
+    instead would unwind the event loop through every task and print their tracebacks."""
+    previous = {s: signal.getsignal(s) for s in _HALT_SIGNALS}
 
     def handler(signum: int, frame: Any) -> None:
         if flag[0]:
-            raise KeyboardInterrupt
-        flag[0] = "Ctrl-C (press again to abort without waiting for cells in flight)"
+            where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
+            os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
+                         f"flight; the store holds every committed cell{where}\n").encode())
+            os._exit(4)
+        name = _HALT_SIGNALS.get(signal.Signals(signum), signal.Signals(signum).name)
+        flag[0] = f"{name} (send it again to abort without waiting for cells in flight)"
 
     try:
-        signal.signal(signal.SIGINT, handler)
+        for s in _HALT_SIGNALS:
+            signal.signal(s, handler)
     except ValueError:  # not the main thread: no signal handling
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
@@ -434,10 +448,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "executor": (executor or {"name": "local"})["name"],
         "executor_blob": file_sha256(executor_bytes),
     }
-    store = Store.create(settings.store_path, header=header, signing_key=key)
-    for data in (lock_bytes, preflight_bytes, executor_bytes):
-        store.put_blob(data)
-    return store
+    return Store.create(settings.store_path, header=header, signing_key=key,
+                        blobs=(lock_bytes, preflight_bytes, executor_bytes))
 
 
 def execute(
@@ -524,7 +536,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 simulated=settings.provider.name == "simulated",
             )
             flag = [""]
-            with _sigint_flag(flag):
+            with _sigint_flag(flag, settings.store_path):
                 try:
                     halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
                 except BaseExceptionGroup as group:
@@ -565,8 +577,11 @@ def _remote_executor(settings: RunSettings, report: PreflightReport) -> Iterator
 
 def _first_ect_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first deliberate error in a task group's exception group (so the CLI can report it in
-    one line), else the group itself: anything else is a bug and keeps its traceback."""
-    matched = group.subgroup(lambda e: isinstance(e, EctError))
+    one line) -- an interrupt, an ``EctError`` or an ``OSError`` (a full disk) --, else the
+    group itself: anything else is a bug and keeps its traceback."""
+    if group.subgroup(lambda e: isinstance(e, KeyboardInterrupt)) is not None:
+        return KeyboardInterrupt()
+    matched = group.subgroup(lambda e: isinstance(e, EctError | OSError))
     while matched is not None:
         first = matched.exceptions[0]
         if not isinstance(first, BaseExceptionGroup):

@@ -139,7 +139,7 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[dict[str, Any]]) -> 
     if not report.ok:
         return False, (f"{store_path} does not verify: {report.damage} at seq "
                        f"{report.first_bad_seq} ({report.detail})"), 0
-    with Store.open(store_path) as store:
+    with Store.open(store_path, readonly=True) as store:
         header = store.header
         if header.get("lock_digest") != lock_d:
             return False, (f"{store_path} was made under lock {header.get('lock_digest')}, "

@@ -136,7 +136,7 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
                             f"{verified.first_bad_seq} ({verified.detail}); nothing was replayed")
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
-    with Store.open(store_path) as store:
+    with Store.open(store_path, readonly=True) as store:
         header = dict(store.header)
         spec = load_spec(spec_path or header.get("spec") or "schedules/v2.toml")
         for rec in store.records(1):

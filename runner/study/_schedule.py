@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import canonical_bytes, digest, loads_strict
+from runner.canonical import canonical_bytes, digest, loads_strict, read_bounded
 from runner.errors import FormatError, StudyError
 from runner.study._spec import StudySpec
 
@@ -108,9 +108,11 @@ def read_schedule(path: str | Path) -> list[dict[str, Any]]:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, what="schedule")
     except OSError as e:
         raise ScheduleError(f"cannot read schedule {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise ScheduleError(str(e)) from e
     rows: list[dict[str, Any]] = []
     for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line:

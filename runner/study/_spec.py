@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.errors import EctError, StudyError
+from runner.canonical import MAX_TOML_BYTES, loads_toml, read_bounded
+from runner.errors import EctError, FormatError, StudyError
 
 __all__ = ["Budget", "ModelConfig", "SpecError", "StudySpec", "file_sha256", "load_spec"]
 
@@ -160,13 +160,15 @@ def load_spec(path: str | Path) -> StudySpec:
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, limit=MAX_TOML_BYTES, what="study spec")
     except OSError as e:
         raise SpecError(f"cannot read study spec {path}: {e.strerror}") from e
+    except FormatError as e:
+        raise SpecError(str(e)) from e
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SpecError(f"study spec {path} is not valid TOML: {e}") from e
+        data = loads_toml(raw, what=f"study spec {path}")
+    except FormatError as e:
+        raise SpecError(str(e)) from e
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise SpecError(f"spec: unknown top-level field {unknown[0]!r}")

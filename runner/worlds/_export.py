@@ -20,6 +20,8 @@ snapshots are indented for reading; files are written in a fixed order with fixe
 from __future__ import annotations
 
 import json
+import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,25 @@ def export_all(directory: str | Path) -> dict[str, int]:
     Raises:
         ExportRefused: ``directory`` exists and is not an empty directory (nothing is overwritten).
     """
-    root = Path(directory)
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise ExportRefused(f"export directory {root} exists and is not empty")
+    final = Path(directory)
+    if final.exists() and (not final.is_dir() or any(final.iterdir())):
+        raise ExportRefused(f"export directory {final} exists and is not empty")
+    # Everything is written under a temporary sibling and renamed into place at the end, so a
+    # full disk or an interrupt leaves no half-written export (which would also block a retry).
+    root = final.parent / f".{final.name}.exporting-{secrets.token_hex(4)}"
+    root.mkdir()
+    try:
+        counts = _export_into(root)
+        if final.exists():
+            final.rmdir()  # empty, checked above
+        root.rename(final)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return counts
+
+
+def _export_into(root: Path) -> dict[str, int]:
     for w in (*WORLDS_STATIC, *WORLDS_CLOSED_LOOP):
         _write(root / "worlds" / f"{w}.json", canonical_bytes(build_world(w).snapshot()))
     manifest = {

@@ -43,6 +43,7 @@ def test_exported_members() -> None:
         "AttemptJournalDamaged", "BlobCorrupt", "BlobNotFound", "CheckpointMissing",
         "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestInvalid", "NotAStore",
         "ProofInvalid", "Record", "ScheduleMismatch", "SignatureInvalid", "StaleCheckpoint",
+        "StoreUnavailable",
         "Store", "StoreBusy", "StoreDamaged", "StoreReport", "StoreUsageError",
         "TamperDetected", "TruncationDetected", "checkpoint_path", "export_manifest",
         "generate_key", "load_public_key", "load_signing_key", "merkle", "public_key_path",

@@ -14,14 +14,18 @@ test can check what reaches a child.
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-import subprocess
-from typing import Any
+from runner._entry import install_early_interrupt_handlers
 
-import runner.cli._study as study_cli
-from runner.study import run_preflight
+install_early_interrupt_handlers()  # as the shipped entry point does, before any heavy import
+
+import functools  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+from typing import Any  # noqa: E402
+
+import runner.cli._study as study_cli  # noqa: E402
+from runner.study import run_preflight  # noqa: E402
 
 vars(study_cli)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
 
