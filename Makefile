@@ -1,47 +1,85 @@
 # Two entry points on a fresh machine (see README): `make demo` and `make test`.
-# Both install what they need first: the Python package (pip) and, when missing, Debian's
-# bubblewrap (and chromium for the test suite's report screenshot and the viewer's Playwright
-# tests, which drive Debian's chromium, never a Playwright browser download), via apt as root or sudo.
+# Both work in a project-local virtual environment, $(VENV) (default .venv/, git-ignored), made
+# with the interpreter $(PY): the system site-packages are never touched (PEP 668: Debian 12+
+# and Ubuntu 23.04+ refuse `pip install` into the distribution's interpreter). When $(PY) cannot
+# make a venv (Debian ships `venv`/`ensurepip` in python3-venv), that package is installed via
+# apt as root or with sudo, as are bubblewrap and, for the tests, chromium (the report
+# screenshot test and the viewer's Playwright tests drive Debian's chromium, never a Playwright
+# browser download) when missing.
+# `make demo` installs only what it runs: the runtime dependencies and the `view` extra (the demo
+# ends with an `ect view` command); `make test` installs the `test` extra (whatever
+# pyproject.toml lists there). Afterwards: `.venv/bin/ect ...` or
+# `source .venv/bin/activate`.
 PY ?= python3
-PIP ?= $(PY) -m pip
+VENV ?= .venv
+VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: install sysdeps sysdeps-test demo test test-slow check bench mutate
+.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow check bench clean-venv mutate
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap; }
+		$(APT) install -y -qq bubblewrap; }
 
 sysdeps-test: sysdeps
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+		$(APT) install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
 	@command -v scmp_sys_resolver >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends seccomp; }
+		$(APT) install -y -qq --no-install-recommends seccomp; }
 
-install:
-	$(PIP) install -q -e '.[test]'
+# The venv itself. `import ensurepip` fails on Debian/Ubuntu until python3-venv is installed.
+$(VPY):
+	@$(PY) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+		echo "ect-runner needs Python >= 3.11; $(PY) is $$($(PY) -V 2>&1):" \
+			"pass PY=/path/to/python3.11 (or newer)" >&2; exit 2; }
+	@$(PY) -c 'import venv, ensurepip' 2>/dev/null || { \
+		echo "$(PY) cannot create a virtual environment: installing python3-venv" >&2; \
+		$(SUDO) apt-get update -qq && $(APT) install -y -qq python3-venv; }
+	$(PY) -m venv $(VENV)
+
+venv: $(VPY)
+
+# Stamps: reinstall when pyproject.toml changes. The package is installed editable, so source
+# edits need no reinstall.
+$(VENV)/.installed-runtime: pyproject.toml | $(VPY)
+	@echo "installing ect-runner, its runtime dependencies and the view extra into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install --progress-bar off -e '.[view]'
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VPY)
+	@echo "installing ect-runner with its view and test extras into $(VENV)/ (pip)" >&2
+	$(VPY) -m pip install --progress-bar off -e '.[view,test]'
+	@touch $@ $(VENV)/.installed-runtime
+
+install: $(VENV)/.installed-runtime
+install-test: $(VENV)/.installed-test
 
 demo: sysdeps install
-	$(PY) -m runner demo
+	$(VPY) -m runner demo
+	@echo "ect is installed in $(VENV)/: run $(VENV)/bin/ect --help (or: source $(VENV)/bin/activate)"
 
-test: sysdeps-test install
-	$(PY) -m pytest -q
+test: sysdeps-test install-test
+	$(VPY) -m pytest -q
 
-test-slow: sysdeps-test install
-	$(PY) -m pytest -q -m slow
+test-slow: sysdeps-test install-test
+	$(VPY) -m pytest -q -m slow
 
-check:
-	$(PY) -m ruff check runner tests benchmarks
-	$(PY) -m mypy
+check: install-test
+	$(VPY) -m ruff check runner tests benchmarks
+	$(VPY) -m mypy
 
-bench: install
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+bench: install-test
+	for b in benchmarks/*.py; do $(VPY) $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)
 
 # Mutation testing of runner/control with mutmut (opt-in: thousands of mutants, long). It
 # copies the package into ./mutants, runs the control tests against every mutant and prints
 # the score; `mutmut results` lists the survivors, `mutmut show NAME` one diff. CI runs a
 # bounded, deterministic subset instead (tests/control/test_mutation.py).
-mutate: install
-	$(PY) -m mutmut run --max-children 2 $(MUTANTS)
-	$(PY) -m mutmut export-cicd-stats
-	$(PY) -m tests.control.mutation mutants/mutmut-cicd-stats.json
+mutate: install-test
+	$(VPY) -m mutmut run --max-children 2 $(MUTANTS)
+	$(VPY) -m mutmut export-cicd-stats
+	$(VPY) -m tests.control.mutation mutants/mutmut-cicd-stats.json

@@ -19,8 +19,8 @@ def test_first_screen_has_the_two_setup_commands() -> None:
     commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
     makefile = (REPO / "Makefile").read_text("utf-8")
-    assert re.search(r"^demo:.*\n\t\$\(PY\) -m runner demo$", makefile, re.M)
-    assert re.search(r"^test:.*\n\t\$\(PY\) -m pytest -q$", makefile, re.M)
+    assert re.search(r"^demo:.*\n\t\$\(VPY\) -m runner demo$", makefile, re.M)
+    assert re.search(r"^test:.*\n\t\$\(VPY\) -m pytest -q$", makefile, re.M)
     assert "make test" in (REPO / ".ci" / "run").read_text("utf-8")
 
 

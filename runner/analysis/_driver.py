@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +98,11 @@ def static_study(
     credential_env: str | None = None,
     snapshots: Sequence[Any] | None = None,
     concurrency: int = 1,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run the static study and write its outputs into ``out_dir``; returns results.json's dict.
+
+    ``on_progress(done, total)`` is called after each decision (for progress output).
 
     Files: results.json, tables.md, report.html (byte-identical for equal spec, provider and
     seed), decisions.jsonl (every decision with reason codes and the provider label),
@@ -119,7 +122,8 @@ def static_study(
 
     async def go() -> StaticRun:
         try:
-            return await run_static(spec, prov, snapshots=snapshots, concurrency=concurrency)
+            return await run_static(spec, prov, snapshots=snapshots, concurrency=concurrency,
+                                    on_progress=on_progress)
         finally:
             close = getattr(prov, "aclose", None)
             if close is not None:

@@ -275,13 +275,15 @@ async def run_static(
     decide: Decide | None = None,
     arms: Sequence[str] = STATIC_POLICIES,
     concurrency: int = 1,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> StaticRun:
     """Decide every snapshot with every arm, and with ECT under each ablation of Table 3.
 
     ``snapshots`` defaults to ``runner.worlds.static_grid()``, ``decide`` to
     ``runner.policies.decide_static`` (a stand-in with the same signature serves unit tests).
     ``concurrency`` > 1 keeps that many decisions in flight (useful with a remote provider);
-    the rows come out in the same canonical order either way.
+    the rows come out in the same canonical order either way. ``on_progress(done, total)`` is
+    called after each decision (for progress output).
 
     Raises:
         FastPathInvariantBroken: the critic core called (or reported calling) its model.
@@ -303,6 +305,7 @@ async def run_static(
     plan += [("ect", name) for name, *_ in ABLATION_TABLE]
     jobs = [(snapshot, arm, ablate) for snapshot in snapshots for arm, ablate in plan]
     decided: list[Any] = [None] * len(jobs)
+    finished = [0]
 
     async def one(i: int) -> None:
         snapshot, arm, ablate = jobs[i]
@@ -322,6 +325,9 @@ async def run_static(
                 "the frozen static comparison is void (run aborted)"
             )
         decided[i] = decision
+        if on_progress is not None:
+            finished[0] += 1
+            on_progress(finished[0], len(jobs))
 
     if concurrency < 1:
         raise AnalysisError(f"concurrency must be at least 1, got {concurrency}")

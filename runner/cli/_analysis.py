@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from runner.analysis import (
-    DEFAULT_REPORT_SEED,
-    FastPathInvariantBroken,
-    InventoryIncomplete,
-    ScheduleDisagrees,
-    SpecInvalid,
-    report_from_store,
-    static_study,
-)
-
-# not (yet) in runner.analysis's public surface, which tests/analysis pins
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._params import DEFAULT_SCHEDULE, DEFAULT_STATIC_SPEC, study_file
 from runner.errors import StoreError
-from runner.providers import CredentialError, EgressRefused
-from runner.store import StoreUsageError
+
+# runner.analysis (numpy, scipy) and runner.providers (httpx) are imported when a command runs.
+# The report's default bootstrap seed, shown in --help without importing runner.analysis;
+# tests/cli/test_startup.py checks it equals runner.analysis.DEFAULT_REPORT_SEED.
+REPORT_SEED = 2705
 
 COMMANDS: list[click.Command] = []
 
 _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
+
+
+def _static_codes() -> dict[type[BaseException], int]:
+    from runner.analysis import FastPathInvariantBroken, SpecInvalid
+    from runner.providers import CredentialError, EgressRefused
+
+    return {
+        SpecInvalid: EXIT_USAGE,
+        CredentialError: EXIT_USAGE,
+        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
+        FastPathInvariantBroken: EXIT_RUNTIME,
+    }
+
+
+def _report_codes() -> dict[type[BaseException], int]:
+    from runner.analysis import InventoryIncomplete, ScheduleDisagrees
+    from runner.store import StoreUsageError
+
+    return {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED,
+            StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
+            StoreError: EXIT_REFUSED}
 
 
 @click.command("static")
@@ -30,8 +46,8 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
     "--spec",
     "spec_path",
     type=click.Path(dir_okay=False),
-    default="schedules/static.toml",
-    show_default=True,
+    default=None,
+    show_default=DEFAULT_STATIC_SPEC,
     help="Static-study spec (seed, replicates, generation config, simulated critic, prices).",
 )
 @click.option(
@@ -71,16 +87,10 @@ _PROVIDERS = click.Choice(["simulated", "gemini", "openai"])
     show_default=True,
     help="Decisions in flight at once (for a remote provider; output order is unchanged).",
 )
-@map_errors(
-    {
-        SpecInvalid: EXIT_USAGE,
-        CredentialError: EXIT_USAGE,
-        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
-        FastPathInvariantBroken: EXIT_RUNTIME,
-    }
-)
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@map_errors(_static_codes)
 def static_cmd(
-    spec_path: str,
+    spec_path: str | None,
     out_dir: str,
     provider: str | None,
     model: str | None,
@@ -89,6 +99,7 @@ def static_cmd(
     credential_env: str | None,
     seed: int | None,
     concurrency: int,
+    quiet: bool,
 ) -> None:
     """Run the static study: 7 policies on all 432 snapshots, Table 2, Table 3 and H1.
 
@@ -96,17 +107,27 @@ def static_cmd(
     seed), decisions.jsonl, attempts.jsonl and attempts.journal.jsonl (with wall-clock times)
     into --out. A model call from the critic core aborts the run (exit 5).
     """
-    res = static_study(
-        spec_path,
-        out_dir,
-        provider=provider,
-        seed=seed,
-        model=model,
-        base_url=base_url,
-        credential_file=credential_file,
-        credential_env=credential_env,
-        concurrency=concurrency,
-    )
+    from runner.analysis import static_study
+    from runner.cli._progress import CountProgress
+
+    spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
+    progress = CountProgress("static", "decisions", enabled=not quiet,
+                             after="decisions done; analysing (tables, bootstrap, H1)")
+    try:
+        res = static_study(
+            spec_path,
+            out_dir,
+            provider=provider,
+            seed=seed,
+            model=model,
+            base_url=base_url,
+            credential_file=credential_file,
+            credential_env=credential_env,
+            concurrency=concurrency,
+            on_progress=progress,
+        )
+    finally:
+        progress.stop()
     click.echo(res["provider_line"])
     for name, v in res["table2"].items():
         click.echo(
@@ -119,7 +140,7 @@ def static_cmd(
         f"H1 {verdict}: b_ect={h['b_ect']} b_critic={h['b_critic']} p={h['mcnemar_p']:.6g} "
         f"diff={h['diff_pp']:+.2f} pp CI [{h['ci_pp'][0]:+.2f}, {h['ci_pp'][1]:+.2f}]"
     )
-    click.echo(f"wrote {out_dir}/report.html, results.json, tables.md, decisions.jsonl")
+    click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md, decisions.jsonl")
     calls = sum(v.get("model_calls", 0) for v in res["table2"].values())
     failed = sum(v.get("provider_failures", 0) for v in res["table2"].values())
     if failed:
@@ -145,14 +166,14 @@ def static_cmd(
     "--schedule",
     "schedule_path",
     type=click.Path(dir_okay=False, exists=True),
-    default="schedules/v2.schedule.jsonl",
-    show_default=True,
+    default=None,
+    show_default=DEFAULT_SCHEDULE,
     help="The canonical schedule the store must cover exactly once.",
 )
 @click.option(
     "--seed",
     type=click.IntRange(min=0),
-    default=DEFAULT_REPORT_SEED,
+    default=REPORT_SEED,
     show_default=True,
     help="Bootstrap seed.",
 )
@@ -163,24 +184,19 @@ def static_cmd(
     show_default=True,
     help="Bootstrap replicates.",
 )
-@map_errors(
-    {
-        InventoryIncomplete: EXIT_REFUSED,
-        ScheduleDisagrees: EXIT_REFUSED,
-        StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
-        StoreError: EXIT_REFUSED,
-    }
-)
+@map_errors(_report_codes)
 def report_cmd(
-    store_path: str, out_dir: str, schedule_path: str, seed: int, replicates: int
+    store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int
 ) -> None:
     """Regenerate Table 4 and the H2-H4 gates from a verified run store.
 
     Refuses (exit 3) unless every schedule row is present exactly once and the store verifies.
     Writes results.json, tables.md and report.html into --out.
     """
+    from runner.analysis import report_from_store
     from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
+    schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     try:
         res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
                                 replicates=replicates)
@@ -189,7 +205,7 @@ def report_cmd(
     click.echo(res["provider_line"])
     for h in ("h2", "h3", "h4"):
         click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")
-    click.echo(f"wrote {out_dir}/report.html, results.json, tables.md")
+    click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md")
 
 
 COMMANDS.extend([static_cmd, report_cmd])

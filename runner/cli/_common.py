@@ -22,7 +22,7 @@ import functools
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -58,21 +58,26 @@ _USAGE_ERRNOS = frozenset({
 (ENOSPC, EDQUOT, EIO, ...) is the machine's state: a runtime failure (exit 5)."""
 
 
-def die(message: str, code: int) -> None:
+def die(message: str, code: int) -> NoReturn:
     """Print ``ect: <message>`` (first line only) to stderr and exit with ``code``."""
     line = message.strip().splitlines()[0] if message.strip() else "error"
     click.echo(f"ect: {line}", err=True)
     sys.exit(code)
 
 
-def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
+def map_errors(
+    codes: Mapping[Any, int] | Callable[[], Mapping[Any, int]] | None = None,
+) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
     ``codes`` maps error classes (most specific first) to exit codes; any other
     :class:`EctError` exits :data:`EXIT_RUNTIME`; ``OSError`` on user-supplied paths is a usage
     error. Unexpected exceptions still raise: those are bugs and deserve a traceback.
+
+    ``codes`` may also be a function returning that mapping, called only when an error is
+    being mapped: command modules then import the library's error classes (and the heavy
+    modules that define them) only when a command runs, which keeps ``ect --help`` fast.
     """
-    table = dict(codes or {})
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
@@ -80,6 +85,7 @@ def map_errors(codes: Mapping[Any, int] | None = None) -> Callable[[F], F]:
             try:
                 return fn(*args, **kwargs)
             except EctError as e:
+                table = codes() if callable(codes) else (codes or {})
                 for cls, code in table.items():
                     if isinstance(e, cls):
                         die(str(e), code)

@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_USAGE, die, map_errors
-from runner.cli._study import _REFUSED, DEFAULT_SPEC, _configure_logging, _run
-from runner.study import ProviderChoice, RunSettings, export_study, study_paths
+from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, study_file
+from runner.cli._study import _configure_logging, _refused, _run
 
 __all__ = ["COMMANDS"]
 
@@ -23,26 +23,29 @@ __all__ = ["COMMANDS"]
 @click.command("demo")
 @click.option("--out", "out", default=None, type=click.Path(file_okay=False),
               help="Output directory [default: out/demo-<UTC time>].")
-@click.option("--study", "spec", default=DEFAULT_SPEC, show_default=True,
+@click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
               type=click.Path(dir_okay=False, exists=True), help="The frozen study spec.")
-@click.option("--static-spec", default="schedules/static.toml", show_default=True,
+@click.option("--static-spec", default=None, show_default=DEFAULT_STATIC_SPEC,
               type=click.Path(dir_okay=False, exists=True), help="The static study spec.")
 @click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
               help="Cells in flight at once.")
 @click.option("--limit", default=None, type=click.IntRange(1),
               help="Only the first N rows (a smoke run: export and report then refuse).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_REFUSED)
-def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, limit: int | None,
+@map_errors(_refused)
+def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
              quiet: bool) -> None:
     """Run the whole offline study end to end and print where each output is.
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
     from runner.analysis import SpecInvalid, StaticSpec, report_from_store, static_study
+    from runner.cli._progress import CountProgress
     from runner.store import public_key_path, verify_manifest, verify_store
-    from runner.study import load_spec
+    from runner.study import ProviderChoice, RunSettings, export_study, load_spec, study_paths
 
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
+    static_spec = study_file(static_spec, DEFAULT_STATIC_SPEC, "--static-spec")
     _configure_logging(False)
     # Both specs are checked before anything is created: a malformed one is a usage error (2)
     # and leaves no output directory behind.
@@ -64,20 +67,33 @@ def demo_cmd(out: str | None, spec: str, static_spec: str, concurrency: int, lim
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()  # preflight refused: nothing was written, leave nothing behind
         raise
+
+    def step(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
+    step("verifying the store in full (chain, Merkle root, signatures, every body)")
     report = verify_store(store, full=True)
     click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
     outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]
     if summary.committed == summary.total:
+        step("signing the manifest")
         export_study(store, manifest, Path(spec))
         verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
         click.echo("manifest signed and verified offline", err=True)
         outputs.append(("manifest", manifest))
+        step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
         closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
         outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
         verdicts = ", ".join(f"{h.upper()} {'passed' if closed[h]['passed'] else 'FAILED'}"
                              for h in ("h2", "h3", "h4"))
         click.echo(f"closed loop: {verdicts}", err=True)
-        static = static_study(static_spec, out_dir / "static")
+        progress = CountProgress("static study", "decisions", enabled=not quiet,
+                                 after="decisions done; analysing (tables, bootstrap, H1)")
+        try:
+            static = static_study(static_spec, out_dir / "static", on_progress=progress)
+        finally:
+            progress.stop()
         outputs.append(("static study", out_dir / "static" / "report.html"))
         click.echo(f"static study: H1 {'passed' if static['h1']['passed'] else 'FAILED'}",
                    err=True)

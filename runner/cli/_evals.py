@@ -9,10 +9,14 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_NEGATIVE, EXIT_USAGE, map_errors
-from runner.control import StopReason, capture_case, import_agent, run_evals
 from runner.errors import FormatError
 
 __all__ = ["COMMANDS", "evals"]
+
+# The stop reasons (runner.control.StopReason), spelled here so `ect --help` does not import the
+# controller; tests/control/test_v2_features.py checks they match.
+_REASONS = ["goal_met", "step_budget", "token_budget", "tool_limit", "no_progress", "needs_human",
+            "tool_error", "policy_block", "time_budget", "internal_error"]
 
 
 @click.group("evals")
@@ -40,6 +44,8 @@ def run(path: Path | None, verbose: bool, agent: str | None) -> None:
     Exits 1 when any case fails, 2 when a case file is malformed or the agent cannot be
     imported.
     """
+    from runner.control import import_agent, run_evals
+
     decide = import_agent(agent) if agent is not None else None
     report = run_evals(path, decide=decide)
     for result in report.results:
@@ -57,7 +63,7 @@ def run(path: Path | None, verbose: bool, agent: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the case here (default: standard output).")
 @click.option("--id", "case_id", help="The case id (default: captured_<run id>).")
-@click.option("--expect", type=click.Choice([str(r) for r in StopReason]),
+@click.option("--expect", type=click.Choice(_REASONS),
               help="The stop the run should have ended with (default: the one it ended with).")
 @map_errors({FormatError: EXIT_USAGE})
 def capture(record: Path, output: Path | None, case_id: str | None, expect: str | None) -> None:
@@ -67,7 +73,7 @@ def capture(record: Path, output: Path | None, case_id: str | None, expect: str 
     in order. Exits 2 when RECORD is not a run record.
     """
     from runner.canonical import load_strict_file
-    from runner.control import EvalCaseError
+    from runner.control import EvalCaseError, capture_case
 
     try:
         obj = load_strict_file(record)

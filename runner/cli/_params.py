@@ -15,7 +15,22 @@ import click
 
 from runner.cli._common import EXIT_USAGE, die
 
-__all__ = ["FiniteFloatRange", "check_base_url", "check_store_dir"]
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "DEFAULT_SPEC",
+    "DEFAULT_STATIC_SPEC",
+    "FiniteFloatRange",
+    "check_base_url",
+    "check_store_dir",
+    "study_file",
+]
+
+# The study's files live in the repository's schedules/ directory (beside runner/), not in the
+# installed package: the lock pins them together with the source tree.
+DEFAULT_SPEC = "schedules/v2.toml"
+DEFAULT_STATIC_SPEC = "schedules/static.toml"
+DEFAULT_SCHEDULE = "schedules/v2.schedule.jsonl"
+_CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -57,3 +72,22 @@ def check_base_url(provider: str, base_url: str | None, *, credential: bool) -> 
                 origin.check_credential_transport()
         except EgressRefused as e:
             die(f"--base-url: {e}", EXIT_USAGE)
+
+
+def study_file(given: str | None, default: str, option: str) -> str:
+    """The path of a study file: ``given`` as typed, else ``default`` found from here or the
+    checkout ``runner`` was installed from (so ``ect demo`` works outside the repository root).
+
+    A path the user typed is never replaced by another file: a missing one is a usage error.
+    """
+    if given is not None:
+        if not Path(given).exists():  # anything else (a FIFO, a device) the reader refuses
+            die(f"{option} {given}: no such file", EXIT_USAGE)
+        return given
+    if Path(default).is_file():
+        return default
+    beside = _CHECKOUT / default
+    if beside.is_file():
+        return str(beside)
+    die(f"{default} not found here or in {_CHECKOUT}: run from the ect-runner repository "
+        f"root or pass {option} PATH", EXIT_USAGE)

@@ -3,47 +3,39 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import click
 
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
 from runner.cli._params import FiniteFloatRange, check_base_url
-from runner.providers import (
-    CredentialError,
-    GenerationConfig,
-    Message,
-    OpenAICompatProvider,
-    ProviderRequest,
-    ProviderResult,
-    SimulatedProvider,
-    ToolDecl,
-    load_credential,
-)
+
+if TYPE_CHECKING:  # runner.providers pulls in httpx: imported when a command runs
+    from runner.providers import ProviderRequest, ProviderResult
 
 __all__ = ["COMMANDS", "smoke_request"]
 
 SMOKE_SYSTEM = (
     "You are the planner of a tool-using agent. Call a tool to gather evidence before answering."
 )
-SMOKE_TOOL = ToolDecl(
-    name="get_metric",
-    description="Return the value of one metric for one entity on one date.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "entity": {"type": "string", "description": "entity id, e.g. 'store-01'"},
-            "attribute": {"type": "string", "enum": ["revenue", "units"]},
-            "date": {"type": "string", "format": "date"},
-        },
-        "required": ["entity", "attribute", "date"],
+SMOKE_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "entity": {"type": "string", "description": "entity id, e.g. 'store-01'"},
+        "attribute": {"type": "string", "enum": ["revenue", "units"]},
+        "date": {"type": "string", "format": "date"},
     },
-)
+    "required": ["entity", "attribute", "date"],
+}
 
 
 def smoke_request(seed: int = 20240601) -> ProviderRequest:
     """The one planner-shaped request `ect provider smoke` sends (a tool, temperature 0.2)."""
+    from runner.providers import GenerationConfig, Message, ProviderRequest, ToolDecl
+
+    tool = ToolDecl(name="get_metric",
+                    description="Return the value of one metric for one entity on one date.",
+                    parameters=SMOKE_TOOL_PARAMETERS)
     return ProviderRequest(
         role="planner",
         system=SMOKE_SYSTEM,
@@ -53,7 +45,7 @@ def smoke_request(seed: int = 20240601) -> ProviderRequest:
                 "Call get_metric with the right arguments."
             ),
         ),
-        tools=(SMOKE_TOOL,),
+        tools=(tool,),
         response_schema=None,
         generation=GenerationConfig(temperature=0.2, seed=seed, max_output_tokens=1024),
         metadata={"cell_id": "smoke", "seed": seed},
@@ -63,6 +55,12 @@ def smoke_request(seed: int = 20240601) -> ProviderRequest:
 @click.group("provider")
 def provider_group() -> None:
     """Model providers: check one works before a study uses it."""
+
+
+def _codes() -> dict[type[BaseException], int]:
+    from runner.providers import CredentialError
+
+    return {CredentialError: EXIT_USAGE}
 
 
 @provider_group.command("smoke")
@@ -82,7 +80,12 @@ def provider_group() -> None:
     default=None,
     help="File holding the API key (mode 0600, owned by you).",
 )
-@click.option("--credential-env", default=None, help="Name of the variable holding the API key.")
+@click.option(
+    "--credential-env",
+    default=None,
+    metavar="NAME",
+    help="Name of the environment variable holding the API key.",
+)
 @click.option(
     "--timeout",
     "timeout_s",
@@ -92,7 +95,7 @@ def provider_group() -> None:
     help="Seconds per attempt (at most 600).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors({CredentialError: EXIT_USAGE})
+@map_errors(_codes)
 def smoke(
     provider_name: str,
     base_url: str | None,
@@ -107,6 +110,8 @@ def smoke(
     Exit 0 when the provider answered; 5 with a one-line reason when it failed. The simulated
     provider needs no flags and no network.
     """
+    import anyio
+
     provider = _build_provider(
         provider_name, base_url, model, credential_file, credential_env, timeout_s
     )
@@ -136,6 +141,8 @@ def _build_provider(
     credential_env: str | None,
     timeout_s: float,
 ) -> Any:
+    from runner.providers import OpenAICompatProvider, SimulatedProvider, load_credential
+
     has_credential = credential_file is not None or credential_env is not None
     if provider_name == "simulated":
         if has_credential or base_url:

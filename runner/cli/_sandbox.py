@@ -8,11 +8,16 @@ import click
 
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, map_errors
 from runner.cli._params import FiniteFloatRange
-from runner.sandbox import Limits, PinMismatch, SandboxUnavailable
 
 __all__ = ["COMMANDS", "sandbox_group"]
 
-_ERRORS = {PinMismatch: EXIT_REFUSED, SandboxUnavailable: EXIT_RUNTIME}
+
+def _errors() -> dict[type[BaseException], int]:
+    from runner.sandbox import PinMismatch, SandboxUnavailable
+
+    return {PinMismatch: EXIT_REFUSED, SandboxUnavailable: EXIT_RUNTIME}
+
+
 _backend_option = click.option(
     "--backend",
     type=click.Choice(["bwrap", "sandbox-exec"]),
@@ -52,28 +57,37 @@ def sandbox_group() -> None:
 @sandbox_group.command("run", context_settings={"ignore_unknown_options": True})
 @click.option("--timeout", "timeout", type=FiniteFloatRange(min=0.1, max=86400.0), default=10.0, show_default=True,
               help="Wall-clock limit in seconds; the whole process group is killed at the deadline.")  # fmt: skip
-@click.option("--output-cap", "output_cap", type=click.IntRange(min=1), default=Limits().output_bytes,
-              show_default=True, help="Bytes of stdout+stderr kept before the run is killed.")  # fmt: skip
+@click.option("--output-cap", "output_cap", type=click.IntRange(min=1), default=None,
+              show_default="the tools' own limit, 4 MiB",
+              help="Bytes of stdout+stderr kept before the run is killed.")  # fmt: skip
 @_backend_option
 @_weaker_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@map_errors(_ERRORS)
+@map_errors(_errors)
 def run_command(
     timeout: float,
-    output_cap: int,
+    output_cap: int | None,
     backend: str | None,
     allow_weaker_landlock_unsafe: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND under the same policy the tools get (for debugging profiles).
 
-    Use `--` before the command: ect sandbox run -- sh -c 'id; ls /'. Standard input is passed
+    Use `--` before the command, for example:
+
+    \b
+        $ ect sandbox run -- sh -c 'id; echo scratch > /tmp/x; cat /tmp/x'
+
+    The sandbox has a private /tmp; the host's / is not readable. Standard input is passed
     through when it is not a terminal. The exit code is the command's; a command killed by a
     signal exits 128+N; a kill for timeout, CPU or output cap is reported on stderr.
     """
+    from runner.sandbox import Limits
+
     be = _backend(backend, allow_weaker_landlock_unsafe)
     stdin = b"" if sys.stdin.isatty() else sys.stdin.buffer.read()
-    limits = Limits(wall_s=timeout, output_bytes=output_cap)
+    limits = (Limits(wall_s=timeout) if output_cap is None
+              else Limits(wall_s=timeout, output_bytes=output_cap))
     result = be.run(list(command), stdin=stdin, limits=limits)
     sys.stdout.buffer.write(result.stdout)
     sys.stdout.buffer.flush()
@@ -93,7 +107,7 @@ def run_command(
 @_backend_option
 @_weaker_option
 @_abi_option
-@map_errors(_ERRORS)
+@map_errors(_errors)
 def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsafe: bool,
                   landlock_abi: int | None) -> None:  # fmt: skip
     """Run every denial probe of preflight/probes.toml inside the sandbox.
@@ -138,7 +152,7 @@ def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsa
 @sandbox_group.command("pins")
 @click.option("--write", "write", is_flag=True,
               help="After a deliberate policy edit: recompile the seccomp filters and rewrite PINS.")  # fmt: skip
-@map_errors(_ERRORS)
+@map_errors(_errors)
 def pins_command(write: bool) -> None:
     """Verify every pinned policy file against sandbox_profiles/PINS and print the digests.
 

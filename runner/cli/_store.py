@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from runner.canonical import canonical_bytes
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_OK,
@@ -16,34 +15,27 @@ from runner.cli._common import (
     die,
     map_errors,
 )
-from runner.store import (
-    KeyFileError,
-    Store,
-    StoreDamaged,
-    StoreUsageError,
-    generate_key,
-    load_public_key,
-    load_signing_key,
-    public_key_path,
-    salvage,
-    verify_store,
-)
 
 __all__ = ["COMMANDS", "store_group"]
 
-_CODES: dict[type[BaseException], int] = {
-    StoreDamaged: EXIT_NEGATIVE,
-    KeyFileError: EXIT_USAGE,
-    StoreUsageError: EXIT_USAGE,
-}
+
+def _codes() -> dict[type[BaseException], int]:
+    from runner.store import KeyFileError, StoreDamaged, StoreUsageError
+
+    return {StoreDamaged: EXIT_NEGATIVE, KeyFileError: EXIT_USAGE, StoreUsageError: EXIT_USAGE}
 
 
 # show and proof read a store that must verify: damage there is a refused precondition (3), as
 # for every study command; `store verify` answers the damage question itself (1).
-_READ_CODES: dict[type[BaseException], int] = {**_CODES, StoreDamaged: EXIT_REFUSED}
+def _read_codes() -> dict[type[BaseException], int]:
+    from runner.store import StoreDamaged
+
+    return {**_codes(), StoreDamaged: EXIT_REFUSED}
 
 
 def _emit_json(obj: Any) -> None:
+    from runner.canonical import canonical_bytes
+
     click.echo(canonical_bytes(obj).decode("utf-8"))
 
 
@@ -74,7 +66,7 @@ def store_group() -> None:
     help="External checkpoint file to verify against (default: PATH.checkpoint).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@map_errors(_CODES)
+@map_errors(_codes)
 def verify_cmd(
     path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
 ) -> None:
@@ -82,6 +74,8 @@ def verify_cmd(
 
     A failure names the first bad sequence number and the kind of damage.
     """
+    from runner.store import load_public_key, verify_store
+
     key = load_public_key(public_key) if public_key is not None else None
     report = verify_store(path, full=full, public_key=key, checkpoint=checkpoint)
     if as_json:
@@ -104,13 +98,15 @@ def verify_cmd(
               help="With --seq/--cell: the trajectory step by step, blobs resolved.")
 @click.option("--raw", is_flag=True, help="With --pretty: whole prompts and raw request bodies.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_READ_CODES)
+@map_errors(_read_codes)
 def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw: bool,
              as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first).
 
     With --pretty the store is only read (read-only SQLite; no verification, no writes).
     """
+    from runner.store import Store
+
     if seq is not None and cell_id is not None:
         die("give at most one of --seq and --cell", EXIT_USAGE)
     if pretty or raw:
@@ -148,6 +144,8 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
     if as_json:
         _emit_json(out)
         return
+    from runner.canonical import canonical_bytes
+
     for k, v in out.items():
         text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
         click.echo(f"{k}: {text}")
@@ -173,10 +171,12 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_READ_CODES)
+@map_errors(_read_codes)
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
+    from runner.store import Store
+
     with Store.open(path, readonly=True) as store:
         if seq >= store.count:
             die(f"no record {seq}: the store holds {store.count} records", EXIT_USAGE)
@@ -202,22 +202,26 @@ def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     default=None,
     help="The store's signing key: also sign a fresh checkpoint over the prefix.",
 )
-@map_errors(_CODES)
+@map_errors(_codes)
 def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
     """Copy the verified prefix of PATH into the new store NEW (PATH is only read).
 
     The newest signed checkpoint the prefix still satisfies comes along; with --key a fresh
     one is signed too. Without a fitting checkpoint and without --key nothing is written.
     """
+    from runner.store import load_signing_key, salvage
+
     n = salvage(path, new, signing_key=load_signing_key(key_path) if key_path else None)
     click.echo(f"{new}: salvaged {n} records (header included) from {path}")
 
 
 @store_group.command("keygen")
 @click.argument("path", type=click.Path(path_type=Path))
-@map_errors(_CODES)
+@map_errors(_codes)
 def keygen_cmd(path: Path) -> None:
     """Create an Ed25519 signing key: PATH (private, mode 0600) and PATH.pub."""
+    from runner.store import generate_key, public_key_path
+
     generate_key(path)
     click.echo(f"private key: {path} (0600)\npublic key: {public_key_path(path)}")
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import structlog
 
 from runner.cli._common import (
     EXIT_HALTED,
@@ -21,53 +18,64 @@ from runner.cli._common import (
     die,
     map_errors,
 )
-from runner.cli._params import FiniteFloatRange, check_base_url, check_store_dir
-from runner.store import StoreDamaged, StoreUsageError
-from runner.study import (
-    ClusterUnreachable,
-    Halted,
-    IncompleteStore,
-    LockError,
-    LockMismatch,
-    NoUsableNode,
-    PreflightFailed,
-    ProviderChoice,
-    ReplayRefused,
-    RunSettings,
-    RunSummary,
-    SpecError,
-    StoreInUse,
-    StoreNotEmpty,
-    execute,
-    load_spec,
-    run_preflight,
-    study_paths,
-    write_lock,
-    write_schedule,
+from runner.cli._params import (
+    DEFAULT_SPEC,
+    FiniteFloatRange,
+    check_base_url,
+    check_store_dir,
+    study_file,
 )
+
+if TYPE_CHECKING:
+    from runner.study import ProviderChoice, RunSettings, RunSummary
 
 __all__ = ["COMMANDS"]
 
-DEFAULT_SPEC = "schedules/v2.toml"
-_REFUSED: dict[type[BaseException], int] = {
-    Halted: EXIT_HALTED,
-    PreflightFailed: EXIT_REFUSED,
-    ClusterUnreachable: EXIT_REFUSED,
-    NoUsableNode: EXIT_REFUSED,
-    LockMismatch: EXIT_REFUSED,
-    LockError: EXIT_REFUSED,
-    StoreNotEmpty: EXIT_REFUSED,
-    StoreInUse: EXIT_REFUSED,
-    IncompleteStore: EXIT_REFUSED,
-    ReplayRefused: EXIT_REFUSED,
-    SpecError: EXIT_USAGE,
-    # A file given as --store that is not a verifying run store: refused, as replay and report do.
-    StoreDamaged: EXIT_REFUSED,
-    StoreUsageError: EXIT_USAGE,
-}
+# The library is imported inside each command, never at module level: `import runner.cli` (and
+# so `ect --help`) must not pay for numpy, scipy, httpx or google-genai (tests/cli/test_startup.py).
+
+
+def _refused() -> dict[type[BaseException], int]:
+    """Exit codes of the study's errors (see :func:`runner.cli._common.map_errors`)."""
+    from runner.store import StoreDamaged, StoreUsageError
+    from runner.study import (
+        ClusterUnreachable,
+        Halted,
+        IncompleteStore,
+        LockError,
+        LockMismatch,
+        NoUsableNode,
+        PreflightFailed,
+        ReplayRefused,
+        SpecError,
+        StoreInUse,
+        StoreNotEmpty,
+    )
+
+    return {
+        Halted: EXIT_HALTED,
+        PreflightFailed: EXIT_REFUSED,
+        ClusterUnreachable: EXIT_REFUSED,
+        NoUsableNode: EXIT_REFUSED,
+        LockMismatch: EXIT_REFUSED,
+        LockError: EXIT_REFUSED,
+        StoreNotEmpty: EXIT_REFUSED,
+        StoreInUse: EXIT_REFUSED,
+        IncompleteStore: EXIT_REFUSED,
+        ReplayRefused: EXIT_REFUSED,
+        SpecError: EXIT_USAGE,
+        # A file given as --store that is not a verifying run store: refused, as replay and
+        # report do.
+        StoreDamaged: EXIT_REFUSED,
+        StoreUsageError: EXIT_USAGE,
+    }
 
 
 def _configure_logging(log_json: bool) -> None:
+    import logging
+
+    import structlog
+
     processors: list[Any] = [structlog.processors.add_log_level,
                              structlog.processors.TimeStamper(fmt="iso", utc=True)]
     processors.append(structlog.processors.JSONRenderer() if log_json
@@ -101,12 +109,14 @@ def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _choice(provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None) -> ProviderChoice:
+    from runner.study import ProviderChoice
+
     check_base_url(provider_name, base_url, credential=bool(credential_file or credential_env))
     return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
 
 
 def _study_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--study", "spec", default=DEFAULT_SPEC, show_default=True,
+    return click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
                         type=click.Path(dir_okay=False),
                         help="The frozen study spec (its schedule and lock sit beside it).")(fn)
 
@@ -122,9 +132,12 @@ def schedule_group() -> None:
 @schedule_group.command("build")
 @_study_option
 @click.option("--replace", is_flag=True, help="Rewrite a schedule file whose bytes differ.")
-@map_errors(_REFUSED)
-def schedule_build(spec: str, replace: bool) -> None:
+@map_errors(_refused)
+def schedule_build(spec: str | None, replace: bool) -> None:
     """Write SPEC's canonical rows to <spec>.schedule.jsonl (task -> checkpoint -> seed -> policy)."""
+    from runner.study import load_spec, study_paths, write_schedule
+
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
     loaded = load_spec(spec)
     paths = study_paths(spec)
     rows = write_schedule(loaded, paths, replace=replace)
@@ -135,14 +148,16 @@ def schedule_build(spec: str, replace: bool) -> None:
 @_study_option
 @click.option("--replace", is_flag=True,
               help="Rewrite an existing lock that differs (the old lock's runs stop resuming).")
-@map_errors(_REFUSED)
-def schedule_lock(spec: str, replace: bool) -> None:
+@map_errors(_refused)
+def schedule_lock(spec: str | None, replace: bool) -> None:
     """Write <spec>.lock.json pinning spec, schedule, tasks, prompts, config, pins, source.
 
     A lock is never rewritten silently: when one exists and differs, this refuses and names
     the first difference unless --replace is given.
     """
-    from runner.study import lock_digest
+    from runner.study import load_spec, lock_digest, study_paths, write_lock
+
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
 
     loaded = load_spec(spec)
     paths = study_paths(spec)
@@ -166,8 +181,8 @@ def _print_check(check: Any) -> None:
 @click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
               help="Override the platform's sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@map_errors(_REFUSED)
-def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
+@map_errors(_refused)
+def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
                   base_url: str | None, credential_file: str | None,
                   credential_env: str | None, sandbox_backend: str | None, as_json: bool) -> None:
     """Check everything a run needs before any provider use; exit 3 on any failure.
@@ -176,6 +191,9 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
     credential (none for simulated), the frozen generation config, the sandbox backend and
     every probe in preflight/ (network and persistent-write denial among them).
     """
+    from runner.study import PreflightFailed, load_spec, run_preflight
+
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
     check_store_dir(store)
     load_spec(spec)  # a malformed spec is a usage error (2), not a failed check
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
@@ -193,81 +211,44 @@ def preflight_cmd(spec: str, store: str, provider_name: str, model: str | None,
 # --- run / resume -------------------------------------------------------------------------
 
 
-class _Progress:
-    """A progress bar on a terminal; plain periodic lines otherwise."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._bar: Any = None
-        self._task: Any = None
-        self._started = time.monotonic()
-        self._base = 0
-        self._last_line = 0.0
-
-    def start(self, summary: RunSummary) -> None:
-        if not self.enabled:
-            return
-        self._base = summary.committed
-        self._started = time.monotonic()
-        if self.tty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bar = Progress(TextColumn("cells"), BarColumn(), MofNCompleteColumn(),
-                                 TimeRemainingColumn(), TextColumn("{task.description}"),
-                                 transient=False)
-            self._bar.start()
-            self._task = self._bar.add_task(self._text(summary), total=summary.total,
-                                            completed=summary.committed)
-
-    @staticmethod
-    def _text(summary: RunSummary) -> str:
-        reasons = " ".join(f"{k}={v}" for k, v in sorted(summary.stop_reasons.items()))
-        label = " (simulated)" if summary.provider == "simulated" else ""
-        return f"{reasons}  cost ${summary.cost_usd:.4f}{label}"
-
-    def update(self, body: dict[str, Any], summary: RunSummary) -> None:
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(self._task, completed=summary.committed,
-                             description=self._text(summary))
-            return
-        now = time.monotonic()
-        if now - self._last_line < 5.0 and summary.committed < summary.total:
-            return
-        self._last_line = now
-        done = summary.committed - self._base
-        rate = done / max(now - self._started, 1e-9)
-        left = summary.total - summary.committed
-        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
-        click.echo(f"[{summary.committed:>4}/{summary.total}] {self._text(summary)}  ETA {eta}",
-                   err=True)
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
+    from runner.cli._progress import CellProgress, PhaseNote
+    from runner.study import Halted, PreflightFailed, RunSummary, execute, load_spec, run_preflight
+
     load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
-    progress = _Progress(enabled=not quiet)
     if not quiet:
-        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path}", err=True)
-    report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
-                           sandbox_backend=settings.sandbox_backend,
-                           on_check=None if quiet else
-                           (lambda c: None if c.ok else _print_check(c)))
+        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
+                   "sandbox and its denial probes)", err=True)
+    note = PhaseNote("preflight", enabled=not quiet)
+
+    def on_check(check: Any) -> None:
+        note(check.name)
+        if not check.ok:
+            _print_check(check)
+
+    try:
+        report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
+                               sandbox_backend=settings.sandbox_backend,
+                               on_check=None if quiet else on_check)
+    finally:
+        note.stop()
     if not report.passed:
         raise PreflightFailed(report)
     if not quiet:
         click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
+    target = len(report.rows) if settings.limit is None else min(settings.limit, len(report.rows))
+    if resume and report.committed_rows >= target:
+        # Nothing to run: say so instead of reporting a "run" that committed nothing.
+        summary = RunSummary(store=str(settings.store_path), total=target,
+                             committed=report.committed_rows, provider=settings.provider.name)
+        if as_json:
+            click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
+        elif not quiet:
+            click.echo(f"nothing to do: all {target} cells are already committed to "
+                       f"{settings.store_path} (next: ect export, ect replay, ect report)",
+                       err=True)
+        return summary
+    progress = CellProgress(enabled=not quiet)
     try:
         summary = execute(settings, resume=resume, preflight=report,
                           on_cell=progress.update, on_start=progress.start)
@@ -276,19 +257,20 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         if as_json:
             click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
         raise
-    progress.stop()
+    finally:
+        progress.stop()
     if as_json:
         click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
     elif not quiet:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
-        click.echo(f"{summary.committed}/{summary.total} cells committed to {summary.store} "
-                   f"in {summary.wall_s:.1f}s ({reasons})", err=True)
+        click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
+                   f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})", err=True)
     return summary
 
 
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1, 64),
+        click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
                      help="Cells in flight at once (commits stay in canonical order)."),
         click.option("--limit", default=None, type=click.IntRange(1),
                      help="Run only the first N rows of the canonical schedule (smoke runs)."),
@@ -321,8 +303,8 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="The new run store (e.g. stores/v2.db); a key is made beside it.")
 @_provider_options
 @_run_options
-@map_errors(_REFUSED)
-def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_url: str | None,
+@map_errors(_refused)
+def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None, concurrency: int,
             limit: int | None, max_cost_usd: float | None, max_calls: int | None,
             sandbox_backend: str | None, executor: str, ray_address: str | None,
@@ -332,7 +314,10 @@ def run_cmd(spec: str, store: str, provider_name: str, model: str | None, base_u
     Halts cleanly at a cell boundary (exit 4) when a STOP file appears beside the store, a
     ceiling is reached, or on Ctrl-C; continue with `ect resume --store PATH`.
     """
+    from runner.study import RunSettings
+
     _configure_logging(log_json)
+    spec = study_file(spec, DEFAULT_SPEC, "--study")
     check_store_dir(store)
     settings = RunSettings(Path(spec), Path(store),
                            _choice(provider_name, model, base_url, credential_file,
@@ -362,7 +347,7 @@ def _store_header(store: str) -> dict[str, Any]:
               help="The study spec (default: the one recorded in the store's header).")
 @_provider_options
 @_run_options
-@map_errors(_REFUSED)
+@map_errors(_refused)
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
                base_url: str | None, credential_file: str | None, credential_env: str | None,
                concurrency: int, limit: int | None, max_cost_usd: float | None,
@@ -375,11 +360,12 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     """
     _configure_logging(log_json)
     from runner.store import Store
+    from runner.study import RunSettings
 
     with Store.open(store, readonly=True) as s:  # one open: the header and the attempt journal together
         header = dict(s.header)
         orphans = s.orphan_attempts()
-    spec_path = spec or header.get("spec") or DEFAULT_SPEC
+    spec_path = study_file(spec, header.get("spec") or DEFAULT_SPEC, "--study")
     if header.get("provider") not in (None, provider_name):
         die(f"{store} was run with --provider {header.get('provider')}; "
             f"resume it with the same provider", EXIT_REFUSED)
@@ -404,7 +390,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
               help="Where to write the signed manifest (JSON).")
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
               help="The study spec (default: the one recorded in the store's header).")
-@map_errors(_REFUSED)
+@map_errors(_refused)
 def export_cmd(store: str, out: str, spec: str | None) -> None:
     """Write the signed final manifest; refuses unless every schedule row committed once.
 
@@ -419,7 +405,8 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
         die(f"--out {out} already exists; export writes a new file only", EXIT_USAGE)
     check_store_dir(out, "--out")
     header = _store_header(store)
-    doc = export_study(Path(store), Path(out), Path(spec or header.get("spec") or DEFAULT_SPEC))
+    doc = export_study(Path(store), Path(out),
+                       Path(study_file(spec, header.get("spec") or DEFAULT_SPEC, "--study")))
     m = doc["manifest"]
     click.echo(f"{out}: {len(m['cells'])} cells, {len(m['audit_groups'])} audit groups, "
                f"merkle root {m['merkle_root'][:16]}..., signed")
@@ -430,12 +417,20 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False, exists=True),
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
-@map_errors(_REFUSED)
-def replay_cmd(store: str, spec: str | None, as_json: bool) -> None:
+@click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@map_errors(_refused)
+def replay_cmd(store: str, spec: str | None, as_json: bool, quiet: bool) -> None:
     """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
+    from runner.cli._progress import CountProgress
     from runner.study import replay_store
 
-    report = replay_store(Path(store), Path(spec) if spec else None)
+    if not quiet:
+        click.echo(f"replay: verifying {store} in full, then re-scoring every cell", err=True)
+    progress = CountProgress("replay", "cells", enabled=not quiet)
+    try:
+        report = replay_store(Path(store), Path(spec) if spec else None, on_cell=progress)
+    finally:
+        progress.stop()
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
     else:

@@ -9,21 +9,20 @@ from typing import Any
 import click
 
 from runner.cli._common import EXIT_USAGE, map_errors
-from runner.worlds import (
-    ExportRefused,
-    UnknownTask,
-    closed_loop_checkpoints,
-    closed_loop_tasks,
-    export_all,
-    get_task,
-    manifest_counts,
-    plan_calls,
-    static_grid,
-    static_tasks,
-    task_manifest_digest,
-)
 
 __all__ = ["COMMANDS", "tasks_group"]
+
+
+def _unknown_task() -> dict[type[BaseException], int]:
+    from runner.worlds import UnknownTask
+
+    return {UnknownTask: EXIT_USAGE}
+
+
+def _export_refused() -> dict[type[BaseException], int]:
+    from runner.worlds import ExportRefused
+
+    return {ExportRefused: EXIT_USAGE}
 
 
 def _show(obj: Any) -> str:
@@ -40,6 +39,8 @@ def tasks_group() -> None:
 @map_errors()
 def manifest_command(as_json: bool) -> None:
     """Count what was built and print the task-manifest digest the study lock pins."""
+    from runner.worlds import manifest_counts, task_manifest_digest
+
     summary = {**manifest_counts(), "digest": task_manifest_digest()}
     if as_json:
         click.echo(_show(summary))
@@ -57,11 +58,15 @@ def manifest_command(as_json: bool) -> None:
 @map_errors()
 def list_command() -> None:
     """List every task id with its split, family and world."""
+    from runner.worlds import closed_loop_tasks, static_tasks
+
     for t in (*static_tasks(), *closed_loop_tasks()):
         click.echo(f"{t.task_id:32} {t.split:12} {t.family:20} {t.world_id}")
 
 
 def _slot_lines(task_id: str) -> list[str]:
+    from runner.worlds import get_task
+
     task = get_task(task_id)
     lines = []
     for name, spec in task.contract.slots.items():
@@ -77,9 +82,11 @@ def _slot_lines(task_id: str) -> list[str]:
 
 @tasks_group.command("show")
 @click.argument("task_id")
-@map_errors({UnknownTask: EXIT_USAGE})
+@map_errors(_unknown_task)
 def show_command(task_id: str) -> None:
     """Print a task: descriptor, contract slots, gold answer, plan and checkpoints/snapshots."""
+    from runner.worlds import closed_loop_checkpoints, get_task, plan_calls, static_grid
+
     task = get_task(task_id)
     click.echo(f"task      {task.task_id}")
     click.echo(f"family    {task.family}")
@@ -119,7 +126,7 @@ def show_command(task_id: str) -> None:
 
 @tasks_group.command("export")
 @click.argument("directory", type=click.Path(path_type=Path))
-@map_errors({ExportRefused: EXIT_USAGE})
+@map_errors(_export_refused)
 def export_command(directory: Path) -> None:
     """Write every snapshot's contract, ledger and certificate JSON under DIRECTORY.
 
@@ -128,6 +135,8 @@ def export_command(directory: Path) -> None:
     plus worlds/<world>.json and manifest.json. Then, e.g.:
     ect verify --contract D/contract.json --ledger D/ledger.json --certificate D/certificate.json
     """
+    from runner.worlds import export_all
+
     counts = export_all(directory)
     click.echo(
         f"wrote {counts['snapshots']} snapshots, {counts['checkpoints']} checkpoints and "

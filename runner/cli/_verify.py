@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from runner.canonical import InputRefused, canonical_bytes, read_bounded
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, die
-from runner.ect import Check, Decision, Reason, verify_bytes
+
+if TYPE_CHECKING:  # the verifier is imported by the command itself: `ect --help` stays fast
+    from runner.ect import Check, Decision
 
 __all__ = ["COMMANDS", "verify_command"]
 
@@ -22,6 +24,8 @@ that bounds the verifier's time and memory on hostile input. A larger file is ma
 
 def _read(path: Path, what: str) -> bytes | None:
     """The file's bytes; None when it is over the size cap."""
+    from runner.canonical import InputRefused, read_bounded
+
     try:
         return read_bounded(path, limit=MAX_VERIFY_INPUT_BYTES, what=f"{what} file")
     except InputRefused as e:
@@ -35,6 +39,8 @@ def _read(path: Path, what: str) -> bytes | None:
 
 def _oversized(decision: Decision, names: list[str]) -> Decision:
     """The decision with each oversized input's parse reason saying why it was not parsed."""
+    from runner.ect import Decision, Reason
+
     reasons = []
     for r in decision.reasons:
         name = r.detail.split(":", 1)[0]
@@ -125,6 +131,9 @@ def verify_command(
     Exit codes: 0 complete; 1 continue (malformed or hostile input included);
     2 usage error (missing or unreadable file).
     """
+    from runner.canonical import canonical_bytes
+    from runner.ect import verify_bytes
+
     read = [_read(p, what) for p, what in
             ((contract, "contract"), (ledger, "ledger"), (certificate, "certificate"))]
     too_big = [n for n, data in zip(("contract", "ledger", "certificate"), read, strict=True)

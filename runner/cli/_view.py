@@ -5,22 +5,28 @@ Starlette and uvicorn (the ``view`` extra) are imported inside the command, neve
 
 from __future__ import annotations
 
-import ipaddress
-import secrets
-import socket
 from pathlib import Path
 
 import click
 
 from runner.cli._common import EXIT_REFUSED, EXIT_USAGE, die, map_errors
-from runner.view import ViewError
 
 __all__ = ["COMMANDS", "DEFAULT_PORT"]
 
 DEFAULT_PORT = 8765
 
 
+def _view_error() -> type[BaseException]:
+    # runner.view reads stores (sqlite-utils, numpy): imported when the command runs, so that
+    # `import runner.cli` stays light (tests/cli/test_startup.py)
+    from runner.view import ViewError
+
+    return ViewError
+
+
 def _is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:
@@ -43,7 +49,7 @@ def _is_loopback(host: str) -> bool:
 @click.option("--allow-remote", is_flag=True,
               help="Allow a non-loopback --host; every request then needs the printed token.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-@map_errors({ViewError: EXIT_USAGE})
+@map_errors(lambda: {_view_error(): EXIT_USAGE})
 def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, host: str,
              port: int, allow_remote: bool, open_browser: bool) -> None:
     """Look inside a run: the run, the cell table, each trajectory step by step.
@@ -64,6 +70,9 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
         click.echo(f"bundle written: {bundle / 'index.html'} ({n} data files; open it from "
                    "file://, no server or network needed)")
         return
+    import secrets
+    import socket
+
     remote = not _is_loopback(host)
     if remote and not allow_remote:
         die(f"refusing to listen on non-loopback host {host}: the viewer shows the whole store; "

@@ -648,6 +648,8 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[dict[str, Any]
             summary.committed_now += 1
             summary.stop_reasons[trajectory.stop_reason.value] += 1
             summary.cost_usd += trajectory.cost_usd
+            summary.provider_attempts = ctx.attempts[0]  # so far: on_cell shows it live
+            summary.tool_calls = ctx.tool_calls[0]
             if summary.committed % settings.checkpoint_every == 0:
                 ctx.store.checkpoint()
             log.info("cell.committed", row=body["row"], cell_id=body["cell_id"],

@@ -9,6 +9,7 @@ recorded one. No network, no credential and no sandbox child are needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,12 @@ async def _replay_cell(body: dict[str, Any], store: Any, header: dict[str, Any],
     return cell_result_digest(result)
 
 
-def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayReport:
-    """Replay every committed cell of ``store_path`` and compare result digests."""
+def replay_store(store_path: Path, spec_path: Path | None = None, *,
+                 on_cell: Callable[[int, int], None] | None = None) -> ReplayReport:
+    """Replay every committed cell of ``store_path`` and compare result digests.
+
+    ``on_cell(done, total)`` is called after each cell (for progress output).
+    """
     from runner.store import Store, verify_store
     from runner.worlds import closed_loop_checkpoints
 
@@ -139,7 +144,10 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
     with Store.open(store_path, readonly=True) as store:
         header = dict(store.header)
         spec = load_spec(spec_path or header.get("spec") or "schedules/v2.toml")
+        total = store.count - 1  # every record after the header is a cell
         for rec in store.records(1):
+            if on_cell is not None and report.cells:
+                on_cell(report.cells, total)
             body = rec.body
             report.cells += 1
             if cell_result_digest(body["result"]) != body["result_digest"]:
@@ -159,4 +167,6 @@ def replay_store(store_path: Path, spec_path: Path | None = None) -> ReplayRepor
                 report.mismatches.append({"row": body["row"], "cell_id": body["cell_id"],
                                           "detail": f"result digest {got} != recorded "
                                                     f"{body['result_digest']}"})
+        if on_cell is not None:
+            on_cell(report.cells, total)
     return report

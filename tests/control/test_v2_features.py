@@ -289,3 +289,9 @@ def test_results_that_teach_the_run_nothing_are_no_progress() -> None:
     assert moving.reason is StopReason.STEP_BUDGET
     with pytest.raises(ValueError, match=r"StalledState\.results must be >= 2"):
         StalledState(1)
+
+
+def test_cli_capture_offers_every_stop_reason() -> None:
+    from runner.cli._evals import _REASONS
+
+    assert _REASONS == [str(r) for r in StopReason]

@@ -24,10 +24,11 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 from typing import Any  # noqa: E402
 
-import runner.cli._study as study_cli  # noqa: E402
+import runner.study  # noqa: E402
 from runner.study import run_preflight  # noqa: E402
 
-vars(study_cli)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
+# The CLI imports the library when a command runs: patch the name it imports.
+vars(runner.study)["run_preflight"] = functools.partial(run_preflight, probes="mandatory")
 
 _SPAWN_LOG = os.environ.get("ECT_TEST_SPAWN_LOG", "")
 if _SPAWN_LOG:

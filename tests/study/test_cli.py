@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import runner.cli._study as study_cli
 from runner.cli._app import cli
 from runner.study import LockError, LockMismatch, check_lock, run_preflight, stop_file
 from tests.study.conftest import Reference
@@ -96,7 +95,8 @@ def _mandatory_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     def fast(*args: object, **kwargs: object) -> object:
         return run_preflight(*args, **{**kwargs, "probes": "mandatory"})  # type: ignore[arg-type]
 
-    monkeypatch.setattr(study_cli, "run_preflight", fast)
+    # the CLI imports the library when a command runs, so the library's name is the one to patch
+    monkeypatch.setattr("runner.study.run_preflight", fast)
 
 
 def test_run_on_a_started_store_and_incomplete_export_exit_3(

@@ -88,7 +88,7 @@ def test_cost_ceiling_halts_with_exit_code_4(tmp_path: Path, reference: Referenc
     store = tmp_path / "cost.db"
     ceiling = 0.01
     done = ect("run", "--study", str(reference.spec), "--store", str(store),
-               "--max-cost-usd", str(ceiling), "--json")
+               "--max-cost-usd", str(ceiling), "--concurrency", "1", "--json")
     assert done.returncode == EXIT_HALTED, done.stderr
     assert "cost ceiling $0.01 reached" in done.stderr
     summary = json.loads(done.stdout)
