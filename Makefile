@@ -16,7 +16,7 @@ VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow check bench clean-venv
+.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow check bench clean-venv mutate
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
@@ -74,3 +74,12 @@ bench: install-test
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Mutation testing of runner/control with mutmut (opt-in: thousands of mutants, long). It
+# copies the package into ./mutants, runs the control tests against every mutant and prints
+# the score; `mutmut results` lists the survivors, `mutmut show NAME` one diff. CI runs a
+# bounded, deterministic subset instead (tests/control/test_mutation.py).
+mutate: install-test
+	$(VPY) -m mutmut run --max-children 2 $(MUTANTS)
+	$(VPY) -m mutmut export-cicd-stats
+	$(VPY) -m tests.control.mutation mutants/mutmut-cicd-stats.json

@@ -130,6 +130,27 @@ def run_cli(group: click.Command) -> None:
     except ValueError:  # not the main thread
         pass
     try:
+        _run_group(group)
+    except SystemExit as e:
+        _exit_quietly_on_interrupt(e.code if isinstance(e.code, int) else 1)
+        raise
+
+
+def _exit_quietly_on_interrupt(code: int) -> None:
+    """From here on the process only exits with ``code`` (worker threads join at interpreter
+    shutdown): an interrupt meanwhile -- say the second Ctrl-C right after a cell-boundary halt
+    -- is ignored rather than killing the process by SIGINT. Ignored, not handled: Python resets
+    its own handlers to the default action late in shutdown, but leaves an ignored signal
+    ignored."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _run_group(group: click.Command) -> None:
+    try:
         try:
             rv = group.main(standalone_mode=False)
         except click.exceptions.Abort:

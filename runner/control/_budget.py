@@ -11,11 +11,12 @@ from runner.control._conditions import (
     AnyOf,
     MaxCost,
     MaxSteps,
+    MaxTime,
     MaxTokens,
     StopCondition,
     ToolCallLimit,
 )
-from runner.control._types import Checkpoint, Stop
+from runner.control._types import Checkpoint, Phase, Stop
 
 __all__ = ["Budget", "ToolLimits"]
 
@@ -55,6 +56,8 @@ class _DefaultToolLimit(StopCondition):
     limits: ToolLimits
     side_effect_tools: frozenset[str]
 
+    phases = frozenset({Phase.ON_ACTION})
+
     @property
     def name(self) -> str:
         return "tool_limit[default]"
@@ -80,6 +83,9 @@ class Budget:
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
+    max_seconds: float | None = None  # wall clock for the whole run (time_budget)
+    tool_timeout_s: float | None = None  # default timeout of one tool call (time_budget)
+    tool_timeouts: Mapping[str, float] = field(default_factory=dict)  # per-tool timeouts
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -90,6 +96,23 @@ class Budget:
             raise ValueError("Budget.max_tokens must be >= 1")
         if self.max_cost_usd is not None and not self.max_cost_usd > 0:
             raise ValueError("Budget.max_cost_usd must be > 0")
+        object.__setattr__(self, "tool_timeouts", dict(self.tool_timeouts))
+        for what, v in [("max_seconds", self.max_seconds), ("tool_timeout_s", self.tool_timeout_s),
+                        *((f"tool_timeouts[{k!r}]", t) for k, t in self.tool_timeouts.items())]:
+            if v is not None and not (isinstance(v, int | float) and v > 0):
+                raise ValueError(f"Budget.{what} must be a number of seconds > 0")
+
+    @property
+    def timed(self) -> bool:
+        """True when any deadline is set (the whole-run drivers then cancel work in flight)."""
+        return (self.max_seconds is not None or self.tool_timeout_s is not None
+                or bool(self.tool_timeouts))
+
+    def timeout_for(self, tool: str) -> float | None:
+        return self.tool_timeouts.get(tool, self.tool_timeout_s)
+
+    def time_condition(self) -> MaxTime | None:
+        return MaxTime(self.max_seconds) if self.max_seconds is not None else None
 
     @classmethod
     def from_task(
@@ -139,5 +162,10 @@ class Budget:
                      *self.tool_conditions(side_effect_tools))
 
     def to_json(self) -> dict[str, Any]:
-        return {"max_steps": self.max_steps, "max_tokens": self.max_tokens,
-                "max_cost_usd": self.max_cost_usd, "tool_limits": self.tool_limits.to_json()}
+        out: dict[str, Any] = {"max_steps": self.max_steps, "max_tokens": self.max_tokens,
+                               "max_cost_usd": self.max_cost_usd,
+                               "tool_limits": self.tool_limits.to_json()}
+        if self.timed:
+            out.update(max_seconds=self.max_seconds, tool_timeout_s=self.tool_timeout_s,
+                       tool_timeouts=dict(sorted(self.tool_timeouts.items())))
+        return out

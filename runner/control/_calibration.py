@@ -196,12 +196,14 @@ class Calibration:
         target_error_rate: float,
         thresholds: Sequence[float] | None = None,
         savings_by: SavingsKey = "cost_usd",
+        min_runs: int = 5,
     ) -> Calibration:
         """Build the table (thresholds descending) and choose: the highest savings (by
         ``savings_by``) among thresholds that fire and keep errors over firings <= target;
         ties go to the higher threshold. No such threshold: ``chosen`` is None."""
-        if not runs:
-            raise ValueError("calibration needs labelled runs")
+        if len(runs) < max(1, min_runs):
+            raise ValueError(f"calibration needs at least {max(1, min_runs)} labelled runs, "
+                             f"got {len(runs)}: a threshold measured on fewer says nothing")
         if not model_version:
             raise ValueError("calibration needs the model version it was measured on")
         if not 0.0 <= target_error_rate < 1.0:

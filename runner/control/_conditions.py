@@ -3,6 +3,9 @@
 ``a | b`` is :class:`AnyOf` (the first member that fires is the stop, with its own type and
 reason); ``a & b`` is :class:`AllOf` (fires when every member fires at the same checkpoint; the
 stop carries the first member's reason and every member's own typed stop in ``causes``).
+
+Every condition declares the checkpoints (``phases``) at which it can fire. An :class:`AllOf`
+whose members share no phase could never fire, so it is refused at construction.
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ __all__ = [
     "FinishGate",
     "MaxCost",
     "MaxSteps",
+    "MaxTime",
     "MaxTokens",
     "NoProgressDetector",
     "RepeatedAction",
     "RepeatedEmptyResult",
+    "StalledState",
     "StopCondition",
     "ToolCallLimit",
     "ToolFailure",
+    "ToolTimeout",
     "action_fingerprint",
 ]
 
@@ -55,7 +61,10 @@ class StopCondition(Condition):
 
     Subclasses implement :meth:`check` (return a :class:`Stop` to end the run, else ``None``) and
     may implement :meth:`observe` (called once per checkpoint that did not end the run).
+    ``phases`` names the checkpoints at which :meth:`check` can fire (default: all of them).
     """
+
+    phases: frozenset[Phase] = frozenset(Phase)
 
     @abstractmethod
     def check(self, point: Checkpoint) -> Stop | None: ...
@@ -87,6 +96,7 @@ class AnyOf(StopCondition):
 
     def __init__(self, *members: StopCondition) -> None:
         self.members = _flatten(AnyOf, members)
+        self.phases = frozenset().union(*(m.phases for m in self.members))
 
     @property
     def name(self) -> str:
@@ -119,6 +129,16 @@ class AllOf(StopCondition):
         if not self.members:
             raise ValueError("AllOf needs at least one member")
         self.reason = StopReason(reason) if reason is not None else None
+        if self.reason is StopReason.GOAL_MET:
+            raise ValueError("AllOf cannot end a run with goal_met (only a checked finish can)")
+        phases = frozenset(Phase)
+        for m in self.members:
+            phases &= m.phases
+        if not phases:
+            names = ", ".join(f"{m.name} ({'/'.join(sorted(m.phases))})" for m in self.members)
+            raise ValueError(f"AllOf members never fire at the same checkpoint: {names}; "
+                             "combine them with | or check them separately")
+        self.phases = phases
 
     @property
     def name(self) -> str:
@@ -150,6 +170,7 @@ class MaxSteps(StopCondition):
     """``step_budget``: at most ``limit`` model calls (decisions)."""
 
     limit: int
+    phases = frozenset({Phase.BEFORE_MODEL})
 
     def __post_init__(self) -> None:
         if self.limit < 1:
@@ -236,6 +257,7 @@ class ToolCallLimit(StopCondition):
 
     limit: int
     tool: str | None = None
+    phases = frozenset({Phase.ON_ACTION})
 
     def __post_init__(self) -> None:
         if self.limit < 0:
@@ -252,9 +274,10 @@ class ToolCallLimit(StopCondition):
         if self.tool is None:
             used = point.state.tool_calls
             what = "tool calls in total"
-        elif call.tool == self.tool:
-            used = point.state.calls_by_tool.get(self.tool, 0)
-            what = f"calls of {self.tool}"
+        elif call.tool == self.tool:  # a failed call does not count: it may be retried
+            used = (point.state.calls_by_tool.get(self.tool, 0)
+                    - point.state.failed_by_tool.get(self.tool, 0))
+            what = f"successful calls of {self.tool}"
         else:
             return None
         if used + 1 > self.limit:
@@ -292,6 +315,7 @@ class RepeatedAction(StopCondition):
 
     repeats: int = 3
     state_key: Callable[[RunState], Any] | None = None
+    phases = frozenset({Phase.ON_ACTION})
 
     def __post_init__(self) -> None:
         if self.repeats < 2:
@@ -346,6 +370,7 @@ class RepeatedEmptyResult(StopCondition):
     """``no_progress``: ``count`` identical empty results in a row (any tool, any arguments)."""
 
     count: int = 3
+    phases = frozenset({Phase.AFTER_TOOL})
 
     def __post_init__(self) -> None:
         if self.count < 2:
@@ -379,11 +404,56 @@ class RepeatedEmptyResult(StopCondition):
             memo["streak"], memo["last"] = 0, None
 
 
+def _state_digest(state: RunState) -> str:
+    try:
+        return digest("ect/value/v1", state.data)
+    except FormatError:
+        return repr(sorted(state.data.items(), key=lambda kv: str(kv[0])))
+
+
+@dataclass(frozen=True, eq=False)
+class StalledState(StopCondition):
+    """``no_progress``: ``results`` tool results in a row that left the folded state
+    (``state.data``) unchanged — progress measured as change in what the run knows, whatever
+    the calls looked like. Needs a ``fold``; a run without one never changes its state."""
+
+    results: int = 4
+    phases = frozenset({Phase.AFTER_TOOL})
+
+    def __post_init__(self) -> None:
+        if self.results < 2:
+            raise ValueError("StalledState.results must be >= 2")
+
+    @property
+    def name(self) -> str:
+        return f"stalled_state={self.results}"
+
+    def check(self, point: Checkpoint) -> Stop | None:
+        if point.phase is not Phase.AFTER_TOOL or point.result is None:
+            return None
+        memo = point.state.scratch(self)
+        same = memo.get("digest") == _state_digest(point.state)
+        streak = memo.get("streak", 0) + 1 if same else 0
+        if streak >= self.results:
+            return self._stop(StopReason.NO_PROGRESS, point,
+                              f"{streak} tool results in a row left the run state unchanged")
+        return None
+
+    def observe(self, point: Checkpoint) -> None:
+        if point.phase is not Phase.AFTER_TOOL or point.result is None:
+            return
+        memo = point.state.scratch(self)
+        now = _state_digest(point.state)
+        memo["streak"] = memo.get("streak", 0) + 1 if memo.get("digest") == now else 0
+        memo["digest"] = now
+
+
 @dataclass(frozen=True, eq=False)
 class ToolFailure(StopCondition):
     """``tool_error``: a fatal tool failure, or ``consecutive`` failures of the same tool."""
 
     consecutive: int = 2
+    phases = frozenset({Phase.AFTER_TOOL})
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:
@@ -417,6 +487,8 @@ class ToolFailure(StopCondition):
 class EscalationRequested(StopCondition):
     """``needs_human``: the model chose the explicit escalate action."""
 
+    phases = frozenset({Phase.ON_ACTION})
+
     @property
     def name(self) -> str:
         return "escalate_action"
@@ -427,6 +499,46 @@ class EscalationRequested(StopCondition):
             return self._stop(StopReason.NEEDS_HUMAN, point, "the agent escalated",
                               question=action.question)
         return None
+
+
+@dataclass(frozen=True, eq=False)
+class MaxTime(StopCondition):
+    """``time_budget``: the run's wall-clock budget (seconds since it started, by the
+    controller's clock). The whole-run drivers also cancel work in flight at the deadline."""
+
+    limit_s: float
+
+    def __post_init__(self) -> None:
+        if not self.limit_s > 0:
+            raise ValueError("MaxTime.limit_s must be > 0")
+
+    @property
+    def name(self) -> str:
+        return f"max_seconds={self.limit_s:g}"
+
+    def check(self, point: Checkpoint) -> Stop | None:
+        left = point.state.remaining
+        if left is not None and left.seconds is not None and left.seconds <= 0:
+            return self._stop(StopReason.TIME_BUDGET, point,
+                              f"used the whole {self.limit_s:g}-second time budget")
+        return None
+
+    def expired(self, point: Checkpoint, what: str) -> Stop:
+        """The stop for work cancelled at the deadline."""
+        return self._stop(StopReason.TIME_BUDGET, point,
+                          f"the {self.limit_s:g}-second time budget ran out {what}")
+
+
+@dataclass(frozen=True, eq=False)
+class ToolTimeout(Condition):
+    """``time_budget``: one tool call ran past its timeout and was cancelled."""
+
+    tool: str
+    limit_s: float
+
+    @property
+    def name(self) -> str:
+        return f"tool_timeout[{self.tool}]={self.limit_s:g}"
 
 
 class FinishGate(Condition):
@@ -449,13 +561,15 @@ class ExternalStop(Condition):
 
 
 class NoProgressDetector(AnyOf):
-    """``no_progress``: :class:`RepeatedAction` or :class:`RepeatedEmptyResult`, whichever fires
-    (the stop names that member, with its own type).
+    """``no_progress``: :class:`RepeatedAction`, :class:`RepeatedEmptyResult` or (opt-in)
+    :class:`StalledState`, whichever fires (the stop names that member, with its own type).
 
     Args:
         repeats: the N-th identical action (tool + canonical args [+ state hash]) is not run.
         empty_results: N identical empty results in a row end the run.
         state_key: optional ``state -> JSON value`` hashed into each action's fingerprint.
+        stalled: N tool results in a row that leave the folded state unchanged end the run
+            (None: off; it needs a ``fold`` that records what each result taught the run).
     """
 
     def __init__(
@@ -463,10 +577,16 @@ class NoProgressDetector(AnyOf):
         repeats: int = 3,
         empty_results: int = 3,
         state_key: Callable[[RunState], Any] | None = None,
+        stalled: int | None = None,
     ) -> None:
-        super().__init__(RepeatedAction(repeats, state_key), RepeatedEmptyResult(empty_results))
+        members: list[StopCondition] = [RepeatedAction(repeats, state_key),
+                                        RepeatedEmptyResult(empty_results)]
+        if stalled is not None:
+            members.append(StalledState(stalled))
+        super().__init__(*members)
         self.repeats = repeats
         self.empty_results = empty_results
+        self.stalled = stalled
 
     @property
     def name(self) -> str:

@@ -6,7 +6,7 @@ the tool side. Step-by-step use, for an engine that drives its own loop::
 
     state = ctl.start(task)
     while True:
-        if ctl.check_before_model(state):          # rules, then budgets (or the earlier stop)
+        if ctl.check_before_model(state):          # rules, kill switch, budgets (or the earlier stop)
             break
         v = ctl.on_action(state, decide(state))     # guards, no-progress, limits
         if v.kind is VerdictKind.EXECUTE:
@@ -17,27 +17,41 @@ the tool side. Step-by-step use, for an engine that drives its own loop::
 
 Order of checks (each step of the loop):
 
-1. before the model call: the kill switch was checked at ``start``; stopping rules are evaluated
-   against the folded state (an early-stop rule whose predicates all hold ends ``goal_met``; a
-   check asking for a human ends ``needs_human``; missing predicates become the directive);
-   then the step budget, the token/cost ceilings and ``stop_when``.
+1. before the model call: the previous step's spend lease is settled; stopping rules are
+   evaluated against the folded state (an early-stop rule whose predicates all hold ends
+   ``goal_met``; a check asking for a human ends ``needs_human``; missing predicates become the
+   directive); then the kill switch flag, the step budget, the time budget, the token/cost
+   ceilings and ``stop_when``; last, under a daily spend ceiling, this step's spend is reserved.
 2. on the model's action: its usage is added and the ceilings re-checked (an overrun is a
-   ``token_budget`` stop, whatever the action was); escalate ends ``needs_human``; a tool call
-   goes through the guard (``policy_block`` / ``needs_human``), the no-progress detector, the
-   idempotency dedupe, the per-tool limits (``tool_limit``) and ``stop_when``; a finish is
-   checked by the rules plus ``validate`` (passes: ``goal_met``; fails: the missing list is fed
-   back and the loop continues, bounded by the budget).
-3. after a tool result: it is recorded and folded into the state, then tool failures
-   (``tool_error``), repeated empty results (``no_progress``), ceilings and ``stop_when``.
+   ``token_budget`` stop, whatever the action was); the kill switch flag; escalate ends
+   ``needs_human``; a tool call goes through the guard (``policy_block`` / ``needs_human``), the
+   no-progress detector, the idempotency dedupe (this run's keys and the shared ledger), the
+   per-tool limits (``tool_limit``) and ``stop_when``; a finish is checked by the rules plus
+   ``validate`` (passes: ``goal_met``; fails: the missing list is fed back and the loop
+   continues, bounded by the budget).
+3. after a tool result: it is recorded, facts it voids are dropped, it is folded into the
+   state; then the stopping rules (the rule first: a rule that now holds ends ``goal_met``),
+   tool failures (``tool_error``), no progress (``no_progress``), ceilings, time and
+   ``stop_when``.
+
+Every exit is a typed stop with a handoff: an exception in user code (``decide``, a guard rule,
+``fold``, ``stop_when``, a rule's ``output``), a broken contract (``validate`` returning neither
+bool nor PredicateReport) and an interruption (Ctrl-C, cancellation) end the run
+``internal_error``; the whole-run drivers cancel work in flight at the deadline (``time_budget``).
 """
 
 from __future__ import annotations
 
 import inspect
+import time
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from runner.canonical import canonical_bytes
 from runner.control._budget import Budget
@@ -48,13 +62,17 @@ from runner.control._conditions import (
     ExternalStop,
     FinishGate,
     MaxSteps,
+    MaxTime,
     NoProgressDetector,
     StopCondition,
     ToolFailure,
+    ToolTimeout,
 )
+from runner.control._errors import KillSwitchEngaged, UnmeteredUsage
 from runner.control._guards import Guard
 from runner.control._handoff import build_handoff
 from runner.control._killswitch import CostAlert, KillSwitch
+from runner.control._ledger import IdempotencyLedger
 from runner.control._result import _NO_OUTPUT, RunResult
 from runner.control._rules import StoppingRule
 from runner.control._types import (
@@ -75,8 +93,21 @@ from runner.control._types import (
     ToolResult,
     Turn,
 )
+from runner.errors import ControlError
 
-__all__ = ["Decide", "Execute", "Fold", "RunController", "Validate", "Verdict", "VerdictKind"]
+__all__ = [
+    "ContractViolation",
+    "Decide",
+    "Execute",
+    "Fold",
+    "Interrupted",
+    "KillSwitchStop",
+    "RunController",
+    "UserCodeError",
+    "Validate",
+    "Verdict",
+    "VerdictKind",
+]
 
 Decide = Callable[[RunState], "Action | Turn | Awaitable[Action | Turn]"]
 Execute = Callable[[ToolCall], "ToolResult | Any | Awaitable[ToolResult | Any]"]
@@ -103,19 +134,78 @@ class Verdict:
     stop: Stop | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class UserCodeError(Condition):
+    """``internal_error``: user code (``decide``, a guard rule, ``fold``...) raised."""
+
+    source: str
+
+    @property
+    def name(self) -> str:
+        return f"user_code[{self.source}]"
+
+
+@dataclass(frozen=True, eq=False)
+class ContractViolation(Condition):
+    """``internal_error``: a callable returned something its contract does not allow."""
+
+    source: str
+
+    @property
+    def name(self) -> str:
+        return f"contract[{self.source}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Interrupted(Condition):
+    """``internal_error``: the run was interrupted (Ctrl-C) or cancelled from outside."""
+
+    how: str
+
+    @property
+    def name(self) -> str:
+        return f"interrupted[{self.how}]"
+
+
+@dataclass(frozen=True, eq=False)
+class KillSwitchStop(Condition):
+    """``policy_block``: the kill switch's flag was raised while the run was going."""
+
+    @property
+    def name(self) -> str:
+        return "kill_switch"
+
+
+class _Failed(Exception):
+    def __init__(self, condition: Condition, detail: str) -> None:
+        super().__init__(detail)
+        self.condition, self.detail = condition, detail
+
+
+def _first_line(e: BaseException) -> str:
+    first = (str(e).splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}".rstrip(": ")
+
+
 class RunController:
-    """Enforces budgets, guards, no-progress, stopping rules, escalation and the kill switch.
+    """Enforces budgets, deadlines, guards, no-progress, stopping rules, escalation and the
+    kill switch.
 
     Args:
         budget: what bounds every run (required; see :meth:`Budget.from_task`).
         guard: allow-list and side-effect rules; side-effect tools get the lowest call limit.
-        rules: predicate stopping rules, evaluated before each model call and on each finish.
+        rules: predicate stopping rules, evaluated after each tool result, before each model
+            call and on each finish.
         validate: ``(state, output) -> bool | PredicateReport`` (sync or async) checking a finish.
         no_progress: the no-progress detector (default ``NoProgressDetector()``).
         tool_failure: when tool failures end the run (fatal at once, else N in a row).
-        stop_when: extra conditions, checked at every checkpoint after the built-in ones.
-        kill_switch: checked before every run; records spend and raises cost alerts.
+        stop_when: an extra :class:`StopCondition`, checked at every checkpoint after the
+            built-in ones (it may not end a run ``goal_met``).
+        kill_switch: checked before every run and every step; leases daily spend per step.
         fold: ``(state, call, result) -> None`` folds a tool result into ``state.data``.
+        idempotency: an :class:`IdempotencyLedger` shared by runs, so a retried or resumed run
+            never repeats a side effect another run already did.
+        clock: monotonic seconds for the time budget (default ``time.monotonic``).
     """
 
     def __init__(
@@ -130,9 +220,16 @@ class RunController:
         stop_when: StopCondition | None = None,
         kill_switch: KillSwitch | None = None,
         fold: Fold | None = None,
+        idempotency: IdempotencyLedger | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if not isinstance(budget, Budget):
             raise TypeError("RunController needs a Budget")
+        if stop_when is not None and not isinstance(stop_when, StopCondition):
+            raise TypeError(f"stop_when must be a StopCondition, got {type(stop_when).__name__} "
+                            "(use controller.halt() for a stop you decide yourself)")
+        if any(not isinstance(r, StoppingRule) for r in rules):
+            raise TypeError("rules must be StoppingRule instances")
         names = [r.name for r in rules]
         if len(set(names)) != len(names):
             raise ValueError("stopping rule names must be unique")
@@ -145,12 +242,16 @@ class RunController:
         self.stop_when = stop_when
         self.kill_switch = kill_switch
         self.fold = fold
+        self.idempotency = idempotency
+        self.clock = clock or time.monotonic
         side = guard.side_effect_tools if guard is not None else frozenset()
         self._steps = MaxSteps(budget.max_steps)
+        self._time: MaxTime | None = budget.time_condition()
         self._spend = AnyOf(*budget.spend_conditions(), DailySpendCap())
         self._tools = AnyOf(*budget.tool_conditions(side))
         self._escalation = EscalationRequested()
         self._gate = FinishGate()
+        self._kill = KillSwitchStop()
         self._observers: list[StopCondition] = [self._spend, self._tools, self.no_progress,
                                                 self.tool_failure]
         if stop_when is not None:
@@ -159,11 +260,21 @@ class RunController:
 
     # -- helpers ----------------------------------------------------------------------------
     def _user(self, point: Checkpoint) -> Stop | None:
-        return self.stop_when.check(point) if self.stop_when is not None else None
+        if self.stop_when is None:
+            return None
+        stop: Stop | None = _call("stop_when", self.stop_when.check, point)
+        if stop is not None and stop.reason is StopReason.GOAL_MET:
+            raise _Failed(ContractViolation("stop_when"),
+                          "stop_when cannot end a run with goal_met (only a checked finish or "
+                          "an early-stop rule can)")
+        return stop
+
+    def _timed(self, point: Checkpoint) -> Stop | None:
+        return self._time.check(point) if self._time is not None else None
 
     def _observe(self, point: Checkpoint) -> None:
         for cond in self._observers:
-            cond.observe(point)
+            _call(f"{cond.name}.observe", cond.observe, point)
 
     @staticmethod
     def _running(state: RunState) -> None:
@@ -180,6 +291,11 @@ class RunController:
         state.proposal = None
         return stop
 
+    def _fail(self, state: RunState, f: _Failed) -> Stop:
+        return self._end(state, Stop(StopReason.INTERNAL_ERROR, f.condition, f.detail, state.step,
+                                     question="User code failed or broke its contract: fix it, "
+                                              "then retry the run?"))
+
     def _alert(self, state: RunState) -> None:
         ks = self.kill_switch
         if ks is not None and not state._alerted and ks.alert_due(state.cost_usd):
@@ -187,10 +303,65 @@ class RunController:
             assert ks.cost_alert_usd is not None
             ks.on_cost_alert(CostAlert(state.run_id, round(state.cost_usd, 9), ks.cost_alert_usd))
 
-    def _record_spend(self, state: RunState) -> None:
-        if self.kill_switch is not None and state._admission is not None and not state._recorded:
-            state._recorded = True
-            self.kill_switch.record_spend(state._admission, state.cost_usd)
+    def _settle(self, state: RunState) -> None:
+        """Release the step's lease and add what was spent since the last settlement."""
+        ks = self.kill_switch
+        if ks is None or state._admission is None:
+            return
+        spent = round(state.cost_usd - state._settled_usd, 9)
+        lease, state._lease = state._lease, None
+        if lease is None and spent <= 0:
+            return
+        ks.settle(state._admission, lease, spent)
+        state._settled_usd = state.cost_usd
+
+    def _flag(self, state: RunState) -> Stop | None:
+        ks = self.kill_switch
+        why = ks.engaged() if ks is not None else None
+        if why is None:
+            return None
+        return Stop(StopReason.POLICY_BLOCK, self._kill, why, state.step,
+                    question="The kill switch is engaged: release it and resume, or close the run?")
+
+    def _reserve(self, state: RunState) -> Stop | None:
+        """Reserve this step's spend under the daily ceiling (a lease); refuse if none is left."""
+        ks = self.kill_switch
+        if ks is None or state._admission is None:
+            return None
+        try:
+            self._settle(state)
+            lease, left = ks.reserve(state._admission, state.run_id)
+        except ControlError as e:  # the ledger is unusable: fail closed
+            raise _Failed(UserCodeError("kill_switch.ledger"), str(e)) from None
+        if left is None:
+            return None
+        if lease is None:
+            want = ks.step_reserve_usd or 0.0
+            return Stop(StopReason.TOKEN_BUDGET, DailySpendCap(),
+                        f"today's spend ceiling leaves ${left:.4f}; a step reserves ${want:.4f}",
+                        state.step)
+        state._lease = lease
+        state.daily_remaining_usd = round(state.cost_usd + left, 9)
+        return None
+
+    def _rules_first(self, state: RunState) -> tuple[Stop | None, list[str]]:
+        """Evaluate every stopping rule on the folded state: a rule that holds (with an output)
+        or asks for a human ends the run; otherwise the missing predicate names."""
+        missing: list[str] = []
+        for rule in self.rules:
+            report = rule.evaluate(state)
+            state.reports[rule.name] = report
+            if report.escalate is not None:
+                return self._end(state, Stop(StopReason.NEEDS_HUMAN, rule,
+                                             report.detail or f"{rule.name} asked for a human",
+                                             state.step, question=report.escalate)), missing
+            if report.ok and rule.output is not None:
+                output = _call(f"{rule.name}.output", rule.output, state)
+                return self._end(state, Stop(StopReason.GOAL_MET, rule,
+                                             f"every predicate of {rule.name} holds", state.step),
+                                 output), missing
+            missing.extend(report.missing)
+        return None, missing
 
     # -- step-by-step API -------------------------------------------------------------------
     def start(self, task: Any, *, run_id: str | None = None,
@@ -204,34 +375,34 @@ class RunController:
         admission = self.kill_switch.admit() if self.kill_switch is not None else None
         self._runs += 1
         state = RunState(run_id=run_id or f"run-{self._runs}", task=task, data=dict(data or {}))
+        state.started_at = self.clock()
+        state._limits = (self.budget, self.clock)
         if admission is not None:
             state._admission = admission
             state.daily_remaining_usd = admission.remaining_usd
         return state
 
     def check_before_model(self, state: RunState) -> Stop | None:
-        """Evaluate stopping rules (after tool results are folded), then budgets. Call it before
-        building every model request; a returned stop ends the run. Sets ``state.directive``.
+        """Evaluate stopping rules (after tool results are folded), then the kill switch and
+        budgets. Call it before building every model request; a returned stop ends the run.
+        Sets ``state.directive``.
 
         On a run that already stopped (say, ``on_finish`` accepted a finish) it returns that same
         stop, so a loop can always test here first."""
         if state.stop is not None:
             return state.stop
-        missing: list[str] = []
-        for rule in self.rules:
-            report = rule.evaluate(state)
-            state.reports[rule.name] = report
-            if report.escalate is not None:
-                return self._end(state, Stop(StopReason.NEEDS_HUMAN, rule,
-                                             report.detail or f"{rule.name} asked for a human",
-                                             state.step, question=report.escalate))
-            if report.ok and rule.output is not None:
-                return self._end(state, Stop(StopReason.GOAL_MET, rule,
-                                             f"every predicate of {rule.name} holds", state.step),
-                                 rule.output(state))
-            missing.extend(report.missing)
+        try:
+            return self._before_model(state)
+        except _Failed as f:
+            return self._fail(state, f)
+
+    def _before_model(self, state: RunState) -> Stop | None:
+        stop, missing = self._rules_first(state)
+        if stop is not None:
+            return stop
         point = Checkpoint(Phase.BEFORE_MODEL, state)
-        stop = self._steps.check(point) or self._spend.check(point) or self._user(point)
+        stop = (self._flag(state) or self._steps.check(point) or self._timed(point)
+                or self._spend.check(point) or self._user(point) or self._reserve(state))
         if stop is not None:
             return self._end(state, stop)
         self._observe(point)
@@ -256,12 +427,23 @@ class RunController:
         state.step += 1
         state.tokens += tokens
         state.cost_usd += cost_usd
+        state.last_action = action
+        state.usage.append((tokens, cost_usd))
         self._alert(state)
+        try:
+            return self._judge(state, action)
+        except _Failed as f:
+            return Verdict(VerdictKind.STOP, stop=self._fail(state, f))
+
+    def _judge(self, state: RunState, action: Action) -> Verdict:
         call = action if isinstance(action, ToolCall) else None
         point = Checkpoint(Phase.ON_ACTION, state, action, call)
-        stop = (self._spend.check(point) or self._escalation.check(point)
-                or (self.guard.check(point) if self.guard is not None else None)
-                or self.no_progress.check(point))
+        if call is not None:
+            self._shared_key(state, call)
+        stop = (self._spend.check(point) or self._timed(point) or self._flag(state)
+                or self._escalation.check(point)
+                or (_call("guard", self.guard.check, point) if self.guard is not None else None)
+                or _call("no_progress", self.no_progress.check, point))
         if stop is not None:
             if isinstance(action, Escalate):
                 state.findings.extend(action.found)
@@ -274,6 +456,8 @@ class RunController:
                 state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
                                               dict(call.args), earlier,
                                               f"idempotency key {key!r} already executed"))
+                if self.fold is not None:  # the earlier result is this call's result
+                    _call("fold", self.fold, state, call, earlier)
                 return Verdict(VerdictKind.DEDUPLICATED, call=call, result=earlier)
             stop = self._tools.check(point) or self._user(point)
             if stop is not None:
@@ -292,22 +476,32 @@ class RunController:
         state._notes.append(f"Your last reply was not a valid action: {action.detail}.")
         return Verdict(VerdictKind.CONTINUE)
 
+    def _shared_key(self, state: RunState, call: ToolCall) -> None:
+        """Bring a key another run already used into this run's idempotency memory."""
+        if self.idempotency is None or self.guard is None:
+            return
+        key = self.guard.idempotency_key(call)
+        if key is None or key in state._idempotency:
+            return
+        try:
+            earlier = self.idempotency.get(key)
+        except ControlError as e:
+            raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
+        if earlier is not None:
+            state._idempotency[key] = earlier
+
     def on_finish(self, state: RunState, finish: Finish,
                   report: PredicateReport | bool | None = None) -> Stop | None:
         """Check a proposed finish: every stopping rule, plus ``report`` if given (the caller's
         own check, e.g. an async verifier) or else the configured ``validate``.
 
         Returns the ``goal_met`` / ``needs_human`` stop, or None when the finish is rejected (the
-        missing checks become the next directive and the loop continues).
+        missing checks become the next directive and the loop continues). A ``validate`` that
+        returns neither bool nor PredicateReport ends the run ``internal_error``.
         """
         self._running(state)
-        state.proposal = finish.output
-        checks: list[tuple[Condition, PredicateReport]] = []
-        for rule in self.rules:
-            rep = rule.evaluate(state)
-            state.reports[rule.name] = rep
-            checks.append((rule, rep))
         if report is None and self.validate is not None:
+            state.proposal = finish.output
             try:
                 value = self.validate(state, finish.output)
             except Exception as e:  # a check that cannot run does not pass (fail closed)
@@ -317,7 +511,22 @@ class RunController:
                     value.close()
                 raise TypeError("validate is async: use arun(), or pass report= to on_finish")
             report = value
+            if report is None:
+                return self._fail(state, _contract("validate", None))
+        return self._decide_finish(state, finish, report)
+
+    def _decide_finish(self, state: RunState, finish: Finish,
+                       report: PredicateReport | bool | None) -> Stop | None:
+        state.proposal = finish.output
+        checks: list[tuple[Condition, PredicateReport]] = []
+        for rule in self.rules:
+            rep = rule.evaluate(state)
+            state.reports[rule.name] = rep
+            checks.append((rule, rep))
         if report is not None:
+            if not isinstance(report, PredicateReport | bool):
+                state.proposal = None
+                return self._fail(state, _contract("validate", report))
             checks.append((self._gate, PredicateReport.of(report, "finish_check")))
         if not checks:
             raise ValueError("no finish check: configure rules= or validate=, or pass report=")
@@ -334,13 +543,15 @@ class RunController:
                              finish.output)
         details = "; ".join(rep.detail for _, rep in checks if rep.detail)
         note = "missing " + ", ".join(missing) + (f" ({details})" if details else "")
-        state.trace.append(StepRecord(state.step, "finish_rejected", note=note))
+        state.trace.append(StepRecord(state.step, "finish_rejected", note=note,
+                                      output=_replayable(finish.output)))
         state._missing.extend(missing)
         state._notes.append("Your finish was not accepted" + (f": {details}." if details else "."))
         return None
 
     def on_tool_result(self, state: RunState, call: ToolCall, result: ToolResult | Any) -> Stop | None:
-        """Record and fold one executed call's result, then check failures and empty repeats.
+        """Record and fold one executed call's result, then judge the folded state: the stopping
+        rules first, then tool failures, no progress, ceilings and time.
 
         A value that is not a :class:`ToolResult` is taken as a successful result's data.
         """
@@ -349,21 +560,46 @@ class RunController:
             result = ToolResult.success(result)
         state.tool_calls += 1
         state.calls_by_tool[call.tool] = state.calls_by_tool.get(call.tool, 0) + 1
+        if not result.ok:
+            state.failed_by_tool[call.tool] = state.failed_by_tool.get(call.tool, 0) + 1
         state.cost_usd += result.cost_usd
         self._alert(state)
+        try:
+            return self._after_tool(state, call, result)
+        except _Failed as f:
+            return self._fail(state, f)
+
+    def _after_tool(self, state: RunState, call: ToolCall, result: ToolResult) -> Stop | None:
         key = self.guard.idempotency_key(call) if self.guard is not None else None
         if key is not None and result.ok:
-            state._idempotency[key] = (canonical_bytes([call.tool, call.args]), result)
+            fingerprint = canonical_bytes([call.tool, call.args])
+            state._idempotency[key] = (fingerprint, result)
+            if self.idempotency is not None:
+                try:
+                    self.idempotency.put(key, fingerprint, result, state.run_id)
+                except ControlError as e:
+                    raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
         state.trace.append(StepRecord(state.step, "tool", call.tool, dict(call.args), result))
+        self._invalidate_facts(state, call)
         if self.fold is not None:
-            self.fold(state, call, result)
+            _call("fold", self.fold, state, call, result)
+        if self.rules:
+            stop, _ = self._rules_first(state)
+            if stop is not None:
+                return stop
         point = Checkpoint(Phase.AFTER_TOOL, state, None, call, result)
         stop = (self.tool_failure.check(point) or self.no_progress.check(point)
-                or self._spend.check(point) or self._user(point))
+                or self._spend.check(point) or self._timed(point) or self._user(point))
         if stop is not None:
             return self._end(state, stop)
         self._observe(point)
         return None
+
+    def _invalidate_facts(self, state: RunState, call: ToolCall) -> None:
+        writes = self.guard is not None and call.tool in self.guard.side_effect_tools
+        for name, f in list(state.facts.items()):
+            if (call.tool in f.invalidated_by) if f.invalidated_by is not None else writes:
+                del state.facts[name]
 
     def charge(self, state: RunState, *, tokens: int = 0, cost_usd: float = 0.0) -> Stop | None:
         """Account for model usage that is not a decision of the agent (e.g. a judge or critic
@@ -389,11 +625,11 @@ class RunController:
         return self._end(state, Stop(reason, ExternalStop(name), detail, state.step,
                                      question=question))
 
-    def result(self, state: RunState) -> RunResult[Any]:
-        """The run's result (it must have stopped). Records its spend with the kill switch."""
+    def result(self, state: RunState, *, _resume: Any = None) -> RunResult[Any]:
+        """The run's result (it must have stopped). Settles its spend with the kill switch."""
         if state.stop is None:
             raise RuntimeError(f"run {state.run_id} has not stopped yet")
-        self._record_spend(state)
+        self._settle(state)
         stop = state.stop
         goal = stop.reason is StopReason.GOAL_MET
         return RunResult.build(
@@ -407,79 +643,314 @@ class RunController:
             trace=tuple(state.trace),
             data=dict(state.data),
             handoff=None if goal else build_handoff(state, stop),
+            unmetered_steps=state.unmetered_steps,
+            reports=dict(state.reports),
+            record=self._record(state),
+            _resume=_resume,
         )
+
+    def describe(self) -> dict[str, Any]:
+        """The controls as JSON (kept in every run record, so a run can be replayed)."""
+        np_ = self.no_progress
+        return {
+            "budget": self.budget.to_json(),
+            "guard": self.guard.to_json() if self.guard is not None else None,
+            "no_progress": {"repeats": np_.repeats, "empty_results": np_.empty_results,
+                            **({"stalled": np_.stalled} if np_.stalled is not None else {})},
+            "tool_failure": {"consecutive": self.tool_failure.consecutive},
+            "rules": [{"name": r.name, "predicates": [p.name for p in r.predicates],
+                       "stop_early": r.stops_early} for r in self.rules],
+            "validate": self.validate is not None,
+        }
+
+    def _record(self, state: RunState) -> dict[str, Any]:
+        return {"task": _replayable(state.task), "controls": self.describe(),
+                "last_action": _action_json(state.last_action),
+                "usage": [[t, round(c, 9)] for t, c in state.usage]}
+
+    # -- resuming after a human decision ----------------------------------------------------
+    def reopen(self, state: RunState, *, approvals: frozenset[str] | set[str] = frozenset(),
+               answer: str | None = None) -> RunState:
+        """Reopen a ``needs_human`` run after a person decided: ``approvals`` name the tools
+        now approved (their ``requires_approval`` / ``escalate_above`` rules let them through,
+        ``max_amount`` still applies) and ``answer`` is fed to the model as a note. Budgets,
+        counters and idempotency keys carry on from where the run stopped."""
+        stop = state.stop
+        if stop is None or stop.reason is not StopReason.NEEDS_HUMAN:
+            raise ValueError("only a needs_human run can be resumed, this one "
+                             + ("is still running" if stop is None else f"ended {stop.reason}"))
+        why = self.kill_switch.engaged() if self.kill_switch is not None else None
+        if why is not None:
+            raise KillSwitchEngaged(why)
+        state.stop = None
+        state._output = None
+        state.approvals = state.approvals | frozenset(approvals)
+        if answer:
+            state._notes.append(f"A person answered: {answer}")
+        return state
 
     # -- whole-run drivers ------------------------------------------------------------------
     def _check_runnable(self) -> None:
         if not self.rules and self.validate is None:
             raise ValueError("a run needs a finish check: pass validate= or rules=")
 
+    def _meter(self, state: RunState, action: Any) -> None:
+        if isinstance(action, Turn) or (self.budget.max_tokens is None
+                                        and self.budget.max_cost_usd is None):
+            return
+        state.unmetered_steps += 1
+        if not state._warned:
+            state._warned = True
+            warnings.warn(UnmeteredUsage(
+                f"run {state.run_id}: decide returned a plain action, so no token usage or "
+                "cost was counted against the budget; return Turn(action, tokens=..., "
+                "cost_usd=...) to meter it"), stacklevel=4)
+
     def run(self, task: Any, decide: Decide, execute: Execute, *, run_id: str | None = None,
             data: dict[str, Any] | None = None) -> RunResult[Any]:
-        """Run a synchronous agent loop to its stop. Use :meth:`arun` for async callables."""
+        """Run a synchronous agent loop to its stop. Use :meth:`arun` for async callables.
+
+        With a deadline in the budget (``max_seconds``, tool timeouts) the callables run in a
+        worker thread under an anyio cancel scope, so a hung tool is abandoned at the deadline
+        (``time_budget``); this needs no running event loop (inside one, use :meth:`arun`)."""
         self._check_runnable()
         state = self.start(task, run_id=run_id, data=data)
+        return self._run_sync(state, decide, execute)
+
+    def _run_sync(self, state: RunState, decide: Decide, execute: Execute) -> RunResult[Any]:
+        if self.budget.timed:
+            return anyio.run(self._drive, state, decide, execute, True)
         try:
             while state.stop is None:
                 if self.check_before_model(state) is not None:
                     break
-                verdict = self.on_action(state, _sync(decide(state), "decide"))
-                if verdict.kind is VerdictKind.EXECUTE:
-                    assert verdict.call is not None
-                    try:
-                        raw = execute(verdict.call)
-                    except Exception as e:  # a crashing tool is a fatal tool failure
-                        raw = _crashed(e)
-                    self.on_tool_result(state, verdict.call, _sync(raw, "execute"))
-                elif verdict.kind is VerdictKind.CHECK_FINISH:
-                    assert verdict.finish is not None
-                    report: PredicateReport | bool | None = None
-                    if self.validate is not None:
-                        checked: Any
-                        try:
-                            checked = self.validate(state, verdict.finish.output)
-                        except Exception as e:  # fail closed
-                            checked = _check_failed(e)
-                        report = _sync(checked, "validate")
-                    self.on_finish(state, verdict.finish, report=report)
+                try:
+                    raw = decide(state)
+                except Exception as e:
+                    self._fail(state, _user_error("decide", e))
+                    break
+                action = _sync(raw, "decide")  # an async decide needs arun (TypeError)
+                self._step(state, action, lambda c: _sync(execute(c), "execute"),
+                           lambda out: _sync(self.validate(state, out), "validate")
+                           if self.validate is not None else None)
+        except KeyboardInterrupt:
+            if state.stop is None:
+                self._end(state, _interrupted(state, "ctrl-c"))
         finally:
-            self._record_spend(state)
-        return self.result(state)
+            self._settle(state)
+        return self.result(state, _resume=self._resumer(state, decide, execute, False))
+
+    def _step(self, state: RunState, action: Any, execute: Callable[[ToolCall], Any],
+              validate: Callable[[Any], Any]) -> None:
+        self._meter(state, action)
+        try:
+            verdict = self.on_action(state, action)
+        except TypeError as e:
+            self._fail(state, _Failed(ContractViolation("decide"), str(e)))
+            return
+        if verdict.kind is VerdictKind.EXECUTE:
+            assert verdict.call is not None
+            try:
+                raw = execute(verdict.call)
+            except Exception as e:  # a crashing tool is a fatal tool failure
+                raw = _crashed(e)
+            self.on_tool_result(state, verdict.call, raw)
+        elif verdict.kind is VerdictKind.CHECK_FINISH:
+            assert verdict.finish is not None
+            state.proposal = verdict.finish.output
+            try:
+                checked = validate(verdict.finish.output)
+            except Exception as e:  # fail closed
+                checked = _check_failed(e)
+            if checked is None and self.validate is not None:
+                self._fail(state, _contract("validate", None))
+                return
+            self._decide_finish(state, verdict.finish, checked)
 
     async def arun(self, task: Any, decide: Decide, execute: Execute, *,
-                   run_id: str | None = None, data: dict[str, Any] | None = None) -> RunResult[Any]:
-        """Like :meth:`run`; ``decide``, ``execute`` and ``validate`` may be sync or async."""
+                   run_id: str | None = None, data: dict[str, Any] | None = None,
+                   on_stop: Callable[[RunResult[Any]], None] | None = None) -> RunResult[Any]:
+        """Like :meth:`run`; ``decide``, ``execute`` and ``validate`` may be sync or async.
+
+        Deadlines cancel work in flight (anyio cancel scopes); sync callables then run in a
+        worker thread. When the caller cancels the run from outside, the run ends
+        ``internal_error`` (condition ``Interrupted``), ``on_stop`` receives that result, and
+        the cancellation propagates."""
         self._check_runnable()
         state = self.start(task, run_id=run_id, data=data)
         try:
-            while state.stop is None:
-                if self.check_before_model(state) is not None:
-                    break
-                verdict = self.on_action(state, await _maybe(decide(state)))
-                if verdict.kind is VerdictKind.EXECUTE:
-                    assert verdict.call is not None
+            return await self._drive(state, decide, execute, self.budget.timed)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                if state.stop is None:
+                    self._end(state, _interrupted(state, "cancelled"))
+                result = self.result(state)
+                if on_stop is not None:
+                    on_stop(result)
+            raise
+
+    async def _drive(self, state: RunState, decide: Decide, execute: Execute,
+                     threaded: bool) -> RunResult[Any]:
+        async def invoke(fn: Callable[..., Any], *args: Any) -> Any:
+            if threaded and not inspect.iscoroutinefunction(fn):
+                value = await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+            else:
+                value = fn(*args)
+            return await value if inspect.isawaitable(value) else value
+
+        deadline = self._time
+        doing = "before the run"
+        try:
+            with anyio.fail_after(_left(state)) if deadline is not None else _nothing():
+                while state.stop is None:
+                    if self.check_before_model(state) is not None:
+                        break
+                    doing = "waiting for decide"
                     try:
-                        result = await _maybe(execute(verdict.call))
-                    except Exception as e:  # a crashing tool is a fatal tool failure
-                        result = _crashed(e)
-                    self.on_tool_result(state, verdict.call, result)
-                elif verdict.kind is VerdictKind.CHECK_FINISH:
-                    assert verdict.finish is not None
-                    report = None
-                    if self.validate is not None:
+                        action = await invoke(decide, state)
+                    except Exception as e:
+                        self._fail(state, _user_error("decide", e))
+                        break
+                    self._meter(state, action)
+                    try:
+                        verdict = self.on_action(state, action)
+                    except TypeError as e:
+                        self._fail(state, _Failed(ContractViolation("decide"), str(e)))
+                        break
+                    if verdict.kind is VerdictKind.EXECUTE:
+                        call = verdict.call
+                        assert call is not None
+                        doing = f"in {call.tool}"
+                        limit = self.budget.timeout_for(call.tool)
+                        raw: Any = None
                         try:
-                            report = await _maybe(self.validate(state, verdict.finish.output))
-                        except Exception as e:  # fail closed
-                            report = _check_failed(e)
-                    self.on_finish(state, verdict.finish, report=report)
+                            with anyio.move_on_after(limit) if limit is not None else _nothing() as scope:
+                                raw = await invoke(execute, call)
+                        except Exception as e:  # a crashing tool is a fatal tool failure
+                            raw = _crashed(e)
+                        if scope is not None and scope.cancelled_caught:
+                            assert limit is not None
+                            self._end(state, Stop(StopReason.TIME_BUDGET,
+                                                  ToolTimeout(call.tool, limit),
+                                                  f"{call.tool} ran past its {limit:g}-second "
+                                                  "timeout and was cancelled", state.step))
+                            break
+                        self.on_tool_result(state, call, raw)
+                    elif verdict.kind is VerdictKind.CHECK_FINISH:
+                        assert verdict.finish is not None
+                        doing = "in validate"
+                        report: Any = None
+                        if self.validate is not None:
+                            state.proposal = verdict.finish.output
+                            try:
+                                report = await invoke(self.validate, state, verdict.finish.output)
+                            except Exception as e:  # fail closed
+                                report = _check_failed(e)
+                            if report is None:
+                                self._fail(state, _contract("validate", None))
+                                break
+                        self._decide_finish(state, verdict.finish, report)
+                    doing = "between steps"
+        except TimeoutError:
+            if state.stop is None:
+                assert deadline is not None
+                self._end(state, deadline.expired(Checkpoint(Phase.BEFORE_MODEL, state), doing))
+        except KeyboardInterrupt:
+            if state.stop is None:
+                self._end(state, _interrupted(state, "ctrl-c"))
         finally:
-            self._record_spend(state)
-        return self.result(state)
+            if state.stop is not None:
+                self._settle(state)
+        return self.result(state, _resume=self._resumer(state, decide, execute, not threaded))
+
+    def _resumer(self, state: RunState, decide: Decide, execute: Execute,
+                 is_async: bool) -> Callable[..., Any] | None:
+        if state.stop is None or state.stop.reason is not StopReason.NEEDS_HUMAN:
+            return None
+
+        def resume(approvals: frozenset[str] | set[str] = frozenset(),
+                   answer: str | None = None) -> Any:
+            self.reopen(state, approvals=approvals, answer=answer)
+            if is_async:
+                return self._drive(state, decide, execute, self.budget.timed)
+            return self._run_sync(state, decide, execute)
+
+        return resume
+
+
+class _NoScope:
+    cancelled_caught = False
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _nothing() -> Any:
+    return _NoScope()
+
+
+def _left(state: RunState) -> float:
+    left = state.remaining
+    assert left is not None and left.seconds is not None
+    return left.seconds
+
+
+def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except _Failed:
+        raise
+    except Exception as e:
+        raise _user_error(what, e) from e
+
+
+def _user_error(what: str, e: Exception) -> _Failed:
+    return _Failed(UserCodeError(what), f"{what} raised {_first_line(e)}")
+
+
+def _contract(what: str, value: Any) -> _Failed:
+    return _Failed(ContractViolation(what),
+                   f"{what} must return bool or PredicateReport, got {type(value).__name__}")
+
+
+def _interrupted(state: RunState, how: str) -> Stop:
+    return Stop(StopReason.INTERNAL_ERROR, Interrupted(how),
+                "interrupted by Ctrl-C" if how == "ctrl-c" else "cancelled from outside",
+                state.step, question="The run was interrupted: resume it from the handoff, "
+                                     "or close it?")
+
+
+def _replayable(value: Any) -> Any:
+    from runner.errors import FormatError
+
+    try:
+        canonical_bytes(value)
+    except FormatError:
+        return repr(value)
+    return value
+
+
+def _action_json(action: Any) -> dict[str, Any] | None:
+    """An action in the shape of an eval case's turn (``ect.stop-eval/1``)."""
+    if isinstance(action, ToolCall):
+        call: dict[str, Any] = {"tool": action.tool, "args": dict(action.args)}
+        if action.idempotency_key is not None:
+            call["idempotency_key"] = action.idempotency_key
+        return {"call": call}
+    if isinstance(action, Finish):
+        return {"finish": _replayable(action.output)}
+    if isinstance(action, Escalate):
+        return {"escalate": action.question, "found": list(action.found)}
+    if isinstance(action, Invalid):
+        return {"invalid": action.detail}
+    return None
 
 
 def _crashed(e: Exception) -> ToolResult:
-    first = (str(e).splitlines() or [""])[0]
-    return ToolResult.failure(f"{type(e).__name__}: {first}".rstrip(": "), fatal=True)
+    return ToolResult.failure(_first_line(e), fatal=True)
 
 
 def _check_failed(e: Exception) -> PredicateReport:
@@ -494,7 +965,3 @@ def _sync(value: Any, what: str) -> Any:
             value.close()
         raise TypeError(f"{what} returned an awaitable: use `await controller.arun(...)`")
     return value
-
-
-async def _maybe(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value

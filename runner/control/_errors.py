@@ -27,6 +27,7 @@ __all__ = [
     "NoFinalOutput",
     "NoSafeThreshold",
     "RunRefused",
+    "UnmeteredUsage",
 ]
 
 
@@ -64,3 +65,8 @@ class NoSafeThreshold(ControlError):
 
 class EvalCaseError(FormatError):
     """A stop-reason eval case file is malformed (the message names the file and field)."""
+
+
+class UnmeteredUsage(UserWarning):
+    """A run has a token or cost ceiling but ``decide`` reported no usage (plain actions, not
+    ``Turn``): the ceiling cannot bound what it cannot see."""

@@ -15,25 +15,39 @@ Case fields (unknown fields are refused)::
     task           what the agent was asked
     expect_stop    a StopReason value
     expect_output  optional, only with goal_met: {"equals": value} or {"subset": {...}}
-    budget         {"max_steps", "max_tokens"?, "max_cost_usd"?, "tool_limits"?:
+    expect_steps   optional: the number of decisions (model calls) the run took
+    expect_tools   optional: the tools executed, in order (deduplicated calls are not executed)
+    expect_not_run optional: tools that must never execute (side effects not done)
+    expect_kind    optional: the type name of the condition that fired (e.g. "MaxTime")
+    budget         {"max_steps", "max_tokens"?, "max_cost_usd"?, "max_seconds"?,
+                    "tool_timeout_s"?, "tool_limits"?:
                     {"per_tool"?, "default"?, "side_effect_default"?, "total"?}}
     guard          {"allow": [...], "side_effects"?: {tool: {"amount_arg"?, "max_amount"?,
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
-    no_progress    {"repeats"?, "empty_results"?}
+    no_progress    {"repeats"?, "empty_results"?, "stalled"?}
     tool_failure   {"consecutive"?}
     finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
                    values tools put into the run state (ok tool results that are objects are
-                   merged into the state)
+                   merged into the state); or {"verdicts": [bool, ...]}: replay recorded
+                   verdicts in order, the last repeating (what `ect evals capture` writes)
     rules          [{"name", "require": [keys], "stop_early"?: bool}] predicates "key is known";
                    a stop_early rule ends the run with the known values as output
-    tools          {tool: {"results": [{"ok"?, "data"?, "error"?, "fatal"?, "cost_usd"?}, ...]}}
+    tools          {tool: {"results": [{"ok"?, "data"?, "error"?, "fatal"?, "cost_usd"?,
+                    "delay_s"?}, ...]}}  (delay_s: the tool takes that long; it is cancelled
+                    at a deadline)
     agent          {"turns": [{"call": {"tool", "args"?, "idempotency_key"?}} | {"finish": value}
-                    | {"escalate": question, "found"?: [...]} | {"invalid": detail},
-                    each optionally with "tokens" and "cost_usd"]}
+                    | {"escalate": question, "found"?: [...]} | {"invalid": detail}
+                    | {"raise": message}, each optionally with "tokens" and "cost_usd"]}
+                   or {"import": "package.module:decide"}: your own agent's ``decide``
+
+Whatever the case expects, a run that did not end ``goal_met`` must carry no output (reading it
+raises ``NoFinalOutput``) and must carry a handoff package; a case fails otherwise.
 """
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -44,7 +58,7 @@ from runner.canonical import canonical_bytes, load_strict_file
 from runner.control._budget import Budget, ToolLimits
 from runner.control._conditions import NoProgressDetector, ToolFailure
 from runner.control._controller import RunController
-from runner.control._errors import EvalCaseError
+from runner.control._errors import EvalCaseError, NoFinalOutput, UnmeteredUsage
 from runner.control._guards import Guard, SideEffectRule
 from runner.control._rules import StoppingRule
 from runner.control._types import (
@@ -68,6 +82,8 @@ __all__ = [
     "CaseResult",
     "EvalCase",
     "EvalReport",
+    "capture_case",
+    "import_agent",
     "load_cases",
     "run_case",
     "run_evals",
@@ -134,16 +150,23 @@ class EvalCase:
     expect_stop: StopReason
     expect_output: dict[str, Any] | None
     controller: RunController
-    turns: tuple[Turn, ...]
+    turns: tuple[Turn | str, ...]  # a str: decide raises RuntimeError(str)
     tool_results: dict[str, tuple[ToolResult, ...]]
     raw: dict[str, Any]
+    expect_steps: int | None = None
+    expect_tools: tuple[str, ...] | None = None
+    expect_not_run: tuple[str, ...] = ()
+    expect_kind: str | None = None
+    agent_import: str | None = None
+    delays: dict[str, tuple[float, ...]] | None = None
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
         r = _Reader(source)
         top = r.obj(obj, "$", {"format", "id", "task", "expect_stop", "agent"},
                     {"description", "expect_output", "budget", "guard", "no_progress",
-                     "tool_failure", "finish_check", "rules", "tools"})
+                     "tool_failure", "finish_check", "rules", "tools", "expect_steps",
+                     "expect_tools", "expect_not_run", "expect_kind"})
         if top["format"] != EVAL_FORMAT:
             raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
         case_id = r.typed(top["id"], "$.id", str, "a string")
@@ -164,10 +187,31 @@ class EvalCase:
                 raise r.fail("$.expect_output", "only a goal_met case has an output to check")
             expect_output = eo
         controller = _controller(r, top)
-        turns = _turns(r, top["agent"])
-        tools = _tools(r, top.get("tools", {}))
+        agent = r.obj(top["agent"], "$.agent", set(), {"turns", "import"})
+        if len(agent) != 1:
+            raise r.fail("$.agent", "needs exactly one of 'turns' or 'import'")
+        agent_import = None
+        turns: tuple[Turn | str, ...] = ()
+        if "import" in agent:
+            agent_import = r.typed(agent["import"], "$.agent.import", str, "a string")
+            if agent_import.count(":") != 1:
+                raise r.fail("$.agent.import", "must be 'package.module:function'")
+        else:
+            turns = _turns(r, agent)
+        tools, delays = _tools(r, top.get("tools", {}))
+        steps = (r.count(top["expect_steps"], "$.expect_steps", 0)
+                 if "expect_steps" in top else None)
+        ran = (tuple(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"))
+               if "expect_tools" in top else None)
+        if ran is not None and ran:
+            r.str_list(list(ran), "$.expect_tools")
+        not_run = (r.str_list(top["expect_not_run"], "$.expect_not_run")
+                   if "expect_not_run" in top else ())
+        kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
+                if "expect_kind" in top else None)
         return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top)
+                   turns, tools, top, steps, ran, not_run, kind, agent_import,
+                   delays if any(any(d) for d in delays.values()) else None)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -183,7 +227,7 @@ def _at_most(r: _Reader, n: int, path: str, ceiling: int) -> int:
 
 def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
     b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
-              {"max_tokens", "max_cost_usd", "tool_limits"})
+              {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s"})
     tl = r.obj(b.get("tool_limits", {}), "$.budget.tool_limits", set(),
                {"per_tool", "default", "side_effect_default", "total"})
     per_tool = r.typed(tl.get("per_tool", {}), "$.budget.tool_limits.per_tool", dict, "an object")
@@ -203,6 +247,10 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
         max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
                       if "max_cost_usd" in b else None),
         tool_limits=limits,
+        max_seconds=(_positive(r, b["max_seconds"], "$.budget.max_seconds")
+                     if "max_seconds" in b else None),
+        tool_timeout_s=(_positive(r, b["tool_timeout_s"], "$.budget.tool_timeout_s")
+                        if "tool_timeout_s" in b else None),
     )
     guard = None
     if "guard" in top:
@@ -228,12 +276,15 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                           approvals=frozenset(r.str_list(g.get("approvals", []), "$.guard.approvals")))
         except ValueError as e:
             raise r.fail("$.guard", str(e)) from None
-    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(), {"repeats", "empty_results"})
+    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(),
+                {"repeats", "empty_results", "stalled"})
     tf = r.obj(top.get("tool_failure", {}), "$.tool_failure", set(), {"consecutive"})
     try:
         no_progress = NoProgressDetector(
             repeats=r.count(np_.get("repeats", 3), "$.no_progress.repeats"),
-            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"))
+            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"),
+            stalled=(r.count(np_["stalled"], "$.no_progress.stalled")
+                     if "stalled" in np_ else None))
         tool_failure = ToolFailure(r.count(tf.get("consecutive", 2), "$.tool_failure.consecutive"))
     except ValueError as e:
         raise r.fail("$.no_progress/$.tool_failure", str(e)) from None
@@ -250,10 +301,18 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
             {k: _known(k) for k in keys},
             output=_known_values(keys) if early else None,
         ))
-    validate = None
+    validate: Any = None
     if "finish_check" in top:
-        fc = r.obj(top["finish_check"], "$.finish_check", {"require"}, set())
-        validate = _grounded(r.str_list(fc["require"], "$.finish_check.require"))
+        fc = r.obj(top["finish_check"], "$.finish_check", set(), {"require", "verdicts"})
+        if len(fc) != 1:
+            raise r.fail("$.finish_check", "needs exactly one of 'require' or 'verdicts'")
+        if "require" in fc:
+            validate = _grounded(r.str_list(fc["require"], "$.finish_check.require"))
+        else:
+            verdicts = r.typed(fc["verdicts"], "$.finish_check.verdicts", list, "a list")
+            if not verdicts or not all(isinstance(v, bool) for v in verdicts):
+                raise r.fail("$.finish_check.verdicts", "must be a non-empty list of booleans")
+            validate = _replayed(tuple(verdicts))
     if validate is None and not rules:
         raise r.fail("$", "needs finish_check or rules (a finish must be checked)")
     try:
@@ -261,6 +320,13 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                              no_progress=no_progress, tool_failure=tool_failure, fold=_merge)
     except ValueError as e:
         raise r.fail("$", str(e)) from None
+
+
+def _positive(r: _Reader, value: Any, path: str) -> float:
+    x = r.number(value, path)
+    if not x > 0:
+        raise r.fail(path, "must be > 0")
+    return x
 
 
 def _known(key: str) -> Callable[[RunState], bool]:
@@ -284,25 +350,39 @@ def _grounded(keys: Sequence[str]) -> Callable[[RunState, Any], PredicateReport]
     return check
 
 
+def _replayed(verdicts: tuple[bool, ...]) -> Callable[[RunState, Any], bool]:
+    """A finish check that replays recorded verdicts in order (the last one repeats); the
+    position is the number of finishes this run already had checked."""
+
+    def check(state: RunState, output: Any) -> bool:
+        seen = sum(1 for rec in state.trace if rec.kind == "finish_rejected")
+        return verdicts[min(seen, len(verdicts) - 1)]
+
+    return check
+
+
 def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
     if result.ok and isinstance(result.data, dict):
         state.data.update(result.data)
 
 
-def _turns(r: _Reader, agent: Any) -> tuple[Turn, ...]:
-    a = r.obj(agent, "$.agent", {"turns"}, set())
+def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
     raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
     if not raw:
         raise r.fail("$.agent.turns", "must not be empty")
-    out: list[Turn] = []
+    out: list[Turn | str] = []
     for i, t in enumerate(raw):
         p = f"$.agent.turns[{i}]"
         if not isinstance(t, dict):
             raise r.fail(p, "must be an object")
-        kinds = [k for k in ("call", "finish", "escalate", "invalid") if k in t]
+        kinds = [k for k in ("call", "finish", "escalate", "invalid", "raise") if k in t]
         if len(kinds) != 1:
-            raise r.fail(p, "needs exactly one of call, finish, escalate, invalid")
+            raise r.fail(p, "needs exactly one of call, finish, escalate, invalid, raise")
         kind = kinds[0]
+        if kind == "raise":
+            r.obj(t, p, {"raise"}, set())
+            out.append(r.typed(t["raise"], p + ".raise", str, "a string"))
+            continue
         r.obj(t, p, {kind}, {"tokens", "cost_usd", "found"} if kind == "escalate"
               else {"tokens", "cost_usd"})
         action: Action
@@ -326,9 +406,11 @@ def _turns(r: _Reader, agent: Any) -> tuple[Turn, ...]:
     return tuple(out)
 
 
-def _tools(r: _Reader, tools: Any) -> dict[str, tuple[ToolResult, ...]]:
+def _tools(r: _Reader, tools: Any) -> tuple[dict[str, tuple[ToolResult, ...]],
+                                            dict[str, tuple[float, ...]]]:
     r.typed(tools, "$.tools", dict, "an object")
     out: dict[str, tuple[ToolResult, ...]] = {}
+    delays: dict[str, tuple[float, ...]] = {}
     for name, spec in tools.items():
         p = f"$.tools.{name}"
         s = r.obj(spec, p, {"results"}, set())
@@ -336,9 +418,11 @@ def _tools(r: _Reader, tools: Any) -> dict[str, tuple[ToolResult, ...]]:
         if not results:
             raise r.fail(p + ".results", "must not be empty")
         seq: list[ToolResult] = []
+        waits: list[float] = []
         for i, res in enumerate(results):
             q = f"{p}.results[{i}]"
-            x = r.obj(res, q, set(), {"ok", "data", "error", "fatal", "cost_usd"})
+            x = r.obj(res, q, set(), {"ok", "data", "error", "fatal", "cost_usd", "delay_s"})
+            waits.append(r.number(x.get("delay_s", 0), q + ".delay_s"))
             ok = r.typed(x.get("ok", True), q + ".ok", bool, "a boolean")
             seq.append(ToolResult(
                 ok=ok, data=x.get("data"),
@@ -347,7 +431,8 @@ def _tools(r: _Reader, tools: Any) -> dict[str, tuple[ToolResult, ...]]:
                 fatal=r.typed(x.get("fatal", False), q + ".fatal", bool, "a boolean"),
                 cost_usd=r.number(x.get("cost_usd", 0), q + ".cost_usd")))
         out[name] = tuple(seq)
-    return out
+        delays[name] = tuple(waits)
+    return out, delays
 
 
 @dataclass(frozen=True)
@@ -362,22 +447,26 @@ class CaseResult:
     stop_detail: str
     output_ok: bool | None  # None: no output check
     output_detail: str = ""
+    problems: tuple[str, ...] = ()  # failed assertions beyond the stop reason and output
 
     @property
     def passed(self) -> bool:
-        return self.observed is self.expected and self.output_ok is not False
+        return (self.observed is self.expected and self.output_ok is not False
+                and not self.problems)
 
     def failure_line(self) -> str:
         if self.observed is not self.expected:
             return (f"FAIL {self.case_id}: stopped with {self.observed} "
                     f"({self.stop_kind}: {self.stop_detail}), expected {self.expected}")
-        return f"FAIL {self.case_id}: output check failed: {self.output_detail}"
+        if self.output_ok is False:
+            return f"FAIL {self.case_id}: output check failed: {self.output_detail}"
+        return f"FAIL {self.case_id}: " + "; ".join(self.problems)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.case_id, "source": self.source, "expected": str(self.expected),
                 "observed": str(self.observed), "stop_kind": self.stop_kind,
                 "stop_detail": self.stop_detail, "output_ok": self.output_ok,
-                "passed": self.passed}
+                "problems": list(self.problems), "passed": self.passed}
 
 
 @dataclass(frozen=True)
@@ -400,23 +489,28 @@ class EvalReport:
         return f"{self.passed} passed, {self.failed} failed"
 
 
-def _scripted(turns: tuple[Turn, ...]) -> Callable[[RunState], Turn]:
+def _scripted(turns: tuple[Turn | str, ...]) -> Callable[[RunState], Turn]:
     it = iter(turns)
-    last: list[Turn] = []
+    last: list[Turn | str] = []
 
     def decide(state: RunState) -> Turn:
         nxt = next(it, None)
         if nxt is not None:
             last[:] = [nxt]
-        return last[0]
+        turn = last[0]
+        if isinstance(turn, str):
+            raise RuntimeError(turn)
+        return turn
 
     return decide
 
 
-def _tool_runner(tools: dict[str, tuple[ToolResult, ...]]) -> Callable[[ToolCall], ToolResult]:
+def _tool_runner(tools: dict[str, tuple[ToolResult, ...]],
+                 ran: list[str]) -> Callable[[ToolCall], ToolResult]:
     served: dict[str, int] = {}
 
     def execute(call: ToolCall) -> ToolResult:
+        ran.append(call.tool)
         seq = tools.get(call.tool)
         if seq is None:
             return ToolResult.failure(f"no such tool: {call.tool}")
@@ -425,6 +519,38 @@ def _tool_runner(tools: dict[str, tuple[ToolResult, ...]]) -> Callable[[ToolCall
         return seq[min(i, len(seq) - 1)]
 
     return execute
+
+
+def _slow_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
+                 ran: list[str]) -> Callable[[ToolCall], Any]:
+    served: dict[str, int] = {}
+    fast = _tool_runner(tools, ran)
+
+    async def execute(call: ToolCall) -> ToolResult:
+        import anyio
+
+        seq = delays.get(call.tool, ())
+        i = served.get(call.tool, 0)
+        served[call.tool] = i + 1
+        if seq and seq[min(i, len(seq) - 1)] > 0:
+            await anyio.sleep(seq[min(i, len(seq) - 1)])
+        return fast(call)
+
+    return execute
+
+
+def import_agent(path: str) -> Callable[[RunState], Any]:
+    """``package.module:attr`` -> the callable (your agent's ``decide``)."""
+    module, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise EvalCaseError(f"cannot import agent {path!r}: {e}") from None
+    if not callable(obj):
+        raise EvalCaseError(f"agent {path!r} is not callable")
+    return obj  # type: ignore[no-any-return]
 
 
 def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
@@ -446,10 +572,31 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
         f"{display({k: output.get(k) for k in bad})}")
 
 
-def run_case(case: EvalCase) -> CaseResult:
-    """Run one case with its scripted agent and tools (fresh controller state every call)."""
-    result = case.controller.run(case.task, _scripted(case.turns), _tool_runner(case.tool_results),
-                                 run_id=case.case_id)
+def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
+    if case.delays is not None:
+        import anyio
+
+        execute = _slow_runner(case.tool_results, case.delays, ran)
+
+        async def main() -> Any:
+            return await case.controller.arun(case.task, decide, execute, run_id=case.case_id)
+
+        return anyio.run(main)
+    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, ran),
+                               run_id=case.case_id)
+
+
+def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None) -> CaseResult:
+    """Run one case (fresh controller state every call) with its scripted agent, the agent it
+    imports, or ``decide`` (your own agent) when given; the tools are the case's scripted ones.
+    """
+    if decide is None:
+        decide = (import_agent(case.agent_import) if case.agent_import is not None
+                  else _scripted(case.turns))
+    ran: list[str] = []
+    with warnings.catch_warnings():  # a scripted turn's usage is exactly what the case says
+        warnings.simplefilter("ignore", UnmeteredUsage)
+        result = _run(case, decide, ran)
     output_ok: bool | None = None
     detail = ""
     if case.expect_output is not None:
@@ -457,8 +604,29 @@ def run_case(case: EvalCase) -> CaseResult:
             output_ok, detail = _check_output(case.expect_output, result.output)
         else:
             output_ok, detail = False, f"no output: the run stopped with {result.reason}"
+    problems: list[str] = []
+    if not result.completed:
+        try:
+            leaked = result.output
+        except NoFinalOutput:
+            pass
+        else:
+            problems.append(f"a {result.reason} stop carried an output ({display(leaked)})")
+        if "output" in result.to_json():
+            problems.append(f"a {result.reason} stop's record carries an output")
+        if result.handoff is None:
+            problems.append(f"a {result.reason} stop has no handoff package")
+    if case.expect_steps is not None and result.steps != case.expect_steps:
+        problems.append(f"took {result.steps} steps, expected {case.expect_steps}")
+    if case.expect_tools is not None and tuple(ran) != case.expect_tools:
+        problems.append(f"ran tools {list(ran)}, expected {list(case.expect_tools)}")
+    done = sorted(set(ran) & set(case.expect_not_run))
+    if done:
+        problems.append("executed " + ", ".join(done) + ", which must not run")
+    if case.expect_kind is not None and result.stop.kind != case.expect_kind:
+        problems.append(f"stopped by {result.stop.kind}, expected {case.expect_kind}")
     return CaseResult(case.case_id, case.source, case.expect_stop, result.reason,
-                      result.stop.kind, result.stop.detail, output_ok, detail)
+                      result.stop.kind, result.stop.detail, output_ok, detail, tuple(problems))
 
 
 def _iter_files(path: Path) -> Iterator[Path]:
@@ -500,6 +668,109 @@ def load_cases(path: str | Path | None = None) -> list[EvalCase]:
     return cases
 
 
-def run_evals(path: str | Path | None = None) -> EvalReport:
-    """Load and run every case (see :func:`load_cases`)."""
-    return EvalReport(tuple(run_case(c) for c in load_cases(path)))
+def run_evals(path: str | Path | None = None, *,
+              decide: Callable[[RunState], Any] | None = None) -> EvalReport:
+    """Load and run every case (see :func:`load_cases`), with your ``decide`` when given."""
+    return EvalReport(tuple(run_case(c, decide=decide) for c in load_cases(path)))
+
+
+
+def _clean(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if v is not None}
+
+
+def capture_case(record: Any, *, case_id: str | None = None,
+                 expect: StopReason | str | None = None, source: str = "<record>") -> dict[str, Any]:
+    """Turn a run record (``RunResult.to_json()``, format ``ect.run-record/1``) into an eval
+    case (``ect.stop-eval/1``) that replays the run: the same controls, the model's actions
+    turn by turn (with their usage), the tool results in order, and the finish verdicts.
+
+    ``expect`` is the stop the run *should* have ended with (default: the one it ended with, so
+    the case pins today's behaviour). Stopping rules are replayed as "this key is known in the
+    folded state" predicates (the eval harness folds object results into the state).
+
+    Raises:
+        EvalCaseError: the record is not a run record, or lacks what a replay needs.
+    """
+    r = _Reader(source)
+    if not isinstance(record, dict) or record.get("format") != "ect.run-record/1":
+        raise r.fail("$.format", "must be 'ect.run-record/1' (a RunResult.to_json() record)")
+    for key in ("run_id", "stop", "steps", "trace", "controls", "usage", "task"):
+        if key not in record:
+            raise r.fail("$", f"missing field {key!r}")
+    controls = r.typed(record["controls"], "$.controls", dict, "an object")
+    trace = r.typed(record["trace"], "$.trace", list, "a list")
+    usage = r.typed(record["usage"], "$.usage", list, "a list")
+    steps = r.count(record["steps"], "$.steps")
+    reason = StopReason(expect if expect is not None else record["stop"]["reason"])
+
+    by_step: dict[int, dict[str, Any]] = {}
+    tools: dict[str, list[dict[str, Any]]] = {}
+    ran: list[str] = []
+    verdicts: list[bool] = []
+    for i, rec in enumerate(trace):
+        p = f"$.trace[{i}]"
+        rec = r.typed(rec, p, dict, "an object")
+        kind, step = rec.get("kind"), r.count(rec.get("step"), p + ".step")
+        if kind in ("tool", "deduplicated"):
+            by_step.setdefault(step, {"call": {"tool": rec["tool"], "args": rec["args"] or {}}})
+            if kind == "tool":
+                res = r.typed(rec.get("result"), p + ".result", dict, "an object")
+                tools.setdefault(rec["tool"], []).append(
+                    {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd") if k in res})
+                ran.append(rec["tool"])
+        elif kind == "finish_rejected":
+            by_step[step] = {"finish": rec.get("output")}
+            verdicts.append(False)
+        elif kind == "invalid":
+            by_step[step] = {"invalid": rec.get("note", "")}
+    last = record.get("last_action")
+    if steps and steps not in by_step and isinstance(last, dict):
+        by_step[steps] = dict(last)
+    stop_kind = record["stop"].get("condition", {}).get("type")
+    if stop_kind == "FinishGate" and record["stop"]["reason"] == "goal_met":
+        verdicts.append(True)
+    turns: list[dict[str, Any]] = []
+    for step in range(1, steps + 1):
+        turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
+        if step - 1 < len(usage):
+            tokens, cost = usage[step - 1]
+            if tokens:
+                turn["tokens"] = tokens
+            if cost:
+                turn["cost_usd"] = cost
+        turns.append(turn)
+    if not turns:
+        raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
+
+    budget = dict(controls["budget"])
+    limits = _clean(dict(budget.pop("tool_limits", {})))
+    case: dict[str, Any] = {
+        "format": EVAL_FORMAT,
+        "id": case_id or f"captured_{record['run_id']}",
+        "description": (f"captured from run {record['run_id']}, which stopped "
+                        f"{record['stop']['reason']}: {record['stop'].get('detail', '')}"),
+        "task": record["task"] if isinstance(record["task"], str) else display(record["task"], 300),
+        "expect_stop": str(reason),
+        "budget": {**_clean({k: v for k, v in budget.items() if k != "tool_timeouts"}),
+                   "tool_limits": limits},
+        "no_progress": controls["no_progress"],
+        "tool_failure": controls["tool_failure"],
+        "tools": {name: {"results": res} for name, res in tools.items()},
+        "agent": {"turns": turns},
+    }
+    if expect is None:
+        case["expect_steps"] = steps
+        case["expect_tools"] = ran
+    guard = controls.get("guard")
+    if guard:
+        case["guard"] = {"allow": guard["allow"], "approvals": guard["approvals"],
+                         "side_effects": {t: _clean(v) for t, v in guard["side_effects"].items()}}
+    rules = controls.get("rules") or []
+    if rules:
+        case["rules"] = [{"name": x["name"], "require": x["predicates"],
+                          "stop_early": x["stop_early"]} for x in rules if x["predicates"]]
+    if controls.get("validate") or not case.get("rules"):
+        case["finish_check"] = {"verdicts": verdicts or [False]}
+    EvalCase.from_json(case, source)  # what we write must load
+    return case

@@ -86,6 +86,8 @@ class Guard(StopCondition):
         if outside:
             raise ValueError(f"side-effect tools not on the allow-list: {sorted(outside)}")
 
+    phases = frozenset({Phase.ON_ACTION})
+
     @property
     def name(self) -> str:
         return "guard"
@@ -131,12 +133,15 @@ class Guard(StopCondition):
                 if rule.max_amount is not None and amount > rule.max_amount:
                     return (block, f"{call.tool}: {rule.amount_arg}={amount:g} exceeds the "
                             f"maximum {rule.max_amount:g}", None)
-                if rule.escalate_above is not None and amount > rule.escalate_above:
+                approved = call.tool in state.approvals  # a person approved it (resume)
+                if (rule.escalate_above is not None and amount > rule.escalate_above
+                        and not approved):
                     return (human, f"{call.tool}: {rule.amount_arg}={amount:g} is over the "
                             f"{rule.escalate_above:g} approval threshold",
                             f"Approve {label}? Policy requires a person above "
                             f"{rule.escalate_above:g}.")
-            if rule.requires_approval and call.tool not in self.approvals:
+            if (rule.requires_approval and call.tool not in self.approvals
+                    and call.tool not in state.approvals):
                 return (human, f"{call.tool} requires approval and none was given",
                         f"Approve {label}? This action needs a person's approval.")
         for custom in self.rules:

@@ -72,6 +72,10 @@ def _default_question(stop: Stop) -> str:
         return "The agent kept repeating itself: what should it do differently here?"
     if r is StopReason.TOOL_ERROR:
         return "Is the failing tool healthy again, so the run can be retried?"
+    if r is StopReason.TIME_BUDGET:
+        return "The run ran out of time: is the slow tool healthy, or does this task need longer?"
+    if r is StopReason.INTERNAL_ERROR:
+        return "User code failed or the run was interrupted: fix or restart it, then retry?"
     if r is StopReason.POLICY_BLOCK:
         return "A guard refused the action: is the guard right, or should it be allowed?"
     return "What should the agent do next?"

@@ -1,18 +1,19 @@
 """The kill switch: a disable flag, a per-run cost alert, daily ceilings on runs and spend.
 
-It sits outside the loop. ``admit()`` is called before every run: it refuses (raising a
-:class:`RunRefused` subclass with a one-line message) when the disable flag is set or today's
-(UTC) run or spend ceiling is reached, and otherwise counts the run in a small JSON ledger file.
-``record_spend()`` adds the run's cost when it ends. The ledger is locked (``fcntl``) and
-replaced atomically, so concurrent processes share one count.
+It sits outside the loop and is consulted at every step, not only when a run starts.
+``admit()`` is called before a run: it refuses (raising a :class:`RunRefused` subclass with a
+one-line message) when the disable flag is set or today's (UTC) run or spend ceiling is reached,
+and otherwise counts the run. Before every later step the controller asks again: a flag raised
+mid-run ends the run ``policy_block`` (condition ``KillSwitchStop``), and under a daily spend
+ceiling each step first reserves spend (a lease of ``step_reserve_usd``) and settles what it
+really spent afterwards, so concurrent runs cannot overshoot the ceiling. The ledger is a
+SQLite file (:class:`runner.control._ledger.SpendLedger`) shared safely by threads and processes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,18 +21,15 @@ from typing import Any
 
 import structlog
 
-from runner.canonical import atomic_write, canonical_bytes, load_strict_file
 from runner.control._errors import (
     DailyRunCeiling,
     DailySpendCeiling,
     KillSwitchEngaged,
-    LedgerError,
 )
-from runner.errors import FormatError
+from runner.control._ledger import KILL_SWITCH_LEDGER_FORMAT, Lease, SpendLedger, _Refused
 
 __all__ = ["KILL_SWITCH_LEDGER_FORMAT", "Admission", "CostAlert", "KillSwitch"]
 
-KILL_SWITCH_LEDGER_FORMAT = "ect.control-ledger/1"
 _log = structlog.get_logger("runner.control")
 
 
@@ -70,8 +68,13 @@ class KillSwitch:
         disable_file: when this path exists, every run is refused (``touch STOP``).
         disable_env: name of an environment variable; set to anything but "" or "0", every
             run is refused.
-        ledger: JSON file counting runs and spend per UTC day (needed for daily ceilings).
+        ledger: SQLite file counting runs, spend and open leases per UTC day (needed for
+            daily ceilings); shared safely by every thread and process using it.
         max_runs_per_day / max_spend_per_day_usd: daily ceilings (UTC days).
+        step_reserve_usd: under a spend ceiling, what each step reserves before it runs (an
+            upper bound of one step's cost). Without it a step reserves nothing and the ceiling
+            is checked between steps, so concurrent runs may overshoot it by one step each.
+        lease_ttl_s: a lease left by a crashed process stops counting after this long.
         cost_alert_usd: per-run cost at which ``on_cost_alert`` fires (once per run).
         on_cost_alert: callback; default logs a structured warning.
         clock / environ: injectable for tests; default UTC now and ``os.environ``.
@@ -86,6 +89,8 @@ class KillSwitch:
         max_runs_per_day: int | None = None,
         max_spend_per_day_usd: float | None = None,
         cost_alert_usd: float | None = None,
+        step_reserve_usd: float | None = None,
+        lease_ttl_s: float = 3600.0,
         on_cost_alert: Callable[[CostAlert], None] | None = None,
         clock: Callable[[], datetime] | None = None,
         environ: Mapping[str, str] | None = None,
@@ -98,12 +103,19 @@ class KillSwitch:
             raise ValueError("max_spend_per_day_usd must be >= 0")
         if cost_alert_usd is not None and not cost_alert_usd > 0:
             raise ValueError("cost_alert_usd must be > 0")
+        if step_reserve_usd is not None and (max_spend_per_day_usd is None
+                                             or not step_reserve_usd > 0):
+            raise ValueError("step_reserve_usd must be > 0 and needs max_spend_per_day_usd")
+        if not lease_ttl_s > 0:
+            raise ValueError("lease_ttl_s must be > 0")
         self.disable_file = Path(disable_file) if disable_file is not None else None
         self.disable_env = disable_env
         self.ledger = Path(ledger) if ledger is not None else None
         self.max_runs_per_day = max_runs_per_day
         self.max_spend_per_day_usd = max_spend_per_day_usd
         self.cost_alert_usd = cost_alert_usd
+        self.step_reserve_usd = step_reserve_usd
+        self._book = SpendLedger(self.ledger, lease_ttl_s=lease_ttl_s) if self.ledger else None
         self.on_cost_alert = on_cost_alert or _default_alert
         self._clock = clock or _utc_now
         self._environ = environ
@@ -137,91 +149,48 @@ class KillSwitch:
         if why is not None:
             raise KillSwitchEngaged(why)
         day = self._day()
-        if self.ledger is None:
+        if self._book is None:
             return Admission(day, 1, 0.0, None)
-        with self._locked() as book:
-            today = book.setdefault(day, {"runs": 0, "spend_usd": 0.0})
-            runs, spend = today["runs"], today["spend_usd"]
-            if self.max_runs_per_day is not None and runs >= self.max_runs_per_day:
-                raise DailyRunCeiling(
-                    f"daily run ceiling reached: {runs} of {self.max_runs_per_day} runs on {day} (UTC)")
-            cap = self.max_spend_per_day_usd
-            if cap is not None and spend >= cap:
-                raise DailySpendCeiling(
-                    f"daily spend ceiling reached: ${spend:.4f} of ${cap:.4f} on {day} (UTC)")
-            today["runs"] = runs + 1
-        remaining = None if cap is None else round(cap - spend, 9)
+        cap = self.max_spend_per_day_usd
+        try:
+            runs, spend, reserved = self._book.admit(day, self.max_runs_per_day, cap)
+        except _Refused as r:
+            if r.kind == "runs":
+                raise DailyRunCeiling(f"daily run ceiling reached: {r.runs} of "
+                                      f"{self.max_runs_per_day} runs on {day} (UTC)") from None
+            assert cap is not None
+            raise DailySpendCeiling(f"daily spend ceiling reached: ${r.spend_usd:.4f} of "
+                                    f"${cap:.4f} on {day} (UTC)") from None
+        remaining = None if cap is None else round(cap - spend - reserved, 9)
         return Admission(day, runs + 1, spend, remaining)
+
+    def reserve(self, admission: Admission, run_id: str) -> tuple[Lease | None, float | None]:
+        """Reserve one step's spend (``step_reserve_usd``, else nothing) under today's ceiling.
+
+        Returns (the lease, what the ceiling leaves for this step), or (None, left) when the
+        ceiling cannot cover the reservation; (None, None) when there is no spend ceiling."""
+        cap = self.max_spend_per_day_usd
+        if self._book is None or cap is None:
+            return None, None
+        lease, left = self._book.reserve(admission.day, run_id, self.step_reserve_usd or 0.0, cap)
+        if lease is None:
+            return None, left
+        return lease, (lease.amount_usd if self.step_reserve_usd is not None else left)
+
+    def settle(self, admission: Admission, lease: Lease | None, spent_usd: float) -> None:
+        """Release a step's lease and add what it really spent (on the run's admission day)."""
+        if self._book is not None:
+            self._book.settle(lease, admission.day, spent_usd)
 
     def record_spend(self, admission: Admission, cost_usd: float) -> None:
         """Add a finished run's cost to the ledger, on the day it was admitted."""
-        if self.ledger is None or cost_usd <= 0:
-            return
-        with self._locked() as book:
-            today = book.setdefault(admission.day, {"runs": 0, "spend_usd": 0.0})
-            today["spend_usd"] = round(today["spend_usd"] + cost_usd, 9)
+        self.settle(admission, None, cost_usd)
 
     def alert_due(self, cost_usd: float) -> bool:
         return self.cost_alert_usd is not None and cost_usd > self.cost_alert_usd
 
     def usage(self, day: str | None = None) -> dict[str, Any]:
-        """``{"runs", "spend_usd"}`` for ``day`` (default today, UTC) from the ledger."""
-        if self.ledger is None:
-            return {"runs": 0, "spend_usd": 0.0}
-        day = day or self._day()
-        with self._locked(write=False) as book:
-            return dict(book.get(day, {"runs": 0, "spend_usd": 0.0}))
-
-    # -- the ledger -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _locked(self, *, write: bool = True) -> Iterator[dict[str, dict[str, Any]]]:
-        assert self.ledger is not None
-        path = self.ledger
-        lock_path = path.with_name(path.name + ".lock")
-        try:
-            lock = open(lock_path, "a+b")
-        except OSError as e:
-            raise LedgerError(f"cannot open ledger lock {lock_path}: {e.strerror}") from e
-        with lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            book = self._read(path)
-            yield book
-            if write:
-                self._write(path, book)
-
-    @staticmethod
-    def _read(path: Path) -> dict[str, dict[str, Any]]:
-        if not path.exists():
-            return {}
-        try:
-            obj = load_strict_file(path)
-        except (FormatError, OSError) as e:
-            raise LedgerError(f"kill-switch ledger {path} is unreadable: {e}") from e
-        if (not isinstance(obj, dict) or obj.get("format") != KILL_SWITCH_LEDGER_FORMAT
-                or set(obj) != {"format", "days"} or not isinstance(obj["days"], dict)):
-            raise LedgerError(f"kill-switch ledger {path} is not an {KILL_SWITCH_LEDGER_FORMAT} file")
-        days: dict[str, dict[str, Any]] = {}
-        for day, entry in obj["days"].items():
-            ok = (
-                isinstance(entry, dict) and set(entry) == {"runs", "spend_usd"}
-                and isinstance(entry["runs"], int) and not isinstance(entry["runs"], bool)
-                and entry["runs"] >= 0
-                and isinstance(entry["spend_usd"], int | float)
-                and not isinstance(entry["spend_usd"], bool) and entry["spend_usd"] >= 0
-            )
-            try:
-                datetime.strptime(day, "%Y-%m-%d")  # noqa: DTZ007 - a calendar day, no time
-            except ValueError:
-                ok = False
-            if not ok:
-                raise LedgerError(f"kill-switch ledger {path}: bad entry for day {day!r}")
-            days[day] = {"runs": entry["runs"], "spend_usd": float(entry["spend_usd"])}
-        return days
-
-    @staticmethod
-    def _write(path: Path, book: dict[str, dict[str, Any]]) -> None:
-        payload = canonical_bytes({"format": KILL_SWITCH_LEDGER_FORMAT, "days": book})
-        try:
-            atomic_write(path, payload + b"\n")
-        except OSError as e:
-            raise LedgerError(f"cannot write kill-switch ledger {path}: {e.strerror}") from e
+        """``{"runs", "spend_usd", "reserved_usd"}`` for ``day`` (default today, UTC)."""
+        if self._book is None:
+            return {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
+        return self._book.usage(day or self._day())

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from runner.control._errors import NoFinalOutput
 from runner.control._handoff import HandoffPackage
-from runner.control._types import StepRecord, Stop, StopReason
+from runner.control._types import PredicateReport, StepRecord, Stop, StopReason
 
-__all__ = ["RunResult"]
+__all__ = ["RUN_RECORD_FORMAT", "RunResult"]
+
+RUN_RECORD_FORMAT = "ect.run-record/1"
 
 T = TypeVar("T")
 _NO_OUTPUT: Any = object()
@@ -34,7 +37,11 @@ class RunResult(Generic[T]):
     trace: tuple[StepRecord, ...]
     data: dict[str, Any] = field(default_factory=dict)
     handoff: HandoffPackage | None = None
+    unmetered_steps: int = 0  # decisions whose usage decide did not report
+    reports: dict[str, PredicateReport] = field(default_factory=dict)  # last report per rule
+    record: dict[str, Any] = field(default_factory=dict)  # task, controls, last action, usage
     _output: Any = field(default=_NO_OUTPUT, repr=False)
+    _resume: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         goal = self.stop.reason is StopReason.GOAL_MET
@@ -61,6 +68,27 @@ class RunResult(Generic[T]):
         return self.stop.reason is StopReason.GOAL_MET
 
     @property
+    def resumable(self) -> bool:
+        """True for a ``needs_human`` result of ``run``/``arun`` that :meth:`resume` can continue."""
+        return self._resume is not None
+
+    def resume(self, approvals: frozenset[str] | set[str] = frozenset(),
+               answer: str | None = None) -> Any:
+        """Continue a ``needs_human`` run after a person decided: ``approvals`` are the tools
+        now approved, ``answer`` is fed to the model. Budgets, counters and idempotency keys
+        carry on, so an approved side effect is not repeated. Returns the new
+        :class:`RunResult` (an awaitable of it for a run started with ``arun``).
+
+        Raises:
+            ValueError: the run did not end ``needs_human`` (or was driven step by step: use
+                ``RunController.reopen`` there).
+        """
+        if self._resume is None:
+            raise ValueError(f"run {self.run_id} ended {self.stop.reason}: only a needs_human "
+                             "result of run()/arun() can be resumed")
+        return self._resume(approvals, answer)
+
+    @property
     def output(self) -> T:
         """The validated final output.
 
@@ -76,6 +104,7 @@ class RunResult(Generic[T]):
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "format": RUN_RECORD_FORMAT,
             "run_id": self.run_id,
             "stop": self.stop.to_json(),
             "steps": self.steps,
@@ -83,6 +112,9 @@ class RunResult(Generic[T]):
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
             "trace": [r.to_json() for r in self.trace],
+            "data": _jsonable(self.data),
+            "reports": {k: v.to_json() for k, v in sorted(self.reports.items())},
+            **self.record,
         }
         if self.completed:
             out["output"] = self._output
@@ -90,3 +122,16 @@ class RunResult(Generic[T]):
             assert self.handoff is not None
             out["handoff"] = self.handoff.to_json()
         return out
+
+
+def _jsonable(value: Any) -> Any:
+    """The folded run state as JSON (what a rule needs to be recomputed); values that are not
+    JSON are kept as their repr."""
+    from runner.canonical import canonical_bytes, loads_strict
+    from runner.errors import FormatError
+
+    try:
+        return loads_strict(canonical_bytes(value))
+    except FormatError:
+        return {str(k): _jsonable(v) if isinstance(v, dict) else repr(v)
+                for k, v in value.items()} if isinstance(value, dict) else repr(value)

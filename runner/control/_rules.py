@@ -20,14 +20,15 @@ __all__ = ["Predicate", "StoppingRule"]
 
 @dataclass(frozen=True)
 class Predicate:
-    """One named check over run state. An exception counts as not satisfied (fail closed)."""
+    """One named check over run state. A truthy return value satisfies it; an exception counts
+    as not satisfied (fail closed)."""
 
     name: str
     check: Callable[[RunState], bool]
 
     def __call__(self, state: RunState) -> bool:
         try:
-            return self.check(state) is True
+            return bool(self.check(state))
         except Exception:  # a predicate that cannot read the state is not satisfied
             return False
 

@@ -18,10 +18,12 @@ __all__ = [
     "Condition",
     "Directive",
     "Escalate",
+    "Fact",
     "Finish",
     "Invalid",
     "Phase",
     "PredicateReport",
+    "Remaining",
     "RunState",
     "StepRecord",
     "Stop",
@@ -43,12 +45,15 @@ class StopReason(StrEnum):
     NO_PROGRESS = "no_progress"  # the same action, or the same empty result, again and again
     NEEDS_HUMAN = "needs_human"  # the agent asked for help, or policy demanded it
     TOOL_ERROR = "tool_error"  # an unrecoverable tool failure
-    POLICY_BLOCK = "policy_block"  # a guard refused an action
+    POLICY_BLOCK = "policy_block"  # a guard (or the kill switch) refused an action
+    TIME_BUDGET = "time_budget"  # the wall-clock budget or a tool's timeout ran out
+    INTERNAL_ERROR = "internal_error"  # user code raised or broke its contract; interrupted
 
     @property
     def is_budget(self) -> bool:
         """True for the reasons that mean a budget ran out (never a completion)."""
-        return self in (StopReason.STEP_BUDGET, StopReason.TOKEN_BUDGET, StopReason.TOOL_LIMIT)
+        return self in (StopReason.STEP_BUDGET, StopReason.TOKEN_BUDGET, StopReason.TOOL_LIMIT,
+                        StopReason.TIME_BUDGET)
 
 
 class Phase(StrEnum):
@@ -173,6 +178,16 @@ class Turn:
     cost_usd: float = 0.0
 
 
+def _empty(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return all(_empty(v) for v in value.values())
+    if isinstance(value, list | str | tuple):
+        return len(value) == 0
+    return False
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """What a tool returned. ``fatal`` marks an unrecoverable failure (ends as ``tool_error``)."""
@@ -193,10 +208,10 @@ class ToolResult:
 
     @property
     def empty(self) -> bool:
-        """A successful result that carries nothing (None, empty list/dict/string)."""
-        data = self.data
-        return self.ok and (data is None or (isinstance(data, list | dict | str | tuple)
-                                             and len(data) == 0))
+        """A successful result that carries nothing: None, an empty list/dict/string, or an
+        object whose every value is itself empty (``{"results": []}``). Numbers and booleans
+        are never empty."""
+        return self.ok and _empty(self.data)
 
     def summary(self) -> str:
         if not self.ok:
@@ -228,6 +243,7 @@ class StepRecord:
     args: Mapping[str, Any] | None = None
     result: ToolResult | None = None
     note: str = ""
+    output: Any = None  # the rejected finish's output (finish_rejected), for replay
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
@@ -248,6 +264,7 @@ class StepRecord:
             "args": dict(self.args) if self.args is not None else None,
             "result": self.result.to_json() if self.result is not None else None,
             "note": self.note,
+            **({"output": self.output} if self.kind == "finish_rejected" else {}),
         }
 
 
@@ -308,6 +325,31 @@ class Directive:
         return {"missing": list(self.missing), "notes": list(self.notes), "text": self.text}
 
 
+@dataclass(frozen=True)
+class Fact:
+    """A fact in the run state with its freshness: an expiry time and the tools that void it."""
+
+    value: Any
+    expires_at: float | None = None
+    invalidated_by: frozenset[str] | None = None  # None: every side-effect tool
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What is left of a run's budget before the next model call (None: no such limit).
+
+    ``decide`` reads it as ``state.remaining`` to plan within what is left."""
+
+    steps: int
+    tokens: int | None
+    cost_usd: float | None
+    seconds: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "seconds": self.seconds}
+
+
 @dataclass(eq=False)
 class RunState:
     """The mutable state of one run. ``data`` is where tool results are folded; predicates read it.
@@ -330,6 +372,17 @@ class RunState:
     reports: dict[str, PredicateReport] = field(default_factory=dict)
     daily_remaining_usd: float | None = None
     stop: Stop | None = None
+    failed_by_tool: dict[str, int] = field(default_factory=dict)  # failed calls, per tool
+    unmetered_steps: int = 0  # decisions that reported no token/cost usage
+    approvals: frozenset[str] = frozenset()  # tools a person approved (resume)
+    facts: dict[str, Any] = field(default_factory=dict)  # name -> Fact (see set_fact)
+    started_at: float = 0.0  # the controller's clock when the run started
+    _limits: Any = field(default=None, repr=False)  # (budget, clock) for ``remaining``
+    _lease: Any = field(default=None, repr=False)
+    last_action: Any = None  # the last action the model proposed (kept in the run record)
+    usage: list[tuple[int, float]] = field(default_factory=list)  # (tokens, cost) per decision
+    _settled_usd: float = field(default=0.0, repr=False)
+    _warned: bool = field(default=False, repr=False)
     _scratch: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
     _notes: list[str] = field(default_factory=list, repr=False)
     _missing: list[str] = field(default_factory=list, repr=False)
@@ -342,6 +395,43 @@ class RunState:
     def scratch(self, owner: object) -> dict[str, Any]:
         """Per-run private memory for a condition object (conditions themselves are stateless)."""
         return self._scratch.setdefault(id(owner), {})
+
+    @property
+    def remaining(self) -> Remaining | None:
+        """What is left of the budget (None for a state not started by a controller)."""
+        if self._limits is None:
+            return None
+        budget, clock = self._limits
+        tokens = None if budget.max_tokens is None else max(0, budget.max_tokens - self.tokens)
+        cost = (None if budget.max_cost_usd is None
+                else max(0.0, round(budget.max_cost_usd - self.cost_usd, 9)))
+        if self.daily_remaining_usd is not None:
+            left = max(0.0, round(self.daily_remaining_usd - self.cost_usd, 9))
+            cost = left if cost is None else min(cost, left)
+        seconds = (None if budget.max_seconds is None
+                   else max(0.0, budget.max_seconds - (clock() - self.started_at)))
+        return Remaining(max(0, budget.max_steps - self.step), tokens, cost, seconds)
+
+    def set_fact(self, name: str, value: Any, *, ttl_s: float | None = None,
+                 invalidated_by: frozenset[str] | set[str] | None = None) -> None:
+        """Record a fact a predicate may rely on. It expires ``ttl_s`` seconds from now (by the
+        controller's clock), and a write tool invalidates it: any side-effect tool when
+        ``invalidated_by`` is None, else only the named tools (an empty set: none)."""
+        clock = self._limits[1] if self._limits is not None else None
+        now = clock() if clock is not None else 0.0
+        self.facts[name] = Fact(value, None if ttl_s is None else now + ttl_s,
+                                None if invalidated_by is None else frozenset(invalidated_by))
+
+    def fact(self, name: str, default: Any = None) -> Any:
+        """The fact's value while it is fresh, else ``default`` (stale state satisfies nothing)."""
+        f = self.facts.get(name)
+        if f is None:
+            return default
+        if f.expires_at is not None:
+            clock = self._limits[1] if self._limits is not None else None
+            if clock is None or clock() >= f.expires_at:
+                return default
+        return f.value
 
     @property
     def last_result(self) -> ToolResult | None:

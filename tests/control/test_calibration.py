@@ -61,7 +61,8 @@ def test_chosen_threshold_is_highest_saving_within_target() -> None:
 
 
 def test_no_safe_threshold() -> None:
-    bad = [LabelledRun("x", 0.9, False, RunCost(5, 0.05, 1), RunCost(2, 0.02, 0.5))]
+    bad = [LabelledRun(f"x{i}", 0.9, False, RunCost(5, 0.05, 1), RunCost(2, 0.02, 0.5))
+           for i in range(5)]
     cal = Calibration.measure(bad, model_version="m", target_error_rate=0.1)
     assert cal.chosen is None
     with pytest.raises(NoSafeThreshold):

@@ -44,3 +44,22 @@ def test_doc_lists_every_stop_reason() -> None:
     text = DOC.read_text()
     for reason in StopReason:
         assert f"| `{reason}` |" in text
+
+
+def test_comparison_table_names_every_framework_and_real_names_of_ours() -> None:
+    import runner.control as control
+
+    text = DOC.read_text()
+    section = text.split("## How this compares", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header == ["feature", "`runner.control`", "AutoGen AgentChat", "Inspect AI",
+                      "OpenAI Agents SDK", "LangGraph", "smolagents", "Pydantic AI"]
+    assert all(len(r.split("|")) == 10 for r in rows)  # no stray pipes inside cells
+    ours = " ".join(r.split("|")[2] for r in rows[1:])
+    named = set(re.findall(r"`([A-Z][A-Za-z]+)`", ours))
+    assert {"MaxSteps", "Guard", "KillSwitch", "IdempotencyLedger", "StoppingRule"} <= named
+    for name in named:  # every class our column names is a real export
+        assert hasattr(control, name), name
+    for reason in ("time_budget", "internal_error", "needs_human"):
+        assert f"`{reason}`" in ours or reason in ours

@@ -19,6 +19,10 @@ EXPECTED = {
     "ToolFailure", "ToolLimits", "ToolResult", "Turn", "Validate", "Verdict", "VerdictKind",
     "action_fingerprint", "build_handoff", "load_cases", "render_reports", "report_rule",
     "run_case", "run_evals",
+    # v2: deadlines, typed internal errors, leases, shared idempotency, facts, evals of agents
+    "ContractViolation", "Fact", "IdempotencyLedger", "Interrupted", "KillSwitchStop", "Lease",
+    "MaxTime", "Remaining", "ToolTimeout", "UnmeteredUsage", "UserCodeError",
+    "RUN_RECORD_FORMAT", "capture_case", "import_agent", "StalledState",
 }
 
 
@@ -29,14 +33,14 @@ def test_exported_set_is_curated() -> None:
     # tests/test_exported_members.py's check for every package
 
 
-def test_stop_reason_values_are_the_eight_of_the_design() -> None:
+def test_stop_reason_values_are_the_eight_of_the_design_plus_time_and_internal_error() -> None:
     assert [str(r) for r in control.StopReason] == [
         "goal_met", "step_budget", "token_budget", "tool_limit", "no_progress", "needs_human",
-        "tool_error", "policy_block",
+        "tool_error", "policy_block", "time_budget", "internal_error",
     ]
     budget = {r for r in control.StopReason if r.is_budget}
     assert budget == {control.StopReason.STEP_BUDGET, control.StopReason.TOKEN_BUDGET,
-                      control.StopReason.TOOL_LIMIT}
+                      control.StopReason.TOOL_LIMIT, control.StopReason.TIME_BUDGET}
 
 
 def test_errors_hang_off_the_control_family() -> None:

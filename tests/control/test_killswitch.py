@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from runner.canonical import load_strict_file
 from runner.control import (
+    KILL_SWITCH_LEDGER_FORMAT,
+    Admission,
     Budget,
     CostAlert,
     DailyRunCeiling,
@@ -77,25 +79,26 @@ def test_step_api_checks_the_switch_at_start(tmp_path: Path) -> None:
 
 def test_daily_run_ceiling_with_utc_day_rollover(tmp_path: Path) -> None:
     clock = Clock(datetime(2026, 3, 14, 23, 59, tzinfo=UTC))
-    ledger = tmp_path / "ledger.json"
-    c = controller(KillSwitch(ledger=ledger, max_runs_per_day=2, clock=clock))
+    ledger = tmp_path / "ledger.sqlite"
+    ks = KillSwitch(ledger=ledger, max_runs_per_day=2, clock=clock)
+    c = controller(ks)
     one_run(c)
     one_run(c)
     with pytest.raises(DailyRunCeiling, match=r"2 of 2 runs on 2026-03-14 \(UTC\)"):
         one_run(c)
     # a refused run is not counted
-    assert load_strict_file(ledger)["days"]["2026-03-14"]["runs"] == 2
+    assert ks.usage("2026-03-14")["runs"] == 2
     # local midnight elsewhere does not matter: the day is UTC
     clock.now = datetime(2026, 3, 15, 0, 30, tzinfo=timezone(timedelta(hours=5)))  # 19:30 UTC 14th
     with pytest.raises(DailyRunCeiling):
         one_run(c)
     clock.now = datetime(2026, 3, 15, 0, 1, tzinfo=UTC)
     one_run(c)
-    assert load_strict_file(ledger) == {
-        "format": "ect.control-ledger/1",
-        "days": {"2026-03-14": {"runs": 2, "spend_usd": 0.0},
-                 "2026-03-15": {"runs": 1, "spend_usd": 0.0}},
-    }
+    assert ks.usage("2026-03-14") == {"runs": 2, "spend_usd": 0.0, "reserved_usd": 0.0}
+    assert ks.usage("2026-03-15") == {"runs": 1, "spend_usd": 0.0, "reserved_usd": 0.0}
+    with sqlite3.connect(ledger) as con:  # a real SQLite file, tagged with its format
+        assert con.execute("SELECT value FROM meta WHERE key='format'").fetchone() == (
+            KILL_SWITCH_LEDGER_FORMAT,)
 
 
 def test_ceiling_is_shared_by_switch_instances_on_one_ledger(tmp_path: Path) -> None:
@@ -142,9 +145,12 @@ def test_corrupt_ledger_fails_closed(tmp_path: Path) -> None:
     ledger = tmp_path / "l.json"
     ks = KillSwitch(ledger=ledger, max_runs_per_day=5,
                     clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
-    for bad in (b"{not json", b'{"format": "other", "days": {}}',
-                b'{"format": "ect.control-ledger/1", "days": {"2026-03-14": {"runs": -1, "spend_usd": 0}}}',
-                b'{"format": "ect.control-ledger/1", "days": {"14/03": {"runs": 1, "spend_usd": 0}}}'):
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        con.execute("INSERT INTO meta VALUES ('format', 'something-else/1')")
+    for bad in (b"{not json", b'{"format": "ect.control-ledger/1", "days": {}}',
+                b"SQLite format 3\x00" + b"\xff" * 200, other.read_bytes()):
         ledger.write_bytes(bad)
         with pytest.raises(LedgerError) as e:
             ks.admit()
@@ -163,7 +169,74 @@ def test_configuration_errors() -> None:
 def test_reading_usage_does_not_create_the_ledger(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "l.json", max_runs_per_day=1,
                     clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
-    assert ks.usage() == {"runs": 0, "spend_usd": 0.0}
+    assert ks.usage() == {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
     assert not (tmp_path / "l.json").exists()
     ks.admit()
-    assert ks.usage() == {"runs": 1, "spend_usd": 0.0}
+    assert ks.usage() == {"runs": 1, "spend_usd": 0.0, "reserved_usd": 0.0}
+
+
+def test_every_configuration_refusal_names_the_setting(tmp_path: Path) -> None:
+    led = tmp_path / "l.sqlite"
+    for kw, msg in (({"max_runs_per_day": 1}, "daily ceilings need a ledger file (ledger=...)"),
+                    ({"ledger": led, "max_runs_per_day": -1}, "max_runs_per_day must be >= 0"),
+                    ({"ledger": led, "max_spend_per_day_usd": -1},
+                     "max_spend_per_day_usd must be >= 0"),
+                    ({"cost_alert_usd": 0}, "cost_alert_usd must be > 0"),
+                    ({"step_reserve_usd": 0.1},
+                     "step_reserve_usd must be > 0 and needs max_spend_per_day_usd"),
+                    ({"ledger": led, "max_spend_per_day_usd": 1, "step_reserve_usd": 0},
+                     "step_reserve_usd must be > 0 and needs max_spend_per_day_usd"),
+                    ({"lease_ttl_s": 0}, "lease_ttl_s must be > 0")):
+        with pytest.raises(ValueError) as e:
+            KillSwitch(**kw)  # type: ignore[arg-type]
+        assert str(e.value) == msg
+    # zero ceilings are valid (they refuse every run); a sub-second lease is valid
+    zero = KillSwitch(ledger=led, max_runs_per_day=0, max_spend_per_day_usd=0, lease_ttl_s=0.5,
+                      clock=Clock(datetime(2026, 3, 14, tzinfo=UTC)))
+    with pytest.raises(DailyRunCeiling):
+        zero.admit()
+    with pytest.raises(ValueError) as e:
+        KillSwitch(clock=lambda: datetime(2026, 1, 1)).admit()  # noqa: DTZ001 - naive on purpose
+    assert str(e.value) == "the kill switch clock must return an aware (UTC) datetime"
+
+
+def test_admission_reports_todays_counts(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 23, 0, tzinfo=timezone(timedelta(hours=-5))))  # 04:00 UTC 15th
+    no_ledger = KillSwitch(clock=clock).admit()
+    assert no_ledger == Admission("2026-03-15", 1, 0.0, None)
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=2.0,
+                    step_reserve_usd=0.5, clock=clock)
+    first = ks.admit()
+    assert first == Admission("2026-03-15", 1, 0.0, 2.0)
+    lease, left = ks.reserve(first, "r-1")
+    assert lease is not None and lease.amount_usd == 0.5 and left == 0.5
+    ks.settle(first, lease, 0.3)
+    second = ks.admit()
+    assert second == Admission("2026-03-15", 2, 0.3, 1.7)
+    held, _ = ks.reserve(second, "r-2")
+    third = ks.admit()  # an open lease counts against what is left
+    assert third == Admission("2026-03-15", 3, 0.3, 1.2)
+    assert ks.usage() == {"runs": 3, "spend_usd": 0.3, "reserved_usd": 0.5}
+    ks.settle(second, held, 0.0)
+    assert ks.usage()["reserved_usd"] == 0.0
+
+
+def test_reservations_count_every_open_lease_and_the_boundary(tmp_path: Path) -> None:
+    clock = Clock(datetime(2026, 3, 14, 12, tzinfo=UTC))
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=1.0,
+                    step_reserve_usd=0.4, clock=clock)
+    adm = ks.admit()
+    a, left_a = ks.reserve(adm, "a")
+    b, left_b = ks.reserve(adm, "b")
+    assert a is not None and b is not None and (left_a, left_b) == (0.4, 0.4)
+    c, left_c = ks.reserve(adm, "c")  # 0.8 is held: 0.2 left, a step reserves 0.4
+    assert c is None and left_c == pytest.approx(0.2)
+    ks.settle(adm, a, 0.4)  # spent what it reserved: still 0.2 left
+    again, _ = ks.reserve(adm, "c")
+    assert again is None
+    ks.settle(adm, b, 0.6)  # spend reached the ceiling exactly: no new run today
+    assert ks.usage()["spend_usd"] == pytest.approx(1.0)
+    with pytest.raises(DailySpendCeiling):
+        ks.admit()
+    none_left, left = ks.reserve(adm, "d")
+    assert none_left is None and left == 0.0

@@ -197,6 +197,46 @@ def test_invalid_reply_is_fed_back_and_costs_a_step() -> None:
     assert seen and "not a valid action: no JSON" in seen[0]
 
 
+class FakeClock:
+    """A monotonic clock the test moves by hand (no sleeping, no timing assertions)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_budget_is_checked_at_every_checkpoint() -> None:
+    clock = FakeClock()
+
+    def execute(call: ToolCall) -> ToolResult:
+        clock.now += 6.0  # each tool call takes six seconds of a ten-second budget
+        return ToolResult.success({"i": call.args["i"]})
+
+    c = RunController(Budget(max_steps=9, max_tokens=100, max_seconds=10), clock=clock,
+                      validate=lambda s, o: True)
+    state = c.start("t")
+    assert c.check_before_model(state) is None and state.remaining.seconds == 10  # type: ignore[union-attr]
+    v = c.on_action(state, ToolCall("t", {"i": 1}))
+    assert c.on_tool_result(state, v.call, execute(v.call)) is None  # type: ignore[arg-type]
+    v = c.on_action(state, ToolCall("t", {"i": 2}))
+    stop = c.on_tool_result(state, v.call, execute(v.call))  # type: ignore[arg-type]
+    assert stop is not None and stop.reason is R.TIME_BUDGET and stop.kind == "MaxTime"
+    assert c.result(state).handoff is not None
+
+
+def test_internal_error_names_the_failing_user_code() -> None:
+    def fold(state: RunState, call: ToolCall, result: ToolResult) -> None:
+        raise ValueError("bad fold\nsecond line")
+
+    res = RunController(Budget(max_steps=3, max_tokens=100), validate=lambda s, o: True,
+                        fold=fold).run("t", script(ToolCall("t")), tools({"t": OK}))
+    assert res.reason is R.INTERNAL_ERROR and res.stop.kind == "UserCodeError"
+    assert res.stop.detail == "fold raised ValueError: bad fold"
+    assert res.handoff is not None and res.handoff.stop_reason is R.INTERNAL_ERROR
+
+
 def test_all_eight_reasons_reached_by_this_module() -> None:
     # guard against a reason silently dropping out of the tests above
     import inspect

@@ -1,0 +1,236 @@
+"""SQLite ledgers shared by runs and processes: daily spend with leases, idempotency keys.
+
+Both are one SQLite file each (``sqlite3`` from the standard library: its file locking makes
+them safe across threads and processes). Every change runs in a ``BEGIN IMMEDIATE`` transaction,
+so a read-check-write (may this step reserve $0.30?) is atomic against every other writer.
+Money is stored in integer micro-dollars so concurrent additions never drift.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.canonical import canonical_bytes, loads_strict
+from runner.control._errors import LedgerError
+from runner.control._types import ToolResult
+from runner.errors import FormatError
+
+__all__ = ["KILL_SWITCH_LEDGER_FORMAT", "IdempotencyLedger", "Lease", "SpendLedger"]
+
+KILL_SWITCH_LEDGER_FORMAT = "ect.control-ledger/2"
+_IDEM_FORMAT = "ect.idempotency-ledger/1"
+_MICRO = 1_000_000
+
+
+def _micro(usd: float) -> int:
+    return round(usd * _MICRO)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Spend reserved for one step of one run, settled (released, actual spend added) after."""
+
+    lease_id: int
+    day: str
+    run_id: str
+    amount_usd: float
+
+
+def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Connection:
+    if not create and not path.exists():
+        raise FileNotFoundError(str(path))
+    try:
+        con = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+    except sqlite3.Error as e:
+        raise LedgerError(f"cannot open ledger {path}: {e}") from e
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        row = None
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        except sqlite3.OperationalError:
+            row = None
+        if row is None:
+            for stmt in ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+                         *schema.split(";")]:
+                if stmt.strip():
+                    con.execute(stmt)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (fmt,))
+        elif row[0] != fmt:
+            raise LedgerError(f"ledger {path} is a {row[0]} file, not {fmt}")
+        con.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        con.close()
+        raise LedgerError(f"ledger {path} is not a usable SQLite {fmt} file: {e}") from e
+    except LedgerError:
+        con.close()
+        raise
+    return con
+
+
+@contextlib.contextmanager
+def _txn(path: Path, fmt: str, schema: str, *, create: bool = True) -> Iterator[sqlite3.Connection]:
+    """One atomic read-check-write on the ledger (``BEGIN IMMEDIATE`` ... ``COMMIT``)."""
+    con = _connect(path, fmt, schema, create=create)
+    try:
+        try:
+            con.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as e:
+            raise LedgerError(f"cannot lock ledger {path}: {e}") from e
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        try:
+            con.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            raise LedgerError(f"cannot write ledger {path}: {e}") from e
+    finally:
+        con.close()
+
+
+_SPEND_SCHEMA = """
+CREATE TABLE days (day TEXT PRIMARY KEY, runs INTEGER NOT NULL, spend_micro INTEGER NOT NULL);
+CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, run_id TEXT NOT NULL,
+                     amount_micro INTEGER NOT NULL, expires REAL NOT NULL)
+"""
+
+
+class SpendLedger:
+    """Runs and spend per UTC day, plus open leases (spend reserved by steps in flight)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, lease_ttl_s: float = 3600.0) -> None:
+        self.path = Path(path)
+        self.lease_ttl_s = lease_ttl_s
+
+    def _txn(self, create: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return _txn(self.path, KILL_SWITCH_LEDGER_FORMAT, _SPEND_SCHEMA, create=create)
+
+    @staticmethod
+    def _day_row(con: sqlite3.Connection, day: str) -> tuple[int, int]:
+        row = con.execute("SELECT runs, spend_micro FROM days WHERE day = ?", (day,)).fetchone()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+    @staticmethod
+    def _reserved(con: sqlite3.Connection, day: str) -> int:
+        con.execute("DELETE FROM leases WHERE expires < ?", (time.time(),))  # crashed runs
+        row = con.execute("SELECT COALESCE(SUM(amount_micro), 0) FROM leases WHERE day = ?",
+                          (day,)).fetchone()
+        return int(row[0])
+
+    def admit(self, day: str, max_runs: int | None,
+              max_spend_usd: float | None) -> tuple[int, float, float]:
+        """Count a run unless a ceiling is reached. Returns (runs, spend, reserved) before it.
+
+        Raises ``_Refused(kind, runs, spend_usd)`` when a ceiling is reached."""
+        with self._txn() as con:
+            runs, spend = self._day_row(con, day)
+            reserved = self._reserved(con, day)
+            if max_runs is not None and runs >= max_runs:
+                raise _Refused("runs", runs, spend / _MICRO)
+            if max_spend_usd is not None and spend + reserved >= _micro(max_spend_usd):
+                raise _Refused("spend", runs, (spend + reserved) / _MICRO)
+            con.execute("INSERT INTO days VALUES (?, 1, 0) ON CONFLICT(day) DO UPDATE "
+                        "SET runs = runs + 1", (day,))
+            return runs, spend / _MICRO, reserved / _MICRO
+
+    def reserve(self, day: str, run_id: str, amount_usd: float,
+                max_spend_usd: float) -> tuple[Lease | None, float]:
+        """Reserve ``amount_usd`` if today's spend plus open leases leave room for it.
+
+        Returns (the lease or None when refused, what the ceiling leaves before it)."""
+        with self._txn() as con:
+            _, spend = self._day_row(con, day)
+            left = _micro(max_spend_usd) - spend - self._reserved(con, day)
+            amount = _micro(amount_usd)
+            if amount > left or left <= 0:
+                return None, max(0, left) / _MICRO
+            cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "
+                              "VALUES (?, ?, ?, ?)",
+                              (day, run_id, amount, time.time() + self.lease_ttl_s))
+            assert cur.lastrowid is not None
+            return Lease(cur.lastrowid, day, run_id, amount / _MICRO), left / _MICRO
+
+    def settle(self, lease: Lease | None, day: str, spent_usd: float) -> None:
+        """Release ``lease`` (if any) and add what the step really spent."""
+        spent = _micro(spent_usd)
+        if lease is None and spent <= 0:
+            return
+        with self._txn() as con:
+            if lease is not None:
+                con.execute("DELETE FROM leases WHERE id = ?", (lease.lease_id,))
+            if spent > 0:
+                con.execute("INSERT INTO days VALUES (?, 0, ?) ON CONFLICT(day) DO UPDATE "
+                            "SET spend_micro = spend_micro + excluded.spend_micro", (day, spent))
+
+    def usage(self, day: str) -> dict[str, Any]:
+        """``{"runs", "spend_usd", "reserved_usd"}`` for ``day``; never creates the file."""
+        try:
+            with self._txn(create=False) as con:
+                runs, spend = self._day_row(con, day)
+                reserved = self._reserved(con, day)
+        except FileNotFoundError:
+            return {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
+        return {"runs": runs, "spend_usd": spend / _MICRO, "reserved_usd": reserved / _MICRO}
+
+
+class _Refused(Exception):
+    def __init__(self, kind: str, runs: int, spend_usd: float) -> None:
+        super().__init__(kind)
+        self.kind, self.runs, self.spend_usd = kind, runs, spend_usd
+
+
+_IDEM_SCHEMA = """
+CREATE TABLE keys (key TEXT PRIMARY KEY, call BLOB NOT NULL, result BLOB NOT NULL,
+                   run_id TEXT NOT NULL, created REAL NOT NULL)
+"""
+
+
+class IdempotencyLedger:
+    """Idempotency keys of side-effect calls that succeeded, shared by every run (and process)
+    using the same file: a retried or resumed run returns the earlier result instead of
+    repeating the side effect.
+
+    Pass it as ``RunController(..., idempotency=IdempotencyLedger(path))``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def _txn(self, create: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return _txn(self.path, _IDEM_FORMAT, _IDEM_SCHEMA, create=create)
+
+    def get(self, key: str) -> tuple[bytes, ToolResult] | None:
+        """(the call's canonical bytes, its result) recorded for ``key``, or None."""
+        try:
+            with self._txn(create=False) as con:
+                row = con.execute("SELECT call, result FROM keys WHERE key = ?", (key,)).fetchone()
+        except FileNotFoundError:
+            return None
+        if row is None:
+            return None
+        try:
+            obj = loads_strict(bytes(row[1]))
+            result = ToolResult(ok=obj["ok"], data=obj["data"], error=obj["error"],
+                                fatal=obj["fatal"], cost_usd=obj["cost_usd"])
+        except (FormatError, KeyError, TypeError) as e:
+            raise LedgerError(f"idempotency ledger {self.path}: bad entry for {key!r}") from e
+        return bytes(row[0]), result
+
+    def put(self, key: str, call: bytes, result: ToolResult, run_id: str) -> None:
+        """Record a successful call (the first record of a key wins)."""
+        try:
+            body = canonical_bytes(result.to_json())
+        except FormatError:
+            return  # a result that is not JSON cannot be shared across runs
+        with self._txn() as con:
+            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",
+                        (key, call, body, run_id, time.time()))

@@ -1,0 +1,117 @@
+"""Mutation testing of runner/control with mutmut: the score, the survivors, a bounded CI run.
+
+``python -m tests.control.mutation [mutants/mutmut-cicd-stats.json]`` prints the score of the
+last ``make mutate`` run (killed over killed + survived + timeouts + suspicious; mutants no test
+reaches count as survivors) and lists the survivors by module.
+
+:func:`run_bounded` runs mutmut on a fixed, small set of modules in a scratch copy of the
+repository, so CI measures a deterministic subset in minutes (``tests/control/test_mutation.py``)
+while the full run stays opt-in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The modules CI mutates: the stop conditions' own logic and the stopping rules (a few hundred
+# mutants, a few minutes on two cores). The full run (`make mutate`) covers all of runner/control.
+CI_MODULES = ("runner/control/_rules.py", "runner/control/_budget.py")
+# ...and the tests that exercise them (the stats pass runs these once, traced).
+CI_TESTS = ("tests/control/test_budget_exact.py", "tests/control/test_conditions_exact.py",
+            "tests/control/test_progress_and_rules.py", "tests/control/test_budget.py",
+            "tests/control/test_stop_reasons.py", "tests/control/test_v2_regressions.py",
+            "tests/control/test_step_api.py")
+
+# Status names as mutmut 3 records them (exit code of the test run against each mutant).
+_KILLED = {1, 3}
+_SURVIVED = {0}
+_NO_TESTS = {5, 33}
+
+
+def statuses(mutants_dir: Path) -> dict[str, int | None]:
+    """``{mutant name: exit code}`` from mutmut's ``*.meta`` files (None: not run yet)."""
+    out: dict[str, int | None] = {}
+    for meta in sorted(mutants_dir.rglob("*.py.meta")):
+        data = json.loads(meta.read_text("utf-8"))
+        out.update(data.get("exit_code_by_key", {}))
+    return out
+
+
+def summarise(codes: dict[str, int | None]) -> dict[str, Any]:
+    killed = sum(1 for c in codes.values() if c in _KILLED)
+    survived = sorted(k for k, c in codes.items() if c in _SURVIVED or c in _NO_TESTS)
+    not_run = sum(1 for c in codes.values() if c is None)
+    other = len(codes) - killed - len(survived) - not_run  # timeouts, suspicious: not killed
+    judged = killed + len(survived) + other
+    return {"total": len(codes), "killed": killed, "survived": len(survived), "other": other,
+            "not_run": not_run, "score": round(killed / judged, 4) if judged else None,
+            "survivors": survived}
+
+
+def module_of(mutant: str) -> str:
+    return mutant.split(".x", 1)[0].split(".xǁ", 1)[0]
+
+
+def _toml(value: Any) -> str:
+    """A TOML value for strings, booleans and lists of strings (JSON spells them the same)."""
+    return json.dumps(value)  # noqa: TID251 - a config value written for mutmut, never hashed
+
+
+def run_bounded(workdir: Path, modules: tuple[str, ...] = CI_MODULES,
+                tests: tuple[str, ...] = CI_TESTS, timeout_s: float = 1500) -> dict[str, Any]:
+    """Copy the repository's package, control tests and docs into ``workdir``, restrict
+    mutmut to ``modules`` and run it there. Returns :func:`summarise` of the run."""
+    for part in ("runner", "tests", "docs", "schedules"):
+        shutil.copytree(REPO / part, workdir / part,
+                        ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+    for name in ("README.md",):
+        shutil.copy2(REPO / name, workdir / name)
+    config = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
+    mm = dict(config["tool"]["mutmut"])
+    mm["only_mutate"] = list(modules)
+    mm["pytest_add_cli_args_test_selection"] = [*tests, "-k", "not processes"]
+    ini = config["tool"]["pytest"]["ini_options"]
+    lines = ["[tool.pytest.ini_options]"]
+    lines += [f"{k} = {_toml(ini[k])}" for k in ("addopts", "filterwarnings", "markers")]
+    lines += ["", "[tool.mutmut]"]
+    lines += [f"{k} = {_toml(v)}" for k, v in mm.items()]
+    (workdir / "pyproject.toml").write_text("\n".join(lines) + "\n", "utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MUTANT"))}
+    proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "2"],
+                          cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    codes = statuses(workdir / "mutants")
+    if not codes:
+        raise RuntimeError(f"mutmut produced no results:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return summarise(codes)
+
+
+def main(argv: list[str]) -> int:
+    mutants = REPO / "mutants"
+    codes = statuses(mutants)
+    if not codes:
+        print("no mutation results: run `make mutate` first", file=sys.stderr)
+        return 2
+    s = summarise(codes)
+    by_module = Counter(module_of(m) for m in s["survivors"])
+    print(f"mutants: {s['total']}  killed: {s['killed']}  survived: {s['survived']}  "
+          f"timeout/suspicious: {s['other']}  not run: {s['not_run']}")
+    for mod, n in sorted(by_module.items()):
+        print(f"  survivors in {mod}: {n}")
+    print(f"mutation score (runner/control): {s['score']:.1%}" if s["score"] is not None
+          else "mutation score: n/a")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,123 @@
+"""Exact behaviour of budgets, tool limits and stopping rules: messages, JSON, boundaries.
+Written against the bounded mutation run (tests/control/test_mutation.py): each assertion pins
+something a mutant of runner/control/_budget.py or _rules.py changed unnoticed."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import pytest
+
+from runner.control import (
+    Budget,
+    Checkpoint,
+    Phase,
+    PredicateReport,
+    RunState,
+    StoppingRule,
+    ToolCall,
+    ToolLimits,
+)
+from runner.control._budget import _DefaultToolLimit
+
+
+def refused(fn: object, message: str) -> None:
+    with pytest.raises(ValueError) as e:
+        fn()  # type: ignore[operator]
+    assert str(e.value) == message
+
+
+def test_budget_refusals_say_what_is_wrong() -> None:
+    refused(lambda: Budget(max_steps=0, max_tokens=1), "Budget.max_steps must be an integer >= 1")
+    refused(lambda: Budget(max_steps=1), "Budget needs max_tokens or max_cost_usd (a ceiling on spend)")
+    refused(lambda: Budget(max_steps=1, max_tokens=0), "Budget.max_tokens must be >= 1")
+    refused(lambda: Budget(max_steps=1, max_cost_usd=0), "Budget.max_cost_usd must be > 0")
+    refused(lambda: Budget(max_steps=1, max_tokens=1, max_seconds=0),
+            "Budget.max_seconds must be a number of seconds > 0")
+    refused(lambda: Budget(max_steps=1, max_tokens=1, max_seconds=-2),
+            "Budget.max_seconds must be a number of seconds > 0")
+    refused(lambda: Budget(max_steps=1, max_tokens=1, tool_timeout_s=0),
+            "Budget.tool_timeout_s must be a number of seconds > 0")
+    refused(lambda: Budget(max_steps=1, max_tokens=1, tool_timeouts={"s": 0}),
+            "Budget.tool_timeouts['s'] must be a number of seconds > 0")
+    refused(lambda: Budget(max_steps=1, max_tokens=1, max_seconds="5"),  # type: ignore[arg-type]
+            "Budget.max_seconds must be a number of seconds > 0")
+    Budget(max_steps=1, max_tokens=1, max_seconds=0.001, tool_timeout_s=1, tool_timeouts={"s": 2})
+
+
+def test_budget_keeps_its_own_copy_of_the_timeouts() -> None:
+    timeouts = {"s": 2.0}
+    budget = Budget(max_steps=1, max_tokens=1, tool_timeouts=MappingProxyType(timeouts))
+    assert type(budget.tool_timeouts) is dict
+    timeouts["s"] = 99.0
+    assert budget.timeout_for("s") == 2.0
+    assert budget.timeout_for("other") is None
+    assert Budget(max_steps=1, max_tokens=1, tool_timeout_s=3).timeout_for("other") == 3
+    assert Budget(max_steps=1, max_tokens=1, tool_timeout_s=3, tool_timeouts={"s": 1}).timeout_for("s") == 1
+
+
+def test_budget_json() -> None:
+    plain = Budget(max_steps=4, max_tokens=10, max_cost_usd=0.5,
+                   tool_limits=ToolLimits(per_tool={"b": 2, "a": 1}, total=3))
+    assert plain.to_json() == {
+        "max_steps": 4, "max_tokens": 10, "max_cost_usd": 0.5,
+        "tool_limits": {"per_tool": {"a": 1, "b": 2}, "default": 8, "side_effect_default": 1,
+                        "total": 3}}
+    assert list(plain.to_json()["tool_limits"]["per_tool"]) == ["a", "b"]
+    timed = Budget(max_steps=1, max_tokens=1, max_seconds=9, tool_timeout_s=2,
+                   tool_timeouts={"z": 1, "y": 3})
+    out = timed.to_json()
+    assert out["max_seconds"] == 9 and out["tool_timeout_s"] == 2
+    assert out["tool_timeouts"] == {"y": 3, "z": 1} and list(out["tool_timeouts"]) == ["y", "z"]
+    assert not plain.timed and timed.timed
+    assert Budget(max_steps=1, max_tokens=1, tool_timeouts={"s": 1}).timed
+    assert Budget(max_steps=1, max_tokens=1, tool_timeout_s=1).timed
+
+
+def test_from_task_boundaries() -> None:
+    one = Budget.from_task(expected_steps=1, tokens_per_step=10, margin=1)
+    assert (one.max_steps, one.max_tokens) == (1, 10)
+    assert one.tool_limits == ToolLimits()
+    refused(lambda: Budget.from_task(expected_steps=0, tokens_per_step=1),
+            "expected_steps must be >= 1 and margin >= 1")
+    refused(lambda: Budget.from_task(expected_steps=2, tokens_per_step=1, margin=0.5),
+            "expected_steps must be >= 1 and margin >= 1")
+    limits = ToolLimits(default=2)
+    assert Budget.from_task(expected_steps=2, cost_per_step_usd=0.1,
+                            tool_limits=limits).tool_limits is limits
+
+
+def test_tool_limit_refusals_and_zero_limits() -> None:
+    refused(lambda: ToolLimits(default=-1), "tool limit 'default' must be an integer >= 0")
+    refused(lambda: ToolLimits(side_effect_default=-1),
+            "tool limit 'side_effect_default' must be an integer >= 0")
+    refused(lambda: ToolLimits(per_tool={"s": -1}), "tool limit 's' must be an integer >= 0")
+    refused(lambda: ToolLimits(total=-1), "ToolLimits.total must be >= 0")
+    zero = ToolLimits(per_tool={"s": 0}, default=0, side_effect_default=0, total=0)
+    assert zero.limit_for("s") == 0 and zero.total == 0
+    source = {"s": 1}
+    limits = ToolLimits(per_tool=MappingProxyType(source))
+    source["s"] = 9
+    assert type(limits.per_tool) is dict and limits.limit_for("s") == 1
+
+
+def test_default_limit_ignores_checkpoints_without_a_call() -> None:
+    cond = _DefaultToolLimit(ToolLimits(default=0), frozenset())
+    state = RunState("r", "t")
+    assert cond.check(Checkpoint(Phase.ON_ACTION, state)) is None
+    call = ToolCall("x")
+    stop = cond.check(Checkpoint(Phase.ON_ACTION, state, call, call))
+    assert stop is not None and stop.detail == "x: would exceed the limit of 0 successful calls of x"
+
+
+def test_stopping_rule_refusals_and_bool_evaluators() -> None:
+    refused(lambda: StoppingRule("r"), "StoppingRule needs exactly one of predicates= or evaluate=")
+    refused(lambda: StoppingRule("r", {}), "StoppingRule needs at least one predicate")
+    from runner.control import Predicate
+    refused(lambda: StoppingRule("r", [Predicate("a", bool), Predicate("a", bool)]),
+            "StoppingRule 'r': duplicate predicate names")
+    state = RunState("r", "t")
+    assert StoppingRule("ok", evaluate=lambda s: True).evaluate(state) == PredicateReport(  # type: ignore[arg-type,return-value]
+        satisfied=("ok",))
+    assert StoppingRule("no", evaluate=lambda s: False).evaluate(state) == PredicateReport(  # type: ignore[arg-type,return-value]
+        missing=("no",))

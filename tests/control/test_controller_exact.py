@@ -1,0 +1,138 @@
+"""Exact behaviour of RunController's smaller entry points (charge, halt, reopen, crashed tools,
+interruptions, the validate contract in the step API), pinned against surviving mutants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.control import (
+    Budget,
+    Escalate,
+    Finish,
+    KillSwitch,
+    KillSwitchEngaged,
+    RunController,
+    RunState,
+    StopReason,
+    ToolCall,
+    ToolResult,
+)
+from tests.control.conftest import script
+
+R = StopReason
+
+
+def ctl(**kw: object) -> RunController:
+    return RunController(Budget(max_steps=5, max_tokens=100, max_cost_usd=1.0),
+                         validate=lambda s, o: True, **kw)  # type: ignore[arg-type]
+
+
+def test_charge_accumulates_and_checks_the_ceilings() -> None:
+    c = ctl()
+    state = c.start("t")
+    c.check_before_model(state)
+    assert c.charge(state, tokens=0, cost_usd=0.0) is None  # a free judge is fine
+    assert c.charge(state, tokens=10, cost_usd=0.25) is None
+    assert c.charge(state, tokens=5, cost_usd=0.25) is None
+    assert (state.tokens, state.cost_usd) == (15, 0.5)
+    stop = c.charge(state, cost_usd=0.6)
+    assert stop is not None and stop.reason is R.TOKEN_BUDGET and stop.kind == "MaxCost"
+    with pytest.raises(RuntimeError):
+        c.charge(state, tokens=1)
+    fresh = c.start("t")
+    for bad in ({"tokens": -1}, {"cost_usd": -0.1}):
+        with pytest.raises(ValueError) as e:
+            c.charge(fresh, **bad)  # type: ignore[arg-type]
+        assert str(e.value) == "tokens and cost must be >= 0"
+
+
+def test_halt_records_the_callers_stop() -> None:
+    c = ctl()
+    state = c.start("t")
+    state.step = 3
+    stop = c.halt(state, "no_progress", "judge says stuck", question="retry?")
+    assert stop.reason is R.NO_PROGRESS and stop.detail == "judge says stuck"
+    assert stop.step == 3 and stop.question == "retry?" and stop.condition.name == "caller"
+    named = c.halt(c.start("t"), R.NEEDS_HUMAN, "d", name="critic")
+    assert named.condition.name == "critic" and named.question is None
+    with pytest.raises(ValueError) as e:
+        c.halt(c.start("t"), R.GOAL_MET, "done")
+    assert str(e.value) == "halt cannot end a run with goal_met"
+
+
+def test_reopen_only_a_needs_human_run_and_not_under_the_kill_switch(tmp_path: Path) -> None:
+    flag = tmp_path / "STOP"
+    c = ctl(kill_switch=KillSwitch(disable_file=flag))
+    state = c.start("t")
+    with pytest.raises(ValueError) as e:
+        c.reopen(state)
+    assert str(e.value) == "only a needs_human run can be resumed, this one is still running"
+    c.halt(state, R.TOOL_ERROR, "x")
+    with pytest.raises(ValueError) as e:
+        c.reopen(state)
+    assert str(e.value) == "only a needs_human run can be resumed, this one ended tool_error"
+    waiting = c.start("t")
+    c.check_before_model(waiting)
+    c.on_action(waiting, Escalate("ok?"))
+    flag.touch()
+    with pytest.raises(KillSwitchEngaged) as ks:
+        c.reopen(waiting)
+    assert str(ks.value) == f"kill switch engaged: {flag} exists"
+    flag.unlink()
+    again = c.reopen(waiting, approvals={"refund"}, answer="yes, go ahead")
+    assert again is waiting and waiting.stop is None and waiting._output is None
+    assert waiting.approvals == frozenset({"refund"})
+    assert c.check_before_model(waiting) is None
+    assert waiting.directive is not None and waiting.directive.notes == ("A person answered: yes, go ahead",)
+
+
+def test_a_crashing_tool_is_fatal_at_once() -> None:
+    def boom(call: ToolCall) -> ToolResult:
+        raise OSError("disk gone\nmore")
+
+    res = RunController(Budget(max_steps=5, max_tokens=100), validate=lambda s, o: True).run(
+        "t", script(ToolCall("x")), boom)
+    assert res.reason is R.TOOL_ERROR and res.tool_calls == 1
+    assert res.stop.detail == "x failed fatally: OSError: disk gone"
+    assert res.trace[0].result is not None and res.trace[0].result.fatal is True
+
+
+def test_interrupted_runs_say_how() -> None:
+    def ctrl_c(call: ToolCall) -> ToolResult:
+        raise KeyboardInterrupt
+
+    res = ctl().run("t", script(ToolCall("x")), ctrl_c)
+    assert res.stop.detail == "interrupted by Ctrl-C" and res.stop.condition.name == "interrupted[ctrl-c]"
+    assert res.stop.step == 1
+    assert res.stop.question == "The run was interrupted: resume it from the handoff, or close it?"
+
+
+def test_step_api_validate_contract_and_checks() -> None:
+    none_check = RunController(Budget(max_steps=3, max_tokens=10), validate=lambda s, o: None)  # type: ignore[arg-type,return-value]
+    state = none_check.start("t")
+    stop = none_check.on_finish(state, Finish(1))
+    assert stop is not None and stop.reason is R.INTERNAL_ERROR
+    assert stop.detail == "validate must return bool or PredicateReport, got NoneType"
+    assert stop.condition.name == "contract[validate]" and state.proposal is None
+
+    async def later(s: RunState, o: object) -> bool:
+        return True
+
+    async_check = RunController(Budget(max_steps=3, max_tokens=10), validate=later)
+    with pytest.raises(TypeError) as e:
+        async_check.on_finish(async_check.start("t"), Finish(1))
+    assert str(e.value) == "validate is async: use arun(), or pass report= to on_finish"
+    # a report given by the caller wins over validate
+    seen: list[object] = []
+    caller = RunController(Budget(max_steps=3, max_tokens=10),
+                           validate=lambda s, o: seen.append(o) or True)  # type: ignore[func-returns-value]
+    s2 = caller.start("t")
+    assert caller.on_finish(s2, Finish(2), report=False) is None and seen == []
+    # validate sees the proposal while it checks
+    proposals: list[object] = []
+    watcher = RunController(Budget(max_steps=3, max_tokens=10),
+                            validate=lambda s, o: proposals.append(s.proposal) or True)  # type: ignore[func-returns-value]
+    s3 = watcher.start("t")
+    assert watcher.on_finish(s3, Finish({"v": 3})) is not None and proposals == [{"v": 3}]

@@ -1,0 +1,43 @@
+"""The nine deliberate controller bugs M1-M9 (tests/control/mutants) are each killed by the
+bundled eval suite AND by the unit tests; the unmutated controller passes both."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.control import run_evals
+from tests.control.mutants import MUTANTS, apply
+
+REPO = Path(__file__).resolve().parents[2]
+UNIT_TESTS = [f"tests/control/{name}.py" for name in (
+    "test_v2_regressions", "test_stop_reasons", "test_step_api", "test_guards",
+    "test_progress_and_rules", "test_budget", "test_conditions_exact")]
+
+
+def test_unmutated_controller_passes_the_bundled_evals() -> None:
+    assert run_evals().ok
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_bundled_evals_kill_the_mutant(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    apply(name, monkeypatch)
+    report = run_evals()
+    failed = [r.failure_line() for r in report.results if not r.passed]
+    assert failed, f"{name} survived the bundled evals"
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_unit_tests_kill_the_mutant(name: str) -> None:
+    """Run the controller's unit tests (not the evals or their tests) in a child with the
+    mutant on; it must fail."""
+    env = {**os.environ, "ECT_MUTANT": name}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         "-p", "tests.control.mutants.plugin", *UNIT_TESTS, "-k", "not processes"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, f"{name} survived the unit tests:\n{proc.stdout[-2000:]}"
