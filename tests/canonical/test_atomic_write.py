@@ -14,7 +14,6 @@ import pytest
 import runner.canonical._files as files
 from runner.analysis import write_outputs
 from runner.canonical import atomic_write
-from runner.control import KillSwitch
 
 
 @pytest.fixture
@@ -69,14 +68,6 @@ def _closed_results() -> dict[str, object]:
     return analyse_closed_loop(fx.typed(fx.outcomes()), fx.schedule_rows(),
                                provider=ProviderInfo("simulated", "simulated-1", True), seed=1,
                                replicates=50)
-
-
-def test_kill_switch_ledger_syncs_its_directory(tmp_path: Path, synced: list[Path]) -> None:
-    """The ledger used to be renamed into place without a directory fsync."""
-    switch = KillSwitch(ledger=tmp_path / "ledger.json", max_runs_per_day=5)
-    switch.record_spend(switch.admit(), 0.5)
-    assert tmp_path in synced
-    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
 def test_report_writer_syncs(tmp_path: Path, synced: list[Path]) -> None:
