@@ -218,11 +218,22 @@ MAX_EVAL_STEPS = 10_000
 """An eval case is a scripted run of a few dozen steps; a step budget above this ceiling is
 refused, so a hostile case file cannot make ``ect evals run`` run without end."""
 
+MAX_EVAL_SECONDS = 300.0
+"""Every eval case runs under a wall-clock budget: its own ``max_seconds`` (at most this), or
+this when it names none, so a hung agent or tool ends the case as ``time_budget`` instead of
+hanging ``ect evals run``."""
+
 
 def _at_most(r: _Reader, n: int, path: str, ceiling: int) -> int:
     if n > ceiling:
         raise r.fail(path, f"must be <= {ceiling}")
     return n
+
+
+def _at_most_s(r: _Reader, x: float, path: str) -> float:
+    if x > MAX_EVAL_SECONDS:
+        raise r.fail(path, f"must be <= {MAX_EVAL_SECONDS:g}")
+    return x
 
 
 def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
@@ -247,8 +258,9 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
         max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
                       if "max_cost_usd" in b else None),
         tool_limits=limits,
-        max_seconds=(_positive(r, b["max_seconds"], "$.budget.max_seconds")
-                     if "max_seconds" in b else None),
+        max_seconds=(_at_most_s(r, _positive(r, b["max_seconds"], "$.budget.max_seconds"),
+                                "$.budget.max_seconds")
+                     if "max_seconds" in b else MAX_EVAL_SECONDS),
         tool_timeout_s=(_positive(r, b["tool_timeout_s"], "$.budget.tool_timeout_s")
                         if "tool_timeout_s" in b else None),
     )

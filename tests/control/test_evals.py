@@ -153,3 +153,32 @@ def test_help_texts() -> None:
         assert result.exit_code == 0
     assert "N passed, M failed" in CliRunner().invoke(cli, ["evals", "run", "--help"]).output
     assert "evals" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def _hung_case(**budget: object) -> dict[str, object]:
+    return {
+        "format": EVAL_FORMAT, "id": "hung", "task": "t", "expect_stop": "goal_met",
+        "budget": {"max_steps": 5, "max_tokens": 1000, **budget},
+        "finish_check": {"require": ["v"]},
+        "tools": {"get": {"results": [{"data": {"v": 1}, "delay_s": 600}]}},
+        "agent": {"turns": [{"call": {"tool": "get", "args": {}}}, {"finish": {"v": 1}}]},
+    }
+
+
+def test_a_case_without_max_seconds_still_has_a_wall_clock_ceiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 20: an eval case ran without end when nothing bounded its time; now every case runs
+    # under MAX_EVAL_SECONDS unless it names a smaller max_seconds (patched small here)
+    import runner.control._evals as evals
+
+    monkeypatch.setattr(evals, "MAX_EVAL_SECONDS", 0.3)
+    out = run_case(EvalCase.from_json(_hung_case()))
+    assert not out.passed and str(out.observed) == "time_budget"
+
+
+def test_a_case_max_seconds_above_the_ceiling_is_refused() -> None:
+    from runner.control._evals import MAX_EVAL_SECONDS
+
+    with pytest.raises(EvalCaseError, match=r"max_seconds.*must be <="):
+        EvalCase.from_json(_hung_case(max_seconds=MAX_EVAL_SECONDS + 1))
