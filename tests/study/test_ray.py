@@ -149,7 +149,9 @@ def test_a_call_lost_with_its_node_is_rerun_elsewhere(cluster: Any, reference: R
 
     doomed = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
-    calls = [("w10", "get_parent", {"entity": f"s{i % 6 + 1:02d}"}) for i in range(24)]
+    # Enough queued work that the node is removed while calls are still waiting on it, even
+    # on an idle machine where each sandboxed call takes a few tens of milliseconds.
+    calls = [("w10", "get_parent", {"entity": f"s{i % 6 + 1:02d}"}) for i in range(160)]
     write_snapshot("w10", tmp_path)
     local = ToolSandbox(select_backend(), tmp_path, Limits(**LIMITS))
     expected = [local.call(*c) for c in calls]
@@ -416,7 +418,9 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
     gone: list[int] = []
 
     def on_cell(body: dict[str, Any], summary: Any) -> None:
-        if summary.committed == 6 and not gone:
+        # Early in the slice, so that cells still needing tool calls remain whatever the
+        # machine's speed (on an idle machine the last cells of the slice may need none).
+        if summary.committed == 2 and not gone:
             for node in list(cluster.worker_nodes):
                 cluster.remove_node(node, allow_graceful=False)
             gone.append(summary.committed)
@@ -427,7 +431,7 @@ def test_losing_every_node_halts_at_a_cell_boundary_and_resume_finishes(
                 ray_address=cluster.address, on_cell=on_cell, limit=HALF)
         assert isinstance(info.value, ClusterLost)
         halted = info.value.summary
-        assert gone and 6 <= halted.committed < HALF
+        assert gone and 2 <= halted.committed < HALF
         assert "ect resume --store" in str(info.value)
         before = result_digests(store)
         assert before == {k: reference.digests[k] for k in before}  # a clean prefix
