@@ -119,6 +119,7 @@ def static_cmd(
     spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
     progress = CountProgress("static", "decisions", enabled=not quiet,
                              after="decisions done; analysing (tables, bootstrap, H1)")
+    failed: AllModelCallsFailed | None = None
     try:
         res = static_study(
             spec_path,
@@ -132,13 +133,13 @@ def static_cmd(
             concurrency=concurrency,
             on_progress=progress,
         )
-    except AllModelCallsFailed as e:
-        progress.stop()
-        _print_static(e.results, out_dir)
-        raise
+    except AllModelCallsFailed as e:  # the tables are still written and shown, then exit 5
+        failed, res = e, e.results
     finally:
         progress.stop()
     _print_static(res, out_dir)
+    if failed is not None:
+        raise failed
 
 
 def _print_static(res: JsonObject, out_dir: str) -> None:
