@@ -4,10 +4,12 @@ from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
 from runner.loop._scoring import score
 from runner.loop._trajectory import (
     DecisionRecord,
+    StopRules,
     ToolCallFn,
     Trajectory,
     TrajectoryConfig,
     run_trajectory,
+    stop_rules_in_force,
     trace_bytes,
 )
 
@@ -16,10 +18,12 @@ __all__ = [
     "CellIdentity",
     "DecisionRecord",
     "Outcome",
+    "StopRules",
     "ToolCallFn",
     "Trajectory",
     "TrajectoryConfig",
     "run_trajectory",
     "score",
+    "stop_rules_in_force",
     "trace_bytes",
 ]

@@ -14,8 +14,11 @@ Definitions (one cell):
   supported completion (the primary endpoint).
 - ``clean_false_continuation``: on a *clean* checkpoint, the pipeline answered anything but
   ``complete`` to a proposal that was fully supported.
-- ``recoverable_stuck``: the run ended ``no_progress`` while a recovery was still possible
-  (an incomplete checkpoint whose recovery calls fit in the calls left).
+- ``recoverable_stuck``: the paper's rule only: the termination pipeline itself answered
+  ``stuck`` (its last verdict; the run then ended ``no_progress``) while a recovery was still
+  possible (an incomplete checkpoint whose recovery calls fit in the calls left). A
+  ``no_progress`` stop from a stop control beyond the protocol (``runner.control``'s
+  no-progress detector, when a caller turns it on) is not a stuck decision and never counts.
 - ``successful_recovery``: on an incomplete checkpoint, after the first rejected finish the run
   executed a tool call that produced a valid receipt inside a required slot's scope that the
   checkpoint's ledger did not already hold.
@@ -150,7 +153,8 @@ def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
         premature_unsupported=incomplete and goal and not supported,
         supported_completion=supported,
         clean_false_continuation=false_continuation,
-        recoverable_stuck=trajectory.stop_reason.value == "no_progress" and recoverable,
+        recoverable_stuck=(trajectory.stop_reason.value == "no_progress"
+                           and trajectory.pipeline_verdicts[-1:] == ["stuck"] and recoverable),
         successful_recovery=recovered,
         recovered_then_supported=recovered and supported,
         unsupported_claims=unsupported_claims if goal else 0,

@@ -1,11 +1,16 @@
 """The trajectory engine (DESIGN §8): one closed-loop cell from a checkpoint to one typed stop.
 
 It drives :class:`runner.control.RunController` step by step, so budgets, the per-tool limits,
-the side-effect guard, no-progress detection and the stop reasons are the stop-control library's,
-not a second implementation. Each decision:
+the side-effect guard and the stop reasons are the stop-control library's, not a second
+implementation. The stop rules in force are the ECT paper's protocol limits only (4 decisions,
+3 additional tool calls) unless :class:`StopRules` turns on a control beyond the protocol
+(``runner.control``'s no-progress detector, a token ceiling, a lower call limit for side-effect
+tools): the frozen study turns none on, and the lock and the run header record which are on.
+Each decision:
 
 1. ``check_before_model`` (budgets) -> the planner request is built from the :class:`PlannerView`
-   (contract, trace, ledger, directive; never split, fault or gold) and sent through the provider;
+   (decision index, contract, trace, ledger, directive; never split, fault or gold) and sent
+   through the provider;
 2. ``on_action`` judges the parsed action: a tool call runs in the sandbox (a fresh child) and its
    response is folded into the trace and re-normalised into the ledger by the trusted adapter;
    a finish goes to the termination pipeline under test; an escalation ends ``needs_human``;
@@ -33,11 +38,13 @@ from runner.canonical import (
     read_str,
 )
 from runner.control import (
+    AnyOf,
     Budget,
     Escalate,
     Finish,
     Guard,
     Invalid,
+    NoProgressDetector,
     PredicateReport,
     RunController,
     SideEffectRule,
@@ -64,17 +71,60 @@ from runner.providers import GenerationConfig, PriceTable, Provider, ProviderRes
 from runner.worlds import NoteBook, TaskCheckpoint, TraceCall, call_id, ledger_from_trace
 from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
-__all__ = ["DecisionRecord", "ToolCallFn", "Trajectory", "TrajectoryConfig", "run_trajectory", "trace_bytes"]
+__all__ = [
+    "DecisionRecord",
+    "StopRules",
+    "ToolCallFn",
+    "Trajectory",
+    "TrajectoryConfig",
+    "run_trajectory",
+    "stop_rules_in_force",
+    "trace_bytes",
+]
 
 ToolCallFn = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 """``(world_id, tool_id, args) -> response``: one sandboxed call. Raises EctError on failure."""
 
 
 @dataclass(frozen=True)
+class StopRules:
+    """Stop controls beyond the paper's protocol, each off unless set (the frozen study's choice).
+
+    The ECT paper's closed loop has two limits only: four decisions and three additional tool
+    calls (:class:`TrajectoryConfig`). ``runner.control`` offers more, and keeps them on by
+    default for any other agent loop; here each must be asked for:
+
+    - ``no_progress``: ``runner.control``'s default :class:`~runner.control.NoProgressDetector`
+      (the third identical action, or the third identical empty result, ends ``no_progress``);
+    - ``token_ceiling``: tokens per trajectory, planner and critics together (``token_budget``);
+    - ``side_effect_call_limit``: calls of each side-effect tool (``record_note``), below the
+      total call limit (``tool_limit``).
+    """
+
+    no_progress: bool = False
+    token_ceiling: int | None = None
+    side_effect_call_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("token_ceiling", "side_effect_call_limit"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"StopRules.{name} must be None (off) or an integer >= 1")
+
+    def to_json(self) -> JsonObject:
+        return {"no_progress": self.no_progress, "token_ceiling": self.token_ceiling,
+                "side_effect_call_limit": self.side_effect_call_limit}
+
+
+@dataclass(frozen=True)
 class TrajectoryConfig:
+    """The protocol's limits (4 decisions, 3 additional tool calls), the stop rules beyond it
+    (:class:`StopRules`, all off by default), the generation config and the price table."""
+
     max_decisions: int = 4
     max_additional_tool_calls: int = 3
-    max_tokens: int = 400_000
+    stop_rules: StopRules = field(default_factory=StopRules)
     generation: GenerationConfig = field(
         default_factory=lambda: GenerationConfig(temperature=0.2, seed=0, max_output_tokens=2048))
     price: PriceTable | None = None
@@ -156,15 +206,51 @@ class Trajectory:
         return round(sum(a.latency_s or 0.0 for r in self.provider_results for a in r.attempts), 6)
 
 
+def stop_rules_in_force(config: TrajectoryConfig) -> JsonObject:
+    """Every rule that can end a trajectory under ``config`` (the study lock and the run header
+    record this): the protocol's two limits, the controls beyond it (``null``/``false``: off),
+    and the stops that are not rules but events of the run itself."""
+    return {
+        "protocol": {"max_decisions": config.max_decisions,
+                     "max_additional_tool_calls": config.max_additional_tool_calls},
+        "beyond_protocol": config.stop_rules.to_json(),
+        "events": {
+            "goal_met": "the termination pipeline answered complete",
+            "no_progress": "the termination pipeline answered stuck",
+            "needs_human": "the planner escalated, or the pipeline answered needs_human",
+            "tool_error": "a sandboxed tool call failed (infrastructure, not a tool's answer)",
+            "policy_block": "the planner called a tool that is not one of the synthetic tools",
+        },
+    }
+
+
+# runner.control requires a spend ceiling on every run; the protocol has none. With the token
+# ceiling off, the ceiling is one no trajectory can reach (the decision limit bounds the spend).
+_NO_TOKEN_CEILING = 2**62
+
+
+class _NoProgressOff(NoProgressDetector):
+    """The protocol's (absent) no-progress rule: a detector with no members, which never fires."""
+
+    def __init__(self) -> None:
+        AnyOf.__init__(self)
+        self.repeats = 0
+        self.empty_results = 0
+        self.stalled = None
+
+
 def _controller(config: TrajectoryConfig) -> RunController:
+    rules = config.stop_rules
     side = {tool: SideEffectRule() for tool in sorted(SIDE_EFFECT_TOOLS)}
+    calls = config.max_additional_tool_calls
+    side_limit = rules.side_effect_call_limit if rules.side_effect_call_limit is not None else calls
     budget = Budget(
         max_steps=config.max_decisions,
-        max_tokens=config.max_tokens,
-        tool_limits=ToolLimits(default=config.max_additional_tool_calls, side_effect_default=1,
-                               total=config.max_additional_tool_calls),
+        max_tokens=rules.token_ceiling if rules.token_ceiling is not None else _NO_TOKEN_CEILING,
+        tool_limits=ToolLimits(default=calls, side_effect_default=side_limit, total=calls),
     )
-    return RunController(budget, guard=Guard(allow=frozenset(TOOL_SCHEMAS), side_effects=side))
+    return RunController(budget, guard=Guard(allow=frozenset(TOOL_SCHEMAS), side_effects=side),
+                         no_progress=NoProgressDetector() if rules.no_progress else _NoProgressOff())
 
 
 def _action_json(action: Any) -> JsonObject:
@@ -225,6 +311,7 @@ async def run_trajectory(
             directive=directive,
             decisions_left=config.max_decisions - state.step,
             calls_left=config.max_additional_tool_calls - state.tool_calls,
+            decision=state.step + 1,
         )
         request = build_planner_request(view, config.generation,
                                         {**metadata, "decision": state.step + 1})

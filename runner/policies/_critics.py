@@ -66,8 +66,16 @@ def build_critic_request(
     finish_requested: bool,
     generation: GenerationConfig,
     metadata: Mapping[str, Any],
+    decision: int | None = None,
 ) -> ProviderRequest:
-    """A critic request (role ``"critic"``, or ``"self_check"`` for the self-check)."""
+    """A critic request (role ``"critic"``, or ``"self_check"`` for the self-check).
+
+    ``decision`` is the 1-based index of the planner decision under judgement: in the closed
+    loop every critic request carries it (in the view and in ``metadata``), as a real request
+    carries where in the run it is, so judging one proposal again at a later decision is a new
+    request (with the simulated provider, a new draw). ``None`` (the static study's one-shot
+    judgements) leaves it out.
+    """
     view = critic_view_json(
         kind,
         contract=contract,
@@ -75,7 +83,10 @@ def build_critic_request(
         ledger=ledger,
         proposal=proposal,
         finish_requested=finish_requested,
+        decision=decision,
     )
+    if decision is not None:
+        metadata = {**metadata, "decision": decision}
     text = f"{_HEADER[kind]}\n\n{embed_view(CRITIC_VIEW_FORMAT, view)}"
     return ProviderRequest(
         role="self_check" if kind == "self_check" else "critic",

@@ -153,6 +153,7 @@ class _CriticBacked:
             finish_requested=True,
             generation=self._params.generation,
             metadata={**self._params.metadata, "critic": kind},
+            decision=state.decisions_used,
         )
         result = await self._provider.generate(request, observer=self._params.observer)
         return _from_verdict(parse_critic_verdict(result), result)

@@ -86,7 +86,10 @@ class PlannerView:
 
     ``trace`` items are ``runner.worlds.ToolCall`` (anything with ``call_id, tool_id, args,
     response``). ``directive`` is the text of the most recent ``continue`` (kept until the next
-    finish), or ``None``.
+    finish), or ``None``. ``decision`` is the 1-based index of this decision (a real request
+    carries where in the run it is; ``None``: not shown). ``draft`` is the certificate the agent
+    had drafted before the checkpoint, as the checkpoint holds it (``None``: no draft); like the
+    notes in the trace, it is part of what the agent wrote, never a label.
     """
 
     contract: Contract
@@ -95,9 +98,11 @@ class PlannerView:
     directive: str | None = None
     decisions_left: int = 4
     calls_left: int = 3
+    decision: int | None = None
+    draft: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        view: dict[str, Any] = {
             "format": PLANNER_VIEW_FORMAT,
             "task": _task_json(self.contract),
             "contract": self.contract.to_json(),
@@ -107,6 +112,11 @@ class PlannerView:
             "budget": {"decisions_left": self.decisions_left, "calls_left": self.calls_left},
             "directive": self.directive,
         }
+        if self.decision is not None:
+            view["decision"] = self.decision
+        if self.draft is not None:
+            view["draft"] = dict(self.draft)
+        return view
 
     def render(self) -> str:
         """The user message: a summary for a human reader, then the canonical view block."""
@@ -117,6 +127,10 @@ class PlannerView:
             f"Trace so far: {len(self.trace)} tool call(s); ledger: {len(self.ledger.receipts)} receipt(s).",
             f"Budget left: {self.decisions_left} decision(s), {self.calls_left} tool call(s).",
         ]
+        if self.decision is not None:
+            lines.insert(0, f"Decision {self.decision}.")
+        if self.draft is not None:
+            lines.append("Your draft certificate from before this point is in the view (draft).")
         if self.directive:
             lines.append("Directive from your last attempt to finish:")
             lines.append(self.directive)
@@ -133,8 +147,10 @@ def critic_view_json(
     ledger: Ledger,
     proposal: Mapping[str, Any] | None,
     finish_requested: bool,
+    decision: int | None = None,
 ) -> dict[str, Any]:
-    """The view one critic sees.
+    """The view one critic sees (``decision``: the 1-based index of the planner decision being
+    judged, as a real request carries it; ``None``: not shown).
 
     - ``full_trace``: the whole trace with responses, every receipt, the contract, the proposal;
     - ``critic_core``: the contract, the receipts, the proposal, and only the most recent step;
@@ -147,6 +163,8 @@ def critic_view_json(
         "finish_requested": finish_requested,
         "proposal": None if proposal is None else dict(proposal),
     }
+    if decision is not None:
+        view["decision"] = decision
     if kind == "self_check":
         return view
     calls = trace_json(trace, ledger)

@@ -266,7 +266,7 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
     config = TrajectoryConfig(
         max_decisions=spec.budget.max_decisions,
         max_additional_tool_calls=spec.budget.max_additional_tool_calls,
-        max_tokens=spec.budget.max_tokens,
+        stop_rules=spec.stop_rules,
         generation=generation,
         price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
     )
@@ -419,6 +419,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         "spec": str(settings.spec_path),
         "provider": report.provider.name,
         "simulated": report.provider.name == "simulated",
+        # every rule that can end a trajectory (the protocol's limits only, in the frozen study)
+        "stop_rules": report.spec.stop_rules_in_force() if report.spec is not None else None,
         # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
         "sandbox_layers": report.sandbox,
         # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,

@@ -1,7 +1,7 @@
 """The study lock: digests of everything that defines a run (DESIGN §8).
 
 The lock pins the spec bytes, the schedule bytes, the task manifest, the prompts, the frozen
-generation config, the sandbox pins and the source tree. A lock is never rewritten silently:
+generation config, the stop rules in force, the sandbox pins and the source tree. A lock is never rewritten silently:
 :func:`write_lock` refuses to replace a different lock unless asked to, and every consumer
 (preflight, run, resume) compares the lock against the files it was given and names each drift.
 """
@@ -128,8 +128,7 @@ def generation_config(spec: StudySpec) -> JsonObject:
         "price": {"input_per_mtok": spec.price_input_per_mtok,
                   "output_per_mtok": spec.price_output_per_mtok},
         "budget": {"max_decisions": spec.budget.max_decisions,
-                   "max_additional_tool_calls": spec.budget.max_additional_tool_calls,
-                   "max_tokens": spec.budget.max_tokens},
+                   "max_additional_tool_calls": spec.budget.max_additional_tool_calls},
         "simulated": spec.simulated,
     }
 
@@ -165,6 +164,9 @@ def build_lock(spec: StudySpec, paths: StudyPaths,
         "task_manifest": task_manifest_digest(),
         "prompts": dict(sorted(prompt_digests().items())),
         "generation": generation_config(spec),
+        # every rule that can end a trajectory: the protocol's limits, the controls beyond it
+        # (all off in the frozen study) and the run's own stop events
+        "stop_rules": spec.stop_rules_in_force(),
         "sandbox_pins": dict(sorted(verify_pins().items())),
         "source_tree": source_tree_digest(),
     }

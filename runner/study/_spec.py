@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.canonical import MAX_TOML_BYTES, JsonObject, loads_toml, raw_digest, read_bounded
 from runner.errors import EctError, FormatError, StudyError
+
+if TYPE_CHECKING:  # runner.loop is imported where it is used (keeps `ect --help` light)
+    from runner.loop import StopRules
 
 __all__ = [
     "Budget",
@@ -53,9 +57,10 @@ def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) 
 
 @dataclass(frozen=True)
 class Budget:
+    """The protocol's limits ([budget]): decisions and additional tool calls per trajectory."""
+
     max_decisions: int
     max_additional_tool_calls: int
-    max_tokens: int
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class StudySpec:
     policies: tuple[str, ...]
     seed_root: str
     budget: Budget
+    stop_rules: StopRules
+    """[stop_rules]: the stop controls beyond the protocol's limits (all off in the frozen study)."""
     model: ModelConfig
     identical_retries_before_output: int
     price_input_per_mtok: float
@@ -100,8 +107,38 @@ class StudySpec:
     def digest(self) -> str:
         return raw_digest(self.raw)
 
+    def stop_rules_in_force(self) -> JsonObject:
+        """Every rule that can end one of this study's trajectories (lock and run header)."""
+        from runner.loop import TrajectoryConfig, stop_rules_in_force
 
-_TOP_KEYS = {"format", "name", "design", "budget", "model", "retry", "price", "sandbox", "simulated"}
+        return stop_rules_in_force(TrajectoryConfig(
+            max_decisions=self.budget.max_decisions,
+            max_additional_tool_calls=self.budget.max_additional_tool_calls,
+            stop_rules=self.stop_rules))
+
+
+_TOP_KEYS = {"format", "name", "design", "budget", "stop_rules", "model", "retry", "price",
+             "sandbox", "simulated"}
+
+
+def _stop_rules(data: JsonObject) -> StopRules:
+    """[stop_rules] (optional; absent: every control beyond the protocol is off).
+
+    ``no_progress`` is a boolean; ``token_ceiling`` and ``side_effect_call_limit`` are integers,
+    0 meaning off (TOML has no null).
+    """
+    from runner.loop import StopRules
+
+    table = _table(data, "stop_rules", {"no_progress": bool, "token_ceiling": int,
+                                        "side_effect_call_limit": int}, optional=True)
+    if not table:
+        return StopRules()
+    for name in ("token_ceiling", "side_effect_call_limit"):
+        if table[name] < 0:
+            raise SpecError(f"spec: [stop_rules].{name} must be 0 (off) or a positive integer")
+    return StopRules(no_progress=table["no_progress"],
+                     token_ceiling=table["token_ceiling"] or None,
+                     side_effect_call_limit=table["side_effect_call_limit"] or None)
 
 
 def _table(data: JsonObject, key: str, fields: dict[str, type | tuple[type, ...]],
@@ -213,8 +250,8 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError("spec: name must be a string")
     design = _table(data, "design", {"worlds": list, "checkpoints": list, "seeds": int,
                                      "policies": list, "seed_root": str})
-    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int,
-                                     "max_tokens": int})
+    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int})
+    stop_rules = _stop_rules(data)
     model = _table(data, "model", {"name": str, "temperature": (int, float),
                                    "max_output_tokens": int, "timeout_s": (int, float)})
     retry = _table(data, "retry", {"identical_retries_before_output": int})
@@ -234,9 +271,9 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError("spec: [design].checkpoints may only hold 'clean' and 'incomplete'")
     if design["seeds"] < 1:
         raise SpecError("spec: [design].seeds must be at least 1")
-    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0 \
-            or budget["max_tokens"] < 1:
-        raise SpecError("spec: [budget] values must be positive")
+    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0:
+        raise SpecError("spec: [budget].max_decisions must be >= 1 and "
+                        "max_additional_tool_calls >= 0")
     if retry["identical_retries_before_output"] not in (0, 1):
         raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
     _check_values(data, design, model, price, sandbox, simulated)
@@ -249,8 +286,8 @@ def load_spec(path: str | Path) -> StudySpec:
         seeds=design["seeds"],
         policies=_str_list(design, "policies", "design"),
         seed_root=design["seed_root"],
-        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"],
-                      budget["max_tokens"]),
+        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"]),
+        stop_rules=stop_rules,
         model=ModelConfig(model["name"], float(model["temperature"]),
                           model["max_output_tokens"], float(model["timeout_s"])),
         identical_retries_before_output=retry["identical_retries_before_output"],

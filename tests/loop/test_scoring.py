@@ -20,6 +20,7 @@ from runner.loop import (
     OUTCOME_FIELDS,
     DecisionRecord,
     Outcome,
+    StopRules,
     Trajectory,
     TrajectoryConfig,
     run_trajectory,
@@ -218,10 +219,12 @@ async def _tool(world_id: str, tool_id: str, args: dict[str, Any]) -> dict[str, 
     return call_tool(world_snapshot(world_id), tool_id, args)
 
 
-def _drive(cp: TaskCheckpoint, replies: Callable[[int], SimulatedReply]) -> Trajectory:
+def _drive(cp: TaskCheckpoint, replies: Callable[[int], SimulatedReply],
+           config: TrajectoryConfig | None = None) -> Trajectory:
     async def go() -> Trajectory:
         return await run_trajectory(cp, make_pipeline("ect", None), _provider(replies), _tool,
-                                    TrajectoryConfig(), metadata={"cell_id": "x", "seed": 1})
+                                    config or TrajectoryConfig(),
+                                    metadata={"cell_id": "x", "seed": 1})
 
     return anyio.run(go)
 
@@ -251,13 +254,40 @@ def test_engine_rejected_finishes_until_the_decision_budget_runs_out() -> None:
     assert out.final_decision == "continue"
 
 
-def test_engine_repeating_one_finish_is_no_progress_not_a_completion() -> None:
+def test_engine_repeating_one_finish_runs_to_the_protocol_limit_not_no_progress() -> None:
+    """The paper's protocol has no no-progress rule: repeating one rejected finish uses all four
+    decisions (step_budget). Before, runner.control's default detector ended it no_progress at
+    the third repeat, and the scoring counted that as "recoverable stuck"."""
     naive = INCOMPLETE.naive_certificate.to_json()
     t = _drive(INCOMPLETE, lambda n: SimulatedReply(function_calls=(
         FunctionCall("finish", {"certificate": naive}, "f"),)))
-    assert t.stop_reason is StopReason.NO_PROGRESS and t.final_certificate is None
+    assert t.stop_reason is StopReason.STEP_BUDGET and t.turns == 4
+    assert t.pipeline_verdicts == ["continue"] * 4 and t.final_certificate is None
     out = score(t, _row(INCOMPLETE))
-    assert out.recoverable_stuck and not out.supported_completion
+    assert not out.recoverable_stuck and not out.supported_completion
+
+
+def test_engine_no_progress_beyond_the_protocol_is_opt_in_and_never_scored_stuck() -> None:
+    """With runner.control's no-progress detector turned on (a user beyond the protocol), the
+    same run ends no_progress, but only the pipeline's own stuck verdict is "recoverable stuck"."""
+    naive = INCOMPLETE.naive_certificate.to_json()
+    t = _drive(INCOMPLETE, lambda n: SimulatedReply(function_calls=(
+        FunctionCall("finish", {"certificate": naive}, "f"),)),
+        TrajectoryConfig(stop_rules=StopRules(no_progress=True)))
+    assert t.stop_reason is StopReason.NO_PROGRESS and t.final_certificate is None
+    assert "stuck" not in t.pipeline_verdicts
+    out = score(t, _row(INCOMPLETE))
+    assert not out.recoverable_stuck and not out.supported_completion
+
+
+def test_recoverable_stuck_needs_the_pipelines_stuck_verdict() -> None:
+    naive = INCOMPLETE.naive_certificate.to_json()
+    detector = _trajectory(INCOMPLETE, StopReason.NO_PROGRESS,
+                           decisions=[_finish(1, naive, "finish_continue")], verdicts=["continue"])
+    assert not score(detector, _row(INCOMPLETE)).recoverable_stuck
+    judged = _trajectory(INCOMPLETE, StopReason.NO_PROGRESS,
+                         decisions=[_finish(1, naive, "finish_stuck")], verdicts=["stuck"])
+    assert score(judged, _row(INCOMPLETE)).recoverable_stuck
 
 
 def test_engine_an_honest_finish_on_a_clean_checkpoint_is_goal_met() -> None:
@@ -284,7 +314,8 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
         async def go() -> Trajectory:
             provider = _provider(replies)
             return await run_trajectory(CLEAN, make_pipeline("full_trace", provider), provider,
-                                        _tool, TrajectoryConfig(max_tokens=max_tokens),
+                                        _tool, TrajectoryConfig(
+                                            stop_rules=StopRules(token_ceiling=max_tokens)),
                                         metadata={"cell_id": "x", "seed": 1})
 
         return anyio.run(go)
