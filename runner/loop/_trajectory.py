@@ -9,8 +9,8 @@ tools): the frozen study turns none on, and the lock and the run header record w
 Each decision:
 
 1. ``check_before_model`` (budgets) -> the planner request is built from the :class:`PlannerView`
-   (decision index, contract, trace, ledger, directive; never split, fault or gold) and sent
-   through the provider;
+   (decision index, contract, trace, ledger, the draft certificate the checkpoint holds,
+   directive; never split, fault, gold or the pipeline under test) and sent through the provider;
 2. ``on_action`` judges the parsed action: a tool call runs in the sandbox (a fresh child) and its
    response is folded into the trace and re-normalised into the ledger by the trusted adapter;
    a finish goes to the termination pipeline under test; an escalation ends ``needs_human``;
@@ -312,6 +312,7 @@ async def run_trajectory(
             decisions_left=config.max_decisions - state.step,
             calls_left=config.max_additional_tool_calls - state.tool_calls,
             decision=state.step + 1,
+            draft=checkpoint.naive_certificate.to_json(),
         )
         request = build_planner_request(view, config.generation,
                                         {**metadata, "decision": state.step + 1})

@@ -5,7 +5,11 @@ It sees nothing but the request (it parses the ``<ect-view>`` block of the last 
 the provider's ``rng`` (derived from the cell seed and the canonical request), so a reply is a
 pure function of (seed, request, behaviour parameters). It never reads split, fault or gold.
 
-Planner (role ``planner``), a competent but fallible agent. At each decision it works out the
+Planner (role ``planner``), a competent but fallible agent. It sees the checkpoint as a real
+model would: the trace so far (with the notes it recorded in it), the ledger, and the *draft*
+certificate it wrote before the checkpoint (``draft`` in the view; for a faulty checkpoint the
+draft carries the fault's temptation: no claims, a forged reference, a wrong-scope or failed
+receipt, an altered value, a wrong transform parameter). At each decision it works out the
 *missing calls*: for the slots :func:`runner.worlds.propose_certificate` cannot yet support
 (no claim, or fewer cited receipts than the contract's cardinality minimum), the
 calls of :func:`runner.worlds.plan_calls`, minus identical calls already made whose receipts all
@@ -15,16 +19,23 @@ succeeded and validated. Then, drawing from ``rng`` in this order:
 2. if receipts conflict (two valid receipts with one scope key and different values): escalate
    with ``p_escalate_on_conflict``;
 3. whether it follows the directive in the view (``p_follow_directive``; only if there is one).
-   Following means it will not finish prematurely and synthesises carefully on this decision;
+   Following means it will not finish prematurely, does not fall back on its draft, and
+   synthesises carefully on this decision;
 4. if calls are missing and the budget allows a call: finish anyway with ``p_premature_finish``
-   (unless following) with a *fluent* certificate that fills every slot from whatever receipts
-   look closest; otherwise make the first missing call, replaced by a repeat of the last call
-   with ``p_repeat_call`` or with a scope-shifted copy (date +1 day, or a sibling entity) with
-   ``p_wrong_scope_call``;
-5. nothing missing (or no call budget left): finish with :func:`runner.worlds.propose_certificate`
-   (slots it cannot support are filled fluently), then, unless following, corrupt one claimed
-   value with ``p_corrupt_value`` and cite a receipt id that is not in the ledger with
-   ``p_cite_missing_receipt``.
+   (unless following), submitting its draft (``p_reuse_draft``, when there is a draft) or else a
+   *fluent* certificate that fills every slot from whatever receipts look closest; otherwise
+   make the first missing call, replaced by a repeat of the last call with ``p_repeat_call`` or
+   with a scope-shifted copy (date +1 day, or a sibling entity) with ``p_wrong_scope_call``;
+5. nothing missing (or no call budget left): unless following, submit the draft with
+   ``p_reuse_draft`` (when there is one); else finish with
+   :func:`runner.worlds.propose_certificate` (slots it cannot support are filled fluently),
+   then, unless following, corrupt one claimed value with ``p_corrupt_value`` and cite a
+   receipt id that is not in the ledger with ``p_cite_missing_receipt``.
+
+A submitted draft keeps the draft's claims as they are and takes the current ledger digest from
+the view (as the planner prompt tells a model to). The planner never looks at the draft's
+correctness, only at whether there is one: it is tempted the same way on a clean checkpoint
+(where the draft is sound) as on a faulty one.
 
 Critic (roles ``critic`` / ``self_check``): it reads the proposal against what the view shows
 and notices problems: a required slot without a claim, a cited id not in the ledger, a cited
@@ -38,6 +49,15 @@ always redo the arithmetic), or no finish request at all. A full-trace critic th
 self-check reads only its own answer: it approves unless its checklist finds a required slot
 without a claim or a claim without evidence, and even then approves with
 ``p_self_approve_flawed``.
+
+Defaults (the values ``schedules/v2.toml`` states, with the reasoning beside each) were chosen
+from two plain rules, not fitted to any table: a *slip* -- an action that contradicts what the
+agent or critic can itself see (a wrong-scope or repeated call, a corrupted value, a cited id
+that is not there, a prose reply, accepting a problem it noticed, rejecting a proposal in which
+it found none) -- happens once in twenty (0.05); a *disposition* that nothing in the view
+settles (finish now or gather more, submit the draft or compose anew, follow the directive,
+escalate a conflict, redo the arithmetic, call a repeat stuck) is a coin flip (0.5). The
+self-check's approval of a flawed answer is a slip too.
 """
 
 from __future__ import annotations
@@ -102,29 +122,34 @@ class _Params:
         return cls(**{k: _probability(k, v) for k, v in obj.items()})
 
 
+_SLIP = 0.05  # an action contradicting what the actor itself can see: one in twenty
+_COIN = 0.5  # a disposition nothing in the view settles: no basis to prefer either way
+
+
 @dataclass(frozen=True)
 class PlannerBehaviour(_Params):
     """Probabilities of the simulated planner's behaviours (defaults: see module docstring)."""
 
-    p_premature_finish: float = 0.75
-    p_wrong_scope_call: float = 0.05
-    p_corrupt_value: float = 0.02
-    p_cite_missing_receipt: float = 0.01
-    p_repeat_call: float = 0.05
-    p_follow_directive: float = 0.35
-    p_escalate_on_conflict: float = 0.25
-    p_invalid_output: float = 0.0
+    p_premature_finish: float = _COIN
+    p_reuse_draft: float = _COIN
+    p_wrong_scope_call: float = _SLIP
+    p_corrupt_value: float = _SLIP
+    p_cite_missing_receipt: float = _SLIP
+    p_repeat_call: float = _SLIP
+    p_follow_directive: float = _COIN
+    p_escalate_on_conflict: float = _COIN
+    p_invalid_output: float = _SLIP
 
 
 @dataclass(frozen=True)
 class CriticBehaviour(_Params):
     """Probabilities of the simulated critics' behaviours (defaults: see module docstring)."""
 
-    p_accept_unsupported: float = 0.2
-    p_reject_supported: float = 0.35
-    p_stuck_on_repeat: float = 0.4
-    p_notice_value_mismatch: float = 0.6
-    p_self_approve_flawed: float = 0.9
+    p_accept_unsupported: float = _SLIP
+    p_reject_supported: float = _SLIP
+    p_stuck_on_repeat: float = _COIN
+    p_notice_value_mismatch: float = _COIN
+    p_self_approve_flawed: float = _SLIP
 
 
 def simulated_responder(planner: PlannerBehaviour, critic: CriticBehaviour) -> Responder:
@@ -319,6 +344,8 @@ def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
         trace = [c for c in view["trace"] if isinstance(c, dict)]
         calls_left = int(view["budget"]["calls_left"])
         directive = view.get("directive")
+        draft = view.get("draft")
+        draft = dict(draft) if isinstance(draft, Mapping) else None
     except Exception:
         return _text_reply("The task view is malformed; I cannot plan.")
 
@@ -332,6 +359,8 @@ def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
     missing = _missing_calls(contract, ledger, trace)
     if missing and calls_left > 0:
         if not following and rng.random() < p.p_premature_finish:
+            if draft is not None and rng.random() < p.p_reuse_draft:
+                return _call_reply(FINISH_TOOL, {"certificate": _from_draft(draft, ledger)})
             return _call_reply(FINISH_TOOL, {"certificate": _strip_format(_certificate(contract, ledger))})
         tool_id, args = missing[0]
         if trace and rng.random() < p.p_repeat_call:
@@ -340,6 +369,8 @@ def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
             args = _wrong_scope(args, ledger, rng)
         return _call_reply(tool_id, args)
 
+    if not following and draft is not None and rng.random() < p.p_reuse_draft:
+        return _call_reply(FINISH_TOOL, {"certificate": _from_draft(draft, ledger)})
     cert = _certificate(contract, ledger)
     if not following and cert["claims"]:
         if rng.random() < p.p_corrupt_value:
@@ -352,6 +383,11 @@ def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
             claim = cert["claims"][i]
             cert["claims"][i] = {**claim, "evidence": [*claim["evidence"][:-1], forged]}
     return _call_reply(FINISH_TOOL, {"certificate": _strip_format(cert)})
+
+
+def _from_draft(draft: dict[str, Any], ledger: Ledger) -> dict[str, Any]:
+    """The draft as submitted: its claims untouched, the current ledger digest from the view."""
+    return {**_strip_format(draft), "ledger_digest": ledger_digest(ledger)}
 
 
 def _strip_format(cert: dict[str, Any]) -> dict[str, Any]:

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.canonical import MAX_TOML_BYTES, JsonObject, loads_toml, raw_digest, read_bounded
+from runner.canonical import (
+    MAX_TOML_BYTES,
+    JsonObject,
+    canonical_bytes,
+    loads_toml,
+    raw_digest,
+    read_bounded,
+)
 from runner.errors import EctError, FormatError, StudyError
 
-if TYPE_CHECKING:  # runner.loop is imported where it is used (keeps `ect --help` light)
+if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
     from runner.loop import StopRules
+    from runner.policies import CriticBehaviour, PlannerBehaviour
 
 __all__ = [
     "Budget",
@@ -19,9 +29,12 @@ __all__ = [
     "SandboxLimits",
     "SpecError",
     "StudySpec",
+    "UnknownParameter",
     "load_spec",
     "recorded_spec",
+    "simulator_parameters",
     "spec_for_store",
+    "with_overrides",
 ]
 
 STUDY_FORMAT = "ect.study/1"
@@ -102,10 +115,16 @@ class StudySpec:
     sandbox: SandboxLimits
     simulated: JsonObject
     """The [simulated] behaviour tables, as ``runner.policies`` reads them (and the lock pins)."""
+    overrides: JsonObject = field(default_factory=dict)
+    """Simulator parameters set by :func:`with_overrides` (dotted name -> value), over the file's."""
 
     @property
     def digest(self) -> str:
-        return raw_digest(self.raw)
+        """sha256 of the spec file's bytes; with overrides, of those bytes and the overrides
+        (an overridden spec is never the frozen one, so it never matches the file's lock)."""
+        if not self.overrides:
+            return raw_digest(self.raw)
+        return raw_digest(self.raw + b"\n# ect overrides: " + canonical_bytes(self.overrides))
 
     def stop_rules_in_force(self) -> JsonObject:
         """Every rule that can end one of this study's trajectories (lock and run header)."""
@@ -119,6 +138,74 @@ class StudySpec:
 
 _TOP_KEYS = {"format", "name", "design", "budget", "stop_rules", "model", "retry", "price",
              "sandbox", "simulated"}
+
+
+class UnknownParameter(SpecError):
+    """An override names no simulator parameter; ``valid`` lists every name there is."""
+
+    def __init__(self, name: str, valid: tuple[str, ...]) -> None:
+        self.name = name
+        self.valid = valid
+        super().__init__(f"unknown simulator parameter {name!r}; valid names: {', '.join(valid)}")
+
+
+def _behaviours() -> dict[str, type[PlannerBehaviour] | type[CriticBehaviour]]:
+    from runner.policies import CriticBehaviour, PlannerBehaviour
+
+    return {"planner": PlannerBehaviour, "critic": CriticBehaviour}
+
+
+def simulator_parameters(spec: StudySpec | None = None) -> dict[str, float]:
+    """Every simulator parameter by its stable dotted name (``simulated.<table>.<name>``, the
+    TOML path in the spec), with its value in ``spec`` (its default without one), in name order."""
+    out: dict[str, float] = {}
+    for table, cls in _behaviours().items():
+        given = spec.simulated.get(table, {}) if spec is not None else {}
+        values = cls.from_json(given).to_json()
+        for name, value in values.items():
+            out[f"simulated.{table}.{name}"] = value
+    return dict(sorted(out.items()))
+
+
+def _probability_value(name: str, value: object) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise SpecError(f"simulator parameter {name}: {value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(f"simulator parameter {name}: expected a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise SpecError(f"simulator parameter {name}: {value!r} is outside [0, 1]")
+    return float(value)
+
+
+def with_overrides(spec: StudySpec, overrides: Mapping[str, object]) -> StudySpec:
+    """``spec`` with simulator parameters replaced: ``{"simulated.planner.p_reuse_draft": 0.2}``.
+
+    Names are those of :func:`simulator_parameters`; a value is a number (or a numeric string)
+    in [0, 1]. The result records the overrides (``StudySpec.overrides``, merged over any it
+    already had) and its ``digest`` covers them, so it can never pass for the frozen spec.
+
+    Raises:
+        UnknownParameter: a name is not a simulator parameter (the error lists every valid name).
+        SpecError: a value is not a number in [0, 1].
+    """
+    valid = tuple(simulator_parameters())
+    simulated = {table: dict(values) for table, values in spec.simulated.items()}
+    applied: dict[str, float] = {}
+    for name, value in overrides.items():
+        if name not in valid:
+            raise UnknownParameter(name, valid)
+        _, table, param = name.split(".")
+        applied[name] = simulated.setdefault(table, {})[param] = _probability_value(name, value)
+    for table, cls in _behaviours().items():
+        try:
+            cls.from_json(simulated.get(table, {}))
+        except EctError as e:
+            raise SpecError(f"spec: [simulated.{table}]: {e}") from e
+    merged = dict(sorted({**spec.overrides, **applied}.items()))
+    return dataclasses.replace(spec, simulated=simulated, overrides=merged)
 
 
 def _stop_rules(data: JsonObject) -> StopRules:

@@ -29,7 +29,7 @@ GEN = GenerationConfig(temperature=0.2, seed=4, max_output_tokens=1024)
 CAREFUL = PlannerBehaviour(
     p_premature_finish=0.0, p_wrong_scope_call=0.0, p_corrupt_value=0.0,
     p_cite_missing_receipt=0.0, p_repeat_call=0.0, p_follow_directive=1.0,
-    p_escalate_on_conflict=0.0,
+    p_escalate_on_conflict=0.0, p_invalid_output=0.0,
 )
 
 
@@ -74,7 +74,8 @@ def test_careful_planner_recovers_every_recoverable_checkpoint_under_ect() -> No
 
 def test_premature_finish_passes_the_critic_core_but_not_ect() -> None:
     hasty = PlannerBehaviour(p_premature_finish=1.0, p_follow_directive=0.0, p_repeat_call=0.0,
-                             p_wrong_scope_call=0.0, p_escalate_on_conflict=0.0)
+                             p_wrong_scope_call=0.0, p_escalate_on_conflict=0.0,
+                             p_invalid_output=0.0)
     incomplete = [cp for cp in closed_loop_checkpoints() if cp.kind == "incomplete" and cp.fault != "T1"]
     critic = [anyio.run(trajectory, cp, hasty, "critic_core")[0] for cp in incomplete]
     ect = [anyio.run(trajectory, cp, hasty, "ect")[0] for cp in incomplete]

@@ -53,7 +53,7 @@ def test_same_seed_and_request_same_bytes() -> None:
     assert a.raw[0].response_bytes == b.raw[0].response_bytes
     # Across seeds the default (noisy) planner does not always do the same thing.
     kinds = {type(act(request(fx.clean_trace()[:1], seed=s), **PlannerBehaviour().to_json())[0]) for s in range(30)}
-    assert kinds == {ToolCallAction, FinishAction}
+    assert {ToolCallAction, FinishAction} <= kinds
 
 
 def test_planner_makes_the_next_missing_call() -> None:
