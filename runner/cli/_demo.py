@@ -39,10 +39,18 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
-    from runner.analysis import SpecInvalid, StaticSpec, report_from_store, static_study
+    from runner.analysis import report_from_store, static_study
     from runner.cli._progress import CountProgress
     from runner.store import public_key_path, verify_manifest, verify_store
-    from runner.study import ProviderChoice, RunSettings, export_study, load_spec, study_paths
+    from runner.study import (
+        ProviderChoice,
+        RunSettings,
+        SpecInvalid,
+        StaticSpec,
+        export_study,
+        load_spec,
+        study_paths,
+    )
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     static_spec = study_file(static_spec, DEFAULT_STATIC_SPEC, "--static-spec")
