@@ -39,12 +39,14 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
-    from runner.analysis import SpecInvalid, StaticSpec, report_from_store, static_study
+    from runner.analysis import report_from_store, static_study
     from runner.cli._progress import CountProgress
     from runner.store import verify_store
     from runner.study import (
         ProviderChoice,
         RunSettings,
+        SpecInvalid,
+        StaticSpec,
         export_study,
         load_spec,
         study_paths,
