@@ -19,7 +19,7 @@ from runner.study._execute import (
     stop_file,
 )
 from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
-from runner.study._export import IncompleteStore, export_study, key_path_for
+from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
 from runner.study._lock import (
     LOCK_FORMAT,
     Drift,
@@ -79,12 +79,23 @@ from runner.study._spec import (
     spec_for_store,
     with_overrides,
 )
+from runner.study._static import (
+    STATIC_ABLATIONS,
+    FastPathInvariantBroken,
+    SpecInvalid,
+    StaticDecisionRow,
+    StaticRun,
+    StaticSpec,
+    run_static,
+    static_provider,
+)
 from runner.study._strata import StratumReasons, reason_codes_by_stratum
 
 __all__ = [
     "EXECUTORS",
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
+    "STATIC_ABLATIONS",
     "AuditCall",
     "AuditGroup",
     "CellRecord",
@@ -93,6 +104,7 @@ __all__ = [
     "ClusterLost",
     "ClusterUnreachable",
     "Drift",
+    "FastPathInvariantBroken",
     "Halted",
     "IncompleteStore",
     "LocalExecutor",
@@ -116,6 +128,10 @@ __all__ = [
     "ScheduleError",
     "ScheduleRow",
     "SpecError",
+    "SpecInvalid",
+    "StaticDecisionRow",
+    "StaticRun",
+    "StaticSpec",
     "StoreInUse",
     "StoreNotEmpty",
     "StratumReasons",
@@ -142,12 +158,15 @@ __all__ = [
     "replay_store",
     "run_lock_path",
     "run_preflight",
+    "run_static",
     "schedule_bytes",
     "simulator_parameters",
     "source_tree_digest",
     "spec_for_store",
+    "static_provider",
     "stop_file",
     "study_paths",
+    "verify_export",
     "with_overrides",
     "write_lock",
     "write_schedule",
