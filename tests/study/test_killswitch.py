@@ -103,7 +103,7 @@ def test_cost_ceiling_halts_with_exit_code_4(tmp_path: Path, reference: Referenc
 def test_call_ceiling_halts_with_exit_code_4(tmp_path: Path, reference: Reference) -> None:
     store = tmp_path / "calls.db"
     done = ect("run", "--study", str(reference.spec), "--store", str(store),
-               "--max-calls", "10", "--json")
+               "--max-calls", "10", "--concurrency", "1", "--json")
     assert done.returncode == EXIT_HALTED, done.stderr
     assert "call ceiling 10 reached" in done.stderr
     summary = json.loads(done.stdout)
