@@ -68,8 +68,14 @@ def _alive(pid: int) -> bool:
 def cluster() -> Iterator[Any]:
     for key, value in RAY_ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # The GCS declares a silent node dead after this many missed health checks (Ray's default:
+    # 5 checks 3 s apart). Killed nodes are declared dead sooner, so adding a node after a kill
+    # (``wait_for_nodes`` counts live nodes) does not wait 15 s; a check still times out only
+    # after Ray's default 10 s, so a busy but live node is not declared dead.
+    health = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
     c = cluster_utils.Cluster(initialize_head=True,
-                              head_node_args={"num_cpus": 0, "include_dashboard": False})
+                              head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                              "_system_config": health})
     try:
         for _ in range(2):
             c.add_node(num_cpus=1)
