@@ -11,6 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.analysis._common import STATIC_POLICIES, ProviderInfo, rnd
+from runner.analysis._honesty import (
+    STATIC_SIMULATOR_NOTE,
+    choices_json,
+    flat_parameters,
+    simulator_json,
+    static_gate_text,
+)
 from runner.analysis._stats import (
     cluster_bootstrap_diff,
     cluster_bootstrap_mean,
@@ -311,6 +318,10 @@ def analyse_static(
     ect_reasons = _ect_reason_families(by_arm["ect"])
     table3 = _table3(rows, by_arm["ect"])
     intervals = _intervals(by_arm, arms, spec, seed)
+    # H1 compares ECT and the critic core, neither of which calls a model: no simulator
+    # parameter enters it (they shape only the self-check and full-trace arms).
+    h1["depends_on_simulator"] = False
+    h1["outcome"] = static_gate_text(bool(h1["passed"]), provider.simulated)
 
     return {
         "format": "ect.analysis.static/1",
@@ -337,4 +348,11 @@ def analyse_static(
         "per_family": per_family,
         "ect_reason_families": ect_reasons,
         "intervals": intervals,
+        "simulator": (
+            simulator_json(flat_parameters({"critic": spec.critic}),
+                           f"the static spec ({spec.sha256}), table [simulated.critic]",
+                           STATIC_SIMULATOR_NOTE)
+            if provider.simulated else None
+        ),
+        "choices": choices_json(),
     }

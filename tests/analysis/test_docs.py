@@ -85,3 +85,11 @@ def test_static_result_keys_are_documented() -> None:
     res = analyse_static(rows, spec=spec, provider=ProviderInfo("simulated", "simulated-1", True))
     keys_line = DOC.split("`results.json` (static) top-level keys:")[1].split("\n\n")[0]
     assert set(re.findall(r"`(\w+)`", keys_line)) >= set(res) - {"format"}
+
+
+def test_every_project_choice_is_documented_with_the_papers_words() -> None:
+    from runner.analysis._honesty import CHOICES
+
+    flat = DOC.replace("\n", " ")
+    for c in CHOICES:
+        assert f"| `{c.key}` | {c.what} | {c.ours} | {c.paper} |" in flat, c.key
