@@ -319,6 +319,7 @@ def analyse_closed_loop(
     inputs: Mapping[str, Any] | None = None,
     simulator: Mapping[str, Any] | None = None,
     simulator_source: str = "not given to the analysis",
+    reason_codes: Sequence[Mapping[str, Any]] | None = None,
 ) -> JsonObject:
     """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
 
@@ -326,6 +327,8 @@ def analyse_closed_loop(
     e.g. ``simulated.planner.p_premature_finish``) and ``simulator_source`` where they were read;
     with a simulated provider they are written under ``"simulator"`` and every gate's
     ``outcome`` says it holds under them. ``"choices"`` lists the project's own definitions.
+    ``reason_codes`` (from :func:`runner.analysis._strata.reason_codes_per_stratum`, which needs
+    the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without).
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
     AnalysisError when an outcome is malformed or a comparison arm is absent.
@@ -391,6 +394,7 @@ def analyse_closed_loop(
         "simulator": (simulator_json(simulator, simulator_source) if provider.simulated
                       else None),
         "choices": choices_json(),
+        "reason_codes": [dict(e) for e in reason_codes] if reason_codes is not None else None,
         "secondary": secondary,
         "intervals": intervals,
         "unseen": {"pooled": unseen_pooled, "by_fault": unseen},

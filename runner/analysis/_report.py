@@ -428,8 +428,25 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             rowsu,
             "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside the primary scope.",
         ),
+        *_reason_code_tables(r),
         *_honesty_tables(r),
     ]
+
+
+def _reason_code_tables(r: Mapping[str, Any]
+                        ) -> list[tuple[str, list[str], list[list[str]], str]]:
+    entries = r.get("reason_codes")
+    if not entries:
+        return []
+    rows = [[e["stratum"], _label(e["pipeline"]), str(e["cells"]),
+             ", ".join(f"{k} {n}" for k, n in e["codes"].items()) or "-"] for e in entries]
+    return [(
+        "Reason codes per fault stratum and pipeline",
+        ["Stratum", "Pipeline", "Cells", "Reason codes (cells giving each)"],
+        rows,
+        "Stratum: the fault of an incomplete checkpoint, or clean. A code counts the cells in "
+        "which any of the pipeline's decisions gave it: which checks each stratum exercised.",
+    )]
 
 
 def _closed_figures(r: Mapping[str, Any]) -> list[str]:

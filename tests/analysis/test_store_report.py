@@ -229,6 +229,10 @@ def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path:
             "critic_core_fast_paths"} <= set(choices)
     assert all(c["paper"] and c["ours"] for c in choices.values())
     assert choices["h4_gate"]["ours"].startswith("ECT's successful recovery events")
+    # ect report counts reason codes per fault stratum and pipeline from the cell records.
+    strata = data["reason_codes"]
+    assert sum(e["cells"] for e in strata) == 576
+    assert {e["pipeline"] for e in strata} == {"critic_core", "controller", "full_trace", "ect"}
 
 
 def test_a_real_provider_report_keeps_plain_verdicts(tmp_path: Path) -> None:
