@@ -19,7 +19,7 @@ from runner.study._execute import (
     stop_file,
 )
 from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
-from runner.study._export import IncompleteStore, export_study, key_path_for
+from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
 from runner.study._lock import (
     LOCK_FORMAT,
     Drift,
@@ -162,6 +162,7 @@ __all__ = [
     "static_provider",
     "stop_file",
     "study_paths",
+    "verify_export",
     "write_lock",
     "write_schedule",
 ]
