@@ -41,6 +41,9 @@ from runner.errors import AnalysisError, FormatError
 
 __all__ = [
     "SweepInvalid",
+    "SweepPointFailed",
+    "SweepPointHalted",
+    "SweepPointRefused",
     "UnknownSimulatorParameter",
     "parse_grid",
     "simulator_parameter_names",
@@ -58,6 +61,19 @@ MAX_POINTS = 64
 
 class SweepInvalid(AnalysisError):
     """A sweep's arguments are unusable (a malformed --param, an empty or oversized grid)."""
+
+
+class SweepPointFailed(AnalysisError):
+    """A grid point's study or report failed (the message names the point and the cause).
+    Carried across the process boundary as a plain message, so it always unpickles."""
+
+
+class SweepPointRefused(SweepPointFailed):
+    """A grid point's preflight or lock refused to run (a refused precondition)."""
+
+
+class SweepPointHalted(SweepPointFailed):
+    """A grid point's run was halted by a kill switch (STOP file, ceilings)."""
 
 
 class UnknownSimulatorParameter(SweepInvalid):
@@ -178,7 +194,27 @@ def _quiet_logs() -> None:
 
 
 def _run_point(point: _Point, spec_bytes: bytes) -> JsonObject:
-    """One grid point, in its own process: spec -> schedule -> lock -> study -> report."""
+    """One grid point, in its own process: spec -> schedule -> lock -> study -> report.
+
+    Raises:
+        SweepPointRefused / SweepPointHalted / SweepPointFailed: the point's run or report
+            failed; the message names the point and the original error.
+    """
+    from runner.errors import EctError
+    from runner.study import Halted, LockError, PreflightFailed
+
+    try:
+        return _study_point(point, spec_bytes)
+    except EctError as e:
+        kind: type[SweepPointFailed] = SweepPointFailed
+        if isinstance(e, PreflightFailed | LockError):
+            kind = SweepPointRefused
+        elif isinstance(e, Halted):
+            kind = SweepPointHalted
+        raise kind(f"sweep point p{point.index:03d} ({point.label}): {e}") from None
+
+
+def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
     from runner.analysis._driver import report_from_store
     from runner.study import (
         ProviderChoice,

@@ -20,11 +20,11 @@ __all__ = ["COMMANDS"]
 
 
 def _codes() -> dict[type[BaseException], int]:
-    from runner.analysis._sweep import SweepInvalid
-    from runner.study import Halted, LockError, PreflightFailed, SpecError
+    from runner.analysis._sweep import SweepInvalid, SweepPointHalted, SweepPointRefused
+    from runner.study import SpecError
 
-    return {SweepInvalid: EXIT_USAGE, SpecError: EXIT_USAGE, PreflightFailed: EXIT_REFUSED,
-            LockError: EXIT_REFUSED, Halted: EXIT_HALTED}
+    return {SweepInvalid: EXIT_USAGE, SpecError: EXIT_USAGE, SweepPointRefused: EXIT_REFUSED,
+            SweepPointHalted: EXIT_HALTED}
 
 
 _EPILOG = """\b

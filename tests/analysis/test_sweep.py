@@ -130,3 +130,17 @@ def test_a_two_point_grid_gives_two_rows_that_differ(tmp_path: Path) -> None:
     for text in (md, (out / "sweep.svg").read_text(), res.output):
         assert "PASSED" not in text and "FAILED" not in text
     assert (out / "sweep.svg").read_text().startswith("<svg")
+
+
+def test_a_failed_point_names_itself_and_crosses_processes(tmp_path: Path) -> None:
+    import pickle
+
+    from runner.analysis._sweep import SweepPointFailed, _Point, _run_point
+
+    point = _Point(3, {P: 0.5}, str(tmp_path / "p003"), 1, 20)
+    bad = SPEC.read_bytes().replace(b'format = "ect.study/1"', b'format = "ect.study/9"')
+    with pytest.raises(SweepPointFailed) as e:
+        _run_point(point, bad)
+    assert f"sweep point p003 ({P}=0.5): " in str(e.value)
+    again = pickle.loads(pickle.dumps(e.value))  # as a worker process hands it back
+    assert type(again) is type(e.value) and str(again) == str(e.value)
