@@ -123,7 +123,9 @@ def test_a_two_point_grid_gives_two_rows_that_differ(tmp_path: Path) -> None:
     for r in rows:
         assert set(r) >= {"h2", "h3", "h4", "table4", "parameters", "directory"}
         assert (out / r["directory"] / "report" / "results.json").is_file()
-    assert data["base_parameters"][P] == 0.75  # read from the spec, not typed in
+    # The other parameters are read from the spec, not typed in.
+    planner = load_spec(spec).simulated["planner"]
+    assert data["base_parameters"][P] == planner["p_premature_finish"]
     md = (out / "sweep.md").read_text()
     assert md.count("\n| 0 |") == 1 and md.count("\n| 1 |") == 1
     assert "chosen by this project" in md
