@@ -81,6 +81,8 @@ from runner.study._spec import (
 )
 from runner.study._static import (
     STATIC_ABLATIONS,
+    TABLE3_ABLATIONS,
+    CheckAblation,
     FastPathInvariantBroken,
     SpecInvalid,
     StaticDecisionRow,
@@ -96,10 +98,12 @@ __all__ = [
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
     "STATIC_ABLATIONS",
+    "TABLE3_ABLATIONS",
     "AuditCall",
     "AuditGroup",
     "CellRecord",
     "CellResult",
+    "CheckAblation",
     "CheckpointRef",
     "ClusterLost",
     "ClusterUnreachable",
