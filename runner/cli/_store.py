@@ -153,7 +153,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
 
 
 def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) -> None:
-    from runner.view import NotFound, StoreSource, cell_view, format_cell
+    from runner.view import NotFound, StoreSource, ViewError, cell_view, format_cell
 
     src = StoreSource(path)
     try:
@@ -164,6 +164,8 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
         lines = format_cell(cell_view(src, n), raw=raw)
     except NotFound as e:
         die(str(e), EXIT_USAGE)
+    except ViewError as e:  # the record is not a cell record
+        die(str(e), EXIT_REFUSED)
     for line in lines:
         click.echo(line)
 
