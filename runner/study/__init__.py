@@ -51,6 +51,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._replay import (
@@ -118,6 +119,7 @@ __all__ = [
     "ReplayMismatch",
     "ReplayRefused",
     "ReplayReport",
+    "RunHeader",
     "RunSettings",
     "RunSummary",
     "SandboxLimits",

@@ -28,7 +28,7 @@ from runner import __version__
 from runner.canonical import JsonObject, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
-from runner.errors import EctError, StudyError
+from runner.errors import EctError, FormatError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
@@ -39,6 +39,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._spec import StudySpec
@@ -429,24 +430,25 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     lock_bytes = canonical_bytes(report.lock)
     preflight_bytes = canonical_bytes(report.to_json())
     executor_bytes = canonical_bytes(executor or {"name": "local"})
-    header = {
-        "study": report.study,
-        "lock_digest": report.lock_digest,
-        "lock_blob": raw_digest(lock_bytes),
-        "preflight_digest": report.digest,
-        "preflight_blob": raw_digest(preflight_bytes),
-        "schedule_rows": len(report.rows),
-        "spec": str(settings.spec_path),
-        "provider": report.provider.name,
-        "simulated": report.provider.name == "simulated",
+    assert report.lock_digest is not None  # set by a passing preflight
+    header = RunHeader(
+        study=report.study,
+        lock_digest=report.lock_digest,
+        lock_blob=raw_digest(lock_bytes),
+        preflight_digest=report.digest,
+        preflight_blob=raw_digest(preflight_bytes),
+        schedule_rows=len(report.rows),
+        spec=str(settings.spec_path),
+        provider=report.provider.name,
+        simulated=report.provider.name == "simulated",
         # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
-        "sandbox_layers": report.sandbox,
+        sandbox_layers=report.sandbox,
         # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,
         # sandbox layers in force, probe results) and every excluded node with its reason.
-        "executor": (executor or {"name": "local"})["name"],
-        "executor_blob": raw_digest(executor_bytes),
-    }
-    return Store.create(settings.store_path, header=header, signing_key=key,
+        executor=(executor or {"name": "local"})["name"],
+        executor_blob=raw_digest(executor_bytes),
+    )
+    return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
 
 
@@ -507,8 +509,11 @@ def check_resume_provider(settings: RunSettings) -> None:
     from runner.store import Store
 
     with Store.open(settings.store_path, readonly=True) as store:
-        recorded = store.header.get("provider")
-    if recorded is not None and recorded != settings.provider.name:
+        try:
+            recorded = RunHeader.from_header(store.header).provider
+        except FormatError:
+            return  # not a run's header: the preflight refuses the store in its own words
+    if recorded != settings.provider.name:
         raise ProviderMismatch(f"{settings.store_path} was run with --provider {recorded}; "
                                f"resume it with the same provider")
 

@@ -39,7 +39,7 @@ from .conftest import cell_body, drop_triggers, make_header, raw, restore_trigge
 
 def test_exported_members() -> None:
     assert set(store_pkg.__all__) == {
-        "DAMAGE_KINDS", "DEFAULT_BUSY_TIMEOUT_S", "MANIFEST_FORMAT", "AttemptError",
+        "DAMAGE_KINDS", "DEFAULT_BUSY_TIMEOUT_S", "HEADER_RESERVED", "MANIFEST_FORMAT", "AttemptError",
         "AttemptJournalDamaged", "BlobCorrupt", "BlobNotFound", "CheckpointMissing",
         "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestCell", "ManifestInvalid",
         "NotAStore",
