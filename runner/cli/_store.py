@@ -128,7 +128,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
                 "records": store.count,
                 "head": {"seq": store.head[0], "chain": store.head[1]},
                 "attempts": len(store.attempts()),
-                "orphan_attempts": len(store.orphan_attempts()),
+                "orphan_attempts": _orphan_count(store),
                 "latest_checkpoint": store.latest_checkpoint(),
             }
         else:
@@ -150,6 +150,18 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
     for k, v in out.items():
         text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
         click.echo(f"{k}: {text}")
+
+
+def _orphan_count(store: Any) -> int | None:
+    """Attempts journaled for cells that never committed, the records read as the study's cell
+    records; ``None`` for a store whose records are not cell records."""
+    from runner.errors import FormatError
+    from runner.study import orphan_attempts
+
+    try:
+        return len(orphan_attempts(store))
+    except FormatError:
+        return None
 
 
 def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) -> None:

@@ -15,6 +15,7 @@ from runner.study._execute import (
     cell_result,
     check_resume_provider,
     execute,
+    orphan_attempts,
     run_lock_path,
     stop_file,
 )
@@ -147,6 +148,7 @@ __all__ = [
     "key_path_for",
     "load_spec",
     "lock_digest",
+    "orphan_attempts",
     "read_lock",
     "read_schedule",
     "recorded_spec",

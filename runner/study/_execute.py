@@ -56,6 +56,7 @@ __all__ = [
     "cell_result",
     "check_resume_provider",
     "execute",
+    "orphan_attempts",
     "run_lock_path",
     "stop_file",
 ]
@@ -90,6 +91,20 @@ class ProviderMismatch(StudyError):
 
 class StoreInUse(StudyError):
     """Another run or resume is writing to this store (two writers would interleave rows)."""
+
+
+def orphan_attempts(store: Any) -> list[JsonObject]:
+    """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
+    that never committed, each record read as a :class:`CellRecord` (the store knows no record
+    shape: it is given the committed cell ids).
+
+    Raises:
+        RecordFormatError: a committed record is not a cell record.
+    """
+    committed = {CellRecord.from_json(rec.body, f"record {rec.seq}").cell_id
+                 for rec in store.records(1)}
+    found: list[JsonObject] = store.orphan_attempts(committed)
+    return found
 
 
 def run_lock_path(store_path: Path) -> Path:
@@ -533,12 +548,14 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                                   executor=remote.describe() if remote is not None else None)
     try:
         summary.committed = store.count - 1
-        if resume:
-            summary.orphan_attempts = len(store.orphan_attempts())
+        cell_ids = set()
         for rec in store.records(1):
             committed = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            cell_ids.add(committed.cell_id)
             summary.stop_reasons[committed.result.stop_reason] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
+        if resume:
+            summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
         todo = rows[summary.committed:end]
         if on_start is not None:
