@@ -15,6 +15,7 @@ from runner.study._execute import (
     cell_result,
     check_resume_provider,
     execute,
+    orphan_attempts,
     run_lock_path,
     stop_file,
 )
@@ -51,6 +52,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._replay import (
@@ -122,6 +124,7 @@ __all__ = [
     "ReplayMismatch",
     "ReplayRefused",
     "ReplayReport",
+    "RunHeader",
     "RunSettings",
     "RunSummary",
     "SandboxLimits",
@@ -149,6 +152,7 @@ __all__ = [
     "key_path_for",
     "load_spec",
     "lock_digest",
+    "orphan_attempts",
     "read_lock",
     "read_schedule",
     "recorded_spec",
