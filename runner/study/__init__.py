@@ -15,6 +15,7 @@ from runner.study._execute import (
     cell_result,
     check_resume_provider,
     execute,
+    orphan_attempts,
     run_lock_path,
     stop_file,
 )
@@ -51,6 +52,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._replay import (
@@ -126,6 +128,7 @@ __all__ = [
     "ReplayMismatch",
     "ReplayRefused",
     "ReplayReport",
+    "RunHeader",
     "RunSettings",
     "RunSummary",
     "SandboxLimits",
@@ -155,6 +158,7 @@ __all__ = [
     "key_path_for",
     "load_spec",
     "lock_digest",
+    "orphan_attempts",
     "read_lock",
     "read_schedule",
     "reason_codes_by_stratum",

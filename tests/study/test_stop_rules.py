@@ -16,7 +16,7 @@ import pytest
 from runner.canonical import loads_strict
 from runner.loop import StopRules
 from runner.store import Store
-from runner.study import SpecError, load_spec, read_lock, study_paths
+from runner.study import RunHeader, SpecError, load_spec, read_lock, study_paths
 from tests.study.conftest import Reference
 from tests.study.support import REPO, make_study
 
@@ -73,3 +73,8 @@ def test_the_run_header_records_the_stop_rules_in_force(reference: Reference) ->
         lock = loads_strict(store.get_blob(header["lock_blob"]))
     assert header["stop_rules"] == lock["stop_rules"] == load_spec(reference.spec).stop_rules_in_force()
     assert header["stop_rules"]["beyond_protocol"] == OFF
+    typed = RunHeader.from_header(header)
+    assert typed.stop_rules == header["stop_rules"]
+    assert typed.to_json()["stop_rules"] == header["stop_rules"]
+    older = {k: v for k, v in header.items() if k != "stop_rules"}  # a store from before
+    assert RunHeader.from_header(older).stop_rules is None
