@@ -136,3 +136,67 @@ def test_step_api_validate_contract_and_checks() -> None:
                             validate=lambda s, o: proposals.append(s.proposal) or True)  # type: ignore[func-returns-value]
     s3 = watcher.start("t")
     assert watcher.on_finish(s3, Finish({"v": 3})) is not None and proposals == [{"v": 3}]
+
+
+# -- user code that fails or breaks its contract: the exact stop a person reads ------------------
+QUESTION = "User code failed or broke its contract: fix it, then retry the run?"
+
+
+def test_decide_returning_a_non_action_is_a_typed_contract_stop() -> None:
+    res = ctl().run("t", lambda s: 5, lambda call: ToolResult.success())  # type: ignore[arg-type,return-value]
+    assert res.stop.to_json() == {
+        "reason": "internal_error", "condition": {"type": "ContractViolation",
+                                                  "name": "contract[decide]"},
+        "detail": "decide must return an Action or Turn, got int", "step": 0, "question": QUESTION}
+    assert res.handoff is not None and res.handoff.question == QUESTION
+
+
+def test_a_crash_is_reported_by_its_first_line_or_its_type_alone() -> None:
+    def boom(state: RunState) -> Finish:
+        raise ValueError("bad\nsecond line")
+
+    def bare(state: RunState) -> Finish:
+        raise KeyError
+
+    res = ctl().run("t", boom, lambda call: ToolResult.success())
+    assert res.stop.to_json()["condition"] == {"type": "UserCodeError", "name": "user_code[decide]"}
+    assert res.stop.detail == "decide raised ValueError: bad"
+    assert ctl().run("t", bare, lambda call: ToolResult.success()).stop.detail == "decide raised KeyError"
+
+
+def test_a_failing_finish_check_is_a_missing_check_named_by_its_error() -> None:
+    def silent(state: RunState, output: object) -> bool:
+        raise ValueError
+
+    def loud(state: RunState, output: object) -> bool:
+        raise ValueError("no\nmore")
+
+    for validate, note in ((silent, "the finish check raised ValueError"),
+                           (loud, "the finish check raised ValueError: no")):
+        c = RunController(Budget(max_steps=2, max_tokens=100), validate=validate)
+        res = c.run("t", script(Finish(1)), lambda call: ToolResult.success())
+        assert [r.note for r in res.trace] == [f"missing finish_check ({note})"] * 2
+
+
+def test_the_finish_being_checked_is_the_proposal_the_validator_sees() -> None:
+    seen: list[object] = []
+
+    def validate(state: RunState, output: object) -> bool:
+        seen.append(state.proposal)
+        return output == {"v": 1}
+
+    res = RunController(Budget(max_steps=3, max_tokens=100), validate=validate).run(
+        "t", script(Finish({"v": 0}), Finish({"v": 1})), lambda call: ToolResult.success())
+    assert res.completed and seen == [{"v": 0}, {"v": 1}]
+
+
+def test_charge_defaults_to_nothing_and_raises_the_cost_alert() -> None:
+    alerts: list[object] = []
+    ks = KillSwitch(cost_alert_usd=0.5, on_cost_alert=alerts.append)
+    c = ctl(kill_switch=ks)
+    state = c.start("t")
+    c.check_before_model(state)
+    assert c.charge(state) is None and (state.tokens, state.cost_usd) == (0, 0.0)
+    c.charge(state, cost_usd=0.75)
+    assert [(a.run_id, a.cost_usd, a.threshold_usd) for a in alerts] == [  # type: ignore[attr-defined]
+        (state.run_id, 0.75, 0.5)]

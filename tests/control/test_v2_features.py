@@ -182,7 +182,9 @@ def test_outside_cancellation_delivers_a_typed_result_then_propagates() -> None:
     anyio.run(main)
     (result,) = seen
     assert result.reason is StopReason.INTERNAL_ERROR and result.stop.kind == "Interrupted"
-    assert result.handoff is not None
+    assert result.stop.detail == "cancelled from outside"
+    assert result.handoff is not None and result.handoff.question == (
+        "The run was interrupted: resume it from the handoff, or close it?")
 
 
 # -- run records, capture, evals of the user's own agent -------------------------------------------
