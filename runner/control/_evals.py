@@ -400,10 +400,10 @@ def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
         action: Action
         if kind == "call":
             c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
-            try:
-                action = ToolCall(r.typed(c["tool"], p + ".call.tool", str, "a string"),
-                                  r.typed(c.get("args", {}), p + ".call.args", dict, "an object"),
-                                  idempotency_key=c.get("idempotency_key"))
+            tool = r.typed(c["tool"], p + ".call.tool", str, "a string")
+            args = r.typed(c.get("args", {}), p + ".call.args", dict, "an object")
+            try:  # (the reader's own errors above name their field once)
+                action = ToolCall(tool, args, idempotency_key=c.get("idempotency_key"))
             except (ValueError, FormatError) as e:
                 raise r.fail(p + ".call", str(e)) from None
         elif kind == "finish":

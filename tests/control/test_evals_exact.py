@@ -134,3 +134,25 @@ def test_the_bundled_directive_following_agent() -> None:
         "check_eligibility", {"shipment": "S1"})
     assert follows_directive(state({"shipment_id": "S1", "eligible": True}, ("eligible",))) == Finish(
         {"shipment_id": "S1", "eligible": True})
+
+
+def test_a_minimal_case_gets_the_documented_defaults() -> None:
+    from runner.control import Budget, Guard, SideEffectRule, ToolLimits, ToolResult
+
+    c = EvalCase.from_json({
+        "format": "ect.stop-eval/1", "id": "c", "task": "t", "expect_stop": "goal_met",
+        "finish_check": {"verdicts": [True]}, "guard": {"allow": ["pay"], "side_effects": {"pay": {}}},
+        "tools": {"get": {"results": [{"ok": False}, {"delay_s": 0.5}]}},
+        "agent": {"turns": [{"finish": 1}]}})
+    assert c.controller.budget == Budget(max_steps=12, max_tokens=60_000, max_seconds=300.0,
+                                         tool_limits=ToolLimits(default=8, side_effect_default=1))
+    guard = c.controller.guard
+    assert isinstance(guard, Guard) and guard.allow == frozenset({"pay"})
+    assert guard.side_effects == {"pay": SideEffectRule(idempotency_arg="idempotency_key")}
+    np_ = c.controller.no_progress
+    assert (np_.repeats, np_.empty_results) == (3, 3)  # type: ignore[attr-defined]
+    assert c.controller.tool_failure.consecutive == 2  # type: ignore[union-attr]
+    assert c.tool_results == {"get": (ToolResult(ok=False, error="failed"), ToolResult())}
+    assert c.delays == {"get": (0.0, 0.5)}
+    assert (c.description, c.expect_steps, c.expect_tools, c.expect_not_run, c.expect_kind) == (
+        "", None, None, (), None)
