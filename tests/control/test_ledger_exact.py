@@ -27,8 +27,10 @@ def test_reading_never_creates_a_ledger(tmp_path: Path) -> None:
 
 def test_each_ledger_records_its_format_and_refuses_the_other(tmp_path: Path) -> None:
     idem = IdempotencyLedger(tmp_path / "i.sqlite")
-    idem.put("k", b"call", ToolResult(True, {"v": 1}, "a note", False, 0.25), "r-1")
-    assert idem.get("k") == (b"call", ToolResult(True, {"v": 1}, "a note", False, 0.25))
+    for key, result in (("k", ToolResult(True, {"v": 1}, "a note", False, 0.25)),
+                        ("f", ToolResult(False, None, "down", True, 0.5))):
+        idem.put(key, b"call", result, "r-1")
+        assert idem.get(key) == (b"call", result)
     with sqlite3.connect(tmp_path / "i.sqlite") as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
             "ect.idempotency-ledger/1",)
@@ -79,3 +81,24 @@ def test_reservations_to_the_micro_dollar(tmp_path: Path) -> None:
     assert none is None and left == 0.0
     book.settle(None, DAY, 0.000001)
     assert book.usage(DAY)["spend_usd"] == 0.000002
+
+
+def test_a_bad_idempotency_entry_is_named(tmp_path: Path) -> None:
+    idem = IdempotencyLedger(tmp_path / "i.sqlite")
+    idem.put("k", b"call", ToolResult.success(1), "r-1")
+    with sqlite3.connect(tmp_path / "i.sqlite") as con:
+        con.execute("UPDATE keys SET result = ? WHERE key = 'k'", (b'{"ok": true}',))
+    with pytest.raises(LedgerError) as e:
+        idem.get("k")
+    assert str(e.value) == f"idempotency ledger {tmp_path / 'i.sqlite'}: bad entry for 'k'"
+
+
+def test_a_spend_ledger_lease_lives_an_hour_by_default(tmp_path: Path) -> None:
+    import time
+
+    book = SpendLedger(tmp_path / "s.sqlite")
+    lease, _ = book.reserve(DAY, "r", 0.5, 1.0)
+    assert lease is not None
+    with sqlite3.connect(tmp_path / "s.sqlite") as con:
+        (expires,) = con.execute("SELECT expires FROM leases").fetchone()
+    assert 3570 < expires - time.time() <= 3600
