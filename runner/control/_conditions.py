@@ -432,8 +432,9 @@ class StalledState(StopCondition):
         if point.phase is not Phase.AFTER_TOOL or point.result is None:
             return None
         memo = point.state.scratch(self)
-        same = memo.get("digest") == _state_digest(point.state)
-        streak = memo.get("streak", 0) + 1 if same else 0
+        if memo.get("digest") != _state_digest(point.state):
+            return None
+        streak = memo["streak"] + 1  # observe() set it with the digest
         if streak >= self.results:
             return self._stop(StopReason.NO_PROGRESS, point,
                               f"{streak} tool results in a row left the run state unchanged")
@@ -444,7 +445,7 @@ class StalledState(StopCondition):
             return
         memo = point.state.scratch(self)
         now = _state_digest(point.state)
-        memo["streak"] = memo.get("streak", 0) + 1 if memo.get("digest") == now else 0
+        memo["streak"] = memo["streak"] + 1 if memo.get("digest") == now else 0
         memo["digest"] = now
 
 

@@ -200,7 +200,7 @@ class ToolResult:
 
     @classmethod
     def success(cls, data: Any = None, *, cost_usd: float = 0.0) -> ToolResult:
-        return cls(ok=True, data=data, cost_usd=cost_usd)
+        return cls(True, data, cost_usd=cost_usd)
 
     @classmethod
     def failure(cls, error: str, *, fatal: bool = False, cost_usd: float = 0.0) -> ToolResult:
