@@ -52,20 +52,23 @@ def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Conn
     except sqlite3.Error as e:
         raise LedgerError(f"cannot open ledger {path}: {e}") from e
     try:
-        con.execute("BEGIN IMMEDIATE")  # pragma: no mutate (SQL is case-insensitive)
+        con.execute("BEGIN IMMEDIATE")  # pragma: no mutate (SQL)
         try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()  # pragma: no mutate (SQL is case-insensitive)
+            row = con.execute(
+                "SELECT value FROM meta WHERE key = 'format'",  # pragma: no mutate (SQL)
+            ).fetchone()
         except sqlite3.OperationalError:
             row = None
         if row is None:
-            for stmt in ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",  # pragma: no mutate (SQL is case-insensitive)
+            for stmt in ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",  # pragma: no mutate (SQL)
                          *schema.split(";")]:
                 if stmt.strip():
                     con.execute(stmt)
-            con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (fmt,))  # pragma: no mutate (SQL is case-insensitive)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)",  # pragma: no mutate (SQL)
+                        (fmt,))
         elif row[0] != fmt:
             raise LedgerError(f"ledger {path} is a {row[0]} file, not {fmt}")
-        con.execute("COMMIT")  # pragma: no mutate (SQL is case-insensitive)
+        con.execute("COMMIT")  # pragma: no mutate (SQL)
     except sqlite3.DatabaseError as e:
         con.close()
         raise LedgerError(f"ledger {path} is not a usable SQLite {fmt} file: {e}") from e
@@ -97,6 +100,8 @@ def _txn(path: Path, fmt: str, schema: str, *, create: bool = True) -> Iterator[
         con.close()
 
 
+# "pragma: no mutate (SQL)" marks a line holding only SQL text: SQL keywords and names are
+# case-insensitive, so mutmut's case-changing mutants of it are equivalent.
 _SPEND_SCHEMA = """
 CREATE TABLE days (day TEXT PRIMARY KEY, runs INTEGER NOT NULL, spend_micro INTEGER NOT NULL);
 CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -116,14 +121,16 @@ class SpendLedger:
 
     @staticmethod
     def _day_row(con: sqlite3.Connection, day: str) -> tuple[int, int]:
-        row = con.execute("SELECT runs, spend_micro FROM days WHERE day = ?", (day,)).fetchone()  # pragma: no mutate (SQL is case-insensitive)
+        row = con.execute("SELECT runs, spend_micro FROM days WHERE day = ?",  # pragma: no mutate (SQL)
+                          (day,)).fetchone()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
     @staticmethod
     def _reserved(con: sqlite3.Connection, day: str) -> int:
         # leases of crashed runs expire
-        con.execute("DELETE FROM leases WHERE expires < ?", (time.time(),))  # pragma: no mutate (SQL is case-insensitive)
-        row = con.execute("SELECT COALESCE(SUM(amount_micro), 0) FROM leases WHERE day = ?",  # pragma: no mutate (SQL is case-insensitive)
+        con.execute("DELETE FROM leases WHERE expires < ?",  # pragma: no mutate (SQL)
+                    (time.time(),))
+        row = con.execute("SELECT COALESCE(SUM(amount_micro), 0) FROM leases WHERE day = ?",  # pragma: no mutate (SQL)
                           (day,)).fetchone()
         return int(row[0])
 
@@ -139,8 +146,9 @@ class SpendLedger:
                 raise _Refused("runs", runs, spend / _MICRO)  # pragma: no mutate (spend unread)
             if max_spend_usd is not None and spend + reserved >= _micro(max_spend_usd):
                 raise _Refused("spend", runs, (spend + reserved) / _MICRO)
-            con.execute("INSERT INTO days VALUES (?, 1, 0) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL is case-insensitive)
-                        "SET runs = runs + 1", (day,))  # pragma: no mutate (SQL is case-insensitive)
+            con.execute("INSERT INTO days VALUES (?, 1, 0) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL)
+                        "SET runs = runs + 1",  # pragma: no mutate (SQL)
+                        (day,))
             return runs, spend / _MICRO, reserved / _MICRO
 
     def reserve(self, day: str, run_id: str, amount_usd: float,
@@ -154,8 +162,8 @@ class SpendLedger:
             amount = _micro(amount_usd)
             if amount > left or left <= 0:
                 return None, max(0, left) / _MICRO
-            cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "  # pragma: no mutate (SQL is case-insensitive)
-                              "VALUES (?, ?, ?, ?)",  # pragma: no mutate (SQL is case-insensitive)
+            cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "  # pragma: no mutate (SQL)
+                              "VALUES (?, ?, ?, ?)",  # pragma: no mutate (SQL)
                               (day, run_id, amount, time.time() + self.lease_ttl_s))
             assert cur.lastrowid is not None
             return Lease(cur.lastrowid, day, run_id, amount / _MICRO), left / _MICRO
@@ -167,10 +175,11 @@ class SpendLedger:
             return
         with self._txn() as con:
             if lease is not None:
-                con.execute("DELETE FROM leases WHERE id = ?", (lease.lease_id,))  # pragma: no mutate (SQL is case-insensitive)
+                con.execute("DELETE FROM leases WHERE id = ?",  # pragma: no mutate (SQL)
+                            (lease.lease_id,))
             if spent > 0:  # pragma: no mutate (>= 0 only adds a zero that changes no total)
-                con.execute("INSERT INTO days VALUES (?, 0, ?) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL is case-insensitive)
-                            "SET spend_micro = spend_micro + excluded.spend_micro",  # pragma: no mutate (SQL is case-insensitive)
+                con.execute("INSERT INTO days VALUES (?, 0, ?) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL)
+                            "SET spend_micro = spend_micro + excluded.spend_micro",  # pragma: no mutate (SQL)
                             (day, spent))
 
     def usage(self, day: str) -> dict[str, Any]:
@@ -213,7 +222,8 @@ class IdempotencyLedger:
         """(the call's canonical bytes, its result) recorded for ``key``, or None."""
         try:
             with self._txn(create=False) as con:  # pragma: no mutate (None is as falsy as False)
-                row = con.execute("SELECT call, result FROM keys WHERE key = ?", (key,)).fetchone()  # pragma: no mutate (SQL is case-insensitive)
+                row = con.execute("SELECT call, result FROM keys WHERE key = ?",  # pragma: no mutate (SQL)
+                                  (key,)).fetchone()
         except FileNotFoundError:
             return None
         if row is None:
@@ -233,5 +243,5 @@ class IdempotencyLedger:
         except FormatError:
             return  # a result that is not JSON cannot be shared across runs
         with self._txn() as con:
-            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL is case-insensitive)
+            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
                         (key, call, body, run_id, time.time()))
