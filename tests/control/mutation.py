@@ -1,8 +1,8 @@
 """Mutation testing of runner/control with mutmut: the score, the survivors, a bounded CI run.
 
-``python -m tests.control.mutation [mutants/mutmut-cicd-stats.json]`` prints the score of the
-last ``make mutate`` run (killed over killed + survived + timeouts + suspicious; mutants no test
-reaches count as survivors) and lists the survivors by module.
+``python -m tests.control.mutation [-v]`` prints the score of the mutants judged so far in
+``./mutants`` (killed over killed + survived + timeouts + suspicious; mutants no test reaches
+count as survivors), per module and overall; ``-v`` lists the survivors.
 
 :func:`run_bounded` runs mutmut on a fixed, small set of modules in a scratch copy of the
 repository, so CI measures a deterministic subset in minutes (``tests/control/test_mutation.py``)
@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -96,20 +95,30 @@ def run_bounded(workdir: Path, modules: tuple[str, ...] = CI_MODULES,
     return summarise(codes)
 
 
+def by_module(codes: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """:func:`summarise` per module (``runner.control._ledger``, ...)."""
+    groups: dict[str, dict[str, int | None]] = {}
+    for name, code in codes.items():
+        groups.setdefault(module_of(name), {})[name] = code
+    return {mod: summarise(group) for mod, group in sorted(groups.items())}
+
+
 def main(argv: list[str]) -> int:
     mutants = REPO / "mutants"
     codes = statuses(mutants)
     if not codes:
         print("no mutation results: run `make mutate` first", file=sys.stderr)
         return 2
-    s = summarise(codes)
-    by_module = Counter(module_of(m) for m in s["survivors"])
-    print(f"mutants: {s['total']}  killed: {s['killed']}  survived: {s['survived']}  "
-          f"timeout/suspicious: {s['other']}  not run: {s['not_run']}")
-    for mod, n in sorted(by_module.items()):
-        print(f"  survivors in {mod}: {n}")
-    print(f"mutation score (runner/control): {s['score']:.1%}" if s["score"] is not None
-          else "mutation score: n/a")
+    print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'survived':>8} {'other':>5} "
+          f"{'not run':>7} {'score':>7}")
+    rows = [*by_module(codes).items(), ("all of runner/control", summarise(codes))]
+    for mod, s in rows:
+        score = f"{s['score']:.1%}" if s["score"] is not None else "n/a"
+        print(f"{mod:<34} {s['total']:>7} {s['killed']:>7} {s['survived']:>8} {s['other']:>5} "
+              f"{s['not_run']:>7} {score:>7}")
+    if "-v" in argv:
+        for name in summarise(codes)["survivors"]:
+            print(f"  survived: {name}")
     return 0
 
 
