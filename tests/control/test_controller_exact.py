@@ -200,3 +200,27 @@ def test_charge_defaults_to_nothing_and_raises_the_cost_alert() -> None:
     c.charge(state, cost_usd=0.75)
     assert [(a.run_id, a.cost_usd, a.threshold_usd) for a in alerts] == [  # type: ignore[attr-defined]
         (state.run_id, 0.75, 0.5)]
+
+
+def test_arun_starts_the_run_it_was_given_and_threads_sync_code_under_a_deadline() -> None:
+    import threading
+
+    import anyio
+
+    where: list[bool] = []
+
+    def decide(state: RunState) -> Finish:
+        where.append(threading.current_thread() is threading.main_thread())
+        return Finish(state.data["v"])
+
+    async def main(budget: Budget) -> object:
+        c = RunController(budget, validate=lambda s, o: o == 1)
+        return await c.arun("the task", decide, lambda call: ToolResult.success(),
+                            run_id="a-1", data={"v": 1})
+
+    res = anyio.run(main, Budget(max_steps=3, max_tokens=100, max_seconds=60))
+    assert (res.run_id, res.output, res.data) == ("a-1", 1, {"v": 1})  # type: ignore[attr-defined]
+    assert res.to_json()["task"] == "the task"  # type: ignore[attr-defined]
+    assert where == [False]  # a deadline can only cancel sync code run in a worker thread
+    anyio.run(main, Budget(max_steps=3, max_tokens=100))
+    assert where == [False, True]  # no deadline: no thread needed

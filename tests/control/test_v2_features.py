@@ -183,6 +183,7 @@ def test_outside_cancellation_delivers_a_typed_result_then_propagates() -> None:
     (result,) = seen
     assert result.reason is StopReason.INTERNAL_ERROR and result.stop.kind == "Interrupted"
     assert result.stop.detail == "cancelled from outside"
+    assert result.stop.condition.name == "interrupted[cancelled]"
     assert result.handoff is not None and result.handoff.question == (
         "The run was interrupted: resume it from the handoff, or close it?")
 
