@@ -85,3 +85,14 @@ def test_usage_without_a_ledger_and_recorded_spend(tmp_path: Path) -> None:
 def test_what_the_ceiling_leaves_is_rounded_to_nano_dollars(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=0.12345678912)
     assert ks.admit().remaining_usd == 0.123456789
+
+
+def test_the_disable_variable_is_read_from_the_process_environment_by_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ks = KillSwitch(disable_env="ECT_TEST_AGENT_OFF")
+    monkeypatch.delenv("ECT_TEST_AGENT_OFF", raising=False)
+    assert ks.engaged() is None
+    monkeypatch.setenv("ECT_TEST_AGENT_OFF", "0")
+    assert ks.engaged() is None
+    monkeypatch.setenv("ECT_TEST_AGENT_OFF", "1")
+    assert ks.engaged() == "kill switch engaged: $ECT_TEST_AGENT_OFF is set"
