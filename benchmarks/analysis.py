@@ -33,13 +33,10 @@ sys.path.insert(0, str(REPO))
 from runner.analysis import (  # noqa: E402
     STATIC_POLICIES,
     ProviderInfo,
-    StaticSpec,
-    _static,
     analyse_closed_loop,
-    build_provider,
     cluster_bootstrap_diff,
-    run_static,
 )
+from runner.study import StaticSpec, run_static, static_provider  # noqa: E402
 
 
 def pin_one_core() -> str:
@@ -57,21 +54,16 @@ def timed(fn):  # type: ignore[no-untyped-def]
 
 
 def static_ours(spec: StaticSpec, grid: list) -> list:  # type: ignore[type-arg]
-    saved = _static.ABLATION_TABLE
-    _static.ABLATION_TABLE = ()
-    try:
-        prov = build_provider("simulated", spec)
+    prov = static_provider("simulated", spec)
 
-        async def go():  # type: ignore[no-untyped-def]
-            return await run_static(spec, prov, snapshots=grid)
+    async def go():  # type: ignore[no-untyped-def]
+        return await run_static(spec, prov, snapshots=grid, ablations=())
 
-        return anyio.run(go).rows
-    finally:
-        _static.ABLATION_TABLE = saved
+    return anyio.run(go).rows
 
 
 def static_ablations(spec: StaticSpec, grid: list) -> list:  # type: ignore[type-arg]
-    prov = build_provider("simulated", spec)
+    prov = static_provider("simulated", spec)
 
     async def go():  # type: ignore[no-untyped-def]
         return await run_static(spec, prov, snapshots=grid, arms=())
@@ -84,7 +76,7 @@ def static_naive(spec: StaticSpec, grid: list) -> int:  # type: ignore[type-arg]
     from runner.providers import GenerationConfig
 
     gen = GenerationConfig(**spec.generation)
-    prov = build_provider("simulated", spec)
+    prov = static_provider("simulated", spec)
     n = 0
     for snap in grid:
         for arm in STATIC_POLICIES:

@@ -7,28 +7,18 @@ from runner.analysis._closed import (
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
 from runner.analysis._driver import (
     DEFAULT_REPORT_SEED,
-    build_provider,
     closed_loop_report,
     report_from_store,
     static_study,
 )
 from runner.analysis._errors import (
     AllModelCallsFailed,
-    FastPathInvariantBroken,
     InventoryIncomplete,
     ScheduleDisagrees,
-    SpecInvalid,
 )
 from runner.analysis._load import StoreOutcomes, load_outcomes_from_store
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
-from runner.analysis._static import (
-    ABLATION_TABLE,
-    StaticDecisionRow,
-    StaticRun,
-    StaticSpec,
-    analyse_static,
-    run_static,
-)
+from runner.analysis._static import ABLATION_TABLE, analyse_static
 from runner.analysis._stats import (
     BootstrapResult,
     McNemarResult,
@@ -48,19 +38,13 @@ __all__ = [
     "STATIC_POLICIES",
     "AllModelCallsFailed",
     "BootstrapResult",
-    "FastPathInvariantBroken",
     "InventoryIncomplete",
     "McNemarResult",
     "ProviderInfo",
     "ScheduleDisagrees",
-    "SpecInvalid",
-    "StaticDecisionRow",
-    "StaticRun",
-    "StaticSpec",
     "StoreOutcomes",
     "analyse_closed_loop",
     "analyse_static",
-    "build_provider",
     "check_inventory",
     "closed_loop_report",
     "cluster_bootstrap_diff",
@@ -73,7 +57,6 @@ __all__ = [
     "render_outputs",
     "report_from_store",
     "results_json_bytes",
-    "run_static",
     "seeded_rng",
     "static_study",
     "write_outputs",

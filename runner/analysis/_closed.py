@@ -191,35 +191,8 @@ def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> JsonObject:
     return out
 
 
-def analyse_closed_loop(
-    outcomes: Sequence[Outcome],
-    schedule_rows: Sequence[ScheduleRow],
-    *,
-    provider: ProviderInfo,
-    seed: int,
-    replicates: int = 10_000,
-    margin_pp: float = -10.0,
-    inputs: Mapping[str, Any] | None = None,
-) -> JsonObject:
-    """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
-
-    Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
-    AnalysisError when an outcome is malformed or a comparison arm is absent.
-    """
-    for o in outcomes:
-        _check_vocabulary(o)
-    rows = sorted(outcomes, key=lambda o: o.row)
-    check_inventory(schedule_rows, rows)
-    faults = _task_faults(rows)
-    excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY_FAULT)
-    primary = [r for r in rows if r.task_id not in set(excluded)]
-    for arm in (TREATMENT, COMPARATOR):
-        if not any(r.policy == arm for r in primary):
-            raise AnalysisError(f"no primary-scope rows for policy {arm!r}")
-    policies = [p for p in CLOSED_LOOP_POLICIES if any(r.policy == p for r in rows)]
-
-    table4 = {p: _table4_row([r for r in primary if r.policy == p]) for p in policies}
-
+def _h2(primary: Sequence[Outcome], seed: int, replicates: int) -> JsonObject:
+    """H2: premature unsupported termination on incomplete checkpoints, ECT minus controller."""
     h2 = _diff(
         primary,
         "premature_unsupported",
@@ -231,6 +204,11 @@ def analyse_closed_loop(
     )
     h2["passed"] = bool(h2["diff_pp"] < 0 and h2["ci_pp"][1] < 0)
     h2["rule"] = "ECT-minus-controller point estimate < 0 and 95% interval wholly below 0"
+    return h2
+
+
+def _h3(primary: Sequence[Outcome], seed: int, replicates: int, margin_pp: float) -> JsonObject:
+    """H3: supported completion over both checkpoints, noninferiority at ``margin_pp``."""
     h3 = _diff(
         primary,
         "supported_completion",
@@ -243,11 +221,15 @@ def analyse_closed_loop(
     h3["margin_pp"] = margin_pp
     h3["passed"] = noninferior(float(h3["ci_pp"][0]), margin_pp)
     h3["rule"] = f"lower bound of the 95% interval > {margin_pp:g} pp"
+    return h3
 
+
+def _h4(primary: Sequence[Outcome]) -> JsonObject:
+    """H4: ECT's successful recovery events on incomplete checkpoints (the event-level gate)."""
     ect_inc = [r for r in primary if r.policy == TREATMENT and r.checkpoint == "incomplete"]
     recovered = [r for r in ect_inc if r.successful_recovery]
     then_supported = [r for r in recovered if r.recovered_then_supported]
-    h4 = {
+    return {
         "eligible": len(ect_inc),
         "recoveries": len(recovered),
         "recovered_then_supported": len(then_supported),
@@ -256,7 +238,10 @@ def analyse_closed_loop(
         "complete with support",
     }
 
-    secondary = {
+
+def _secondary(primary: Sequence[Outcome], seed: int, replicates: int) -> JsonObject:
+    """The paired secondary differences (turns, calls, tokens, latency, cost, ...)."""
+    return {
         key: {
             "label": text,
             **_diff(
@@ -272,6 +257,10 @@ def analyse_closed_loop(
         for key, text in SECONDARY
     }
 
+
+def _closed_intervals(primary: Sequence[Outcome], policies: Sequence[str], seed: int,
+                      replicates: int) -> JsonObject:
+    """Per policy: U, S, FC, R rates and per-trajectory means with task-cluster intervals."""
     intervals: JsonObject = {}
     for p in policies:
         prow = [r for r in primary if r.policy == p]
@@ -306,23 +295,59 @@ def analyse_closed_loop(
                 label=f"mean/{p}/{key}",
             )
             intervals[p][key] = {"mean": rnd(res.estimate), "ci": [rnd(res.lo), rnd(res.hi)]}
+    return intervals
 
+
+def _by_policy(rows: Sequence[Outcome], policies: Sequence[str]) -> JsonObject:
+    """Table 4's columns for each policy that has rows among ``rows``."""
+    return {
+        p: _table4_row([r for r in rows if r.policy == p])
+        for p in policies
+        if any(r.policy == p for r in rows)
+    }
+
+
+def analyse_closed_loop(
+    outcomes: Sequence[Outcome],
+    schedule_rows: Sequence[ScheduleRow],
+    *,
+    provider: ProviderInfo,
+    seed: int,
+    replicates: int = 10_000,
+    margin_pp: float = -10.0,
+    inputs: Mapping[str, Any] | None = None,
+) -> JsonObject:
+    """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
+
+    Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
+    AnalysisError when an outcome is malformed or a comparison arm is absent.
+    """
+    for o in outcomes:
+        _check_vocabulary(o)
+    rows = sorted(outcomes, key=lambda o: o.row)
+    check_inventory(schedule_rows, rows)
+    faults = _task_faults(rows)
+    excluded = sorted(t for t, f in faults.items() if f == TRUST_BOUNDARY_FAULT)
+    primary = [r for r in rows if r.task_id not in set(excluded)]
+    for arm in (TREATMENT, COMPARATOR):
+        if not any(r.policy == arm for r in primary):
+            raise AnalysisError(f"no primary-scope rows for policy {arm!r}")
+    policies = [p for p in CLOSED_LOOP_POLICIES if any(r.policy == p for r in rows)]
+
+    table4 = {p: _table4_row([r for r in primary if r.policy == p]) for p in policies}
+
+    h2 = _h2(primary, seed, replicates)
+    h3 = _h3(primary, seed, replicates, margin_pp)
+    h4 = _h4(primary)
+    secondary = _secondary(primary, seed, replicates)
+    intervals = _closed_intervals(primary, policies, seed, replicates)
     strata = _strata(rows, faults)
     unseen = {f: strata[f] for f in UNSEEN_FAULTS if f in strata}
-    unseen_rows = [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS]
-    unseen_pooled = {
-        p: _table4_row([r for r in unseen_rows if r.policy == p])
-        for p in policies
-        if any(r.policy == p for r in unseen_rows)
-    }
-    tb_rows = [r for r in rows if r.task_id in set(excluded)]
+    unseen_pooled = _by_policy(
+        [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS], policies)
     trust = {
         "tasks": excluded,
-        "policies": {
-            p: _table4_row([r for r in tb_rows if r.policy == p])
-            for p in policies
-            if any(r.policy == p for r in tb_rows)
-        },
+        "policies": _by_policy([r for r in rows if r.task_id in set(excluded)], policies),
     }
 
     primary_tasks = sorted({r.task_id for r in primary})

@@ -15,14 +15,21 @@ from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
-from runner.analysis._static import StaticRun, StaticSpec, analyse_static, run_static
+from runner.analysis._static import analyse_static
 from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.loop import Outcome
-from runner.study import ScheduleError, ScheduleRow, read_schedule
+from runner.study import (
+    ScheduleError,
+    ScheduleRow,
+    StaticRun,
+    StaticSpec,
+    read_schedule,
+    run_static,
+    static_provider,
+)
 
 __all__ = [
     "DEFAULT_REPORT_SEED",
-    "build_provider",
     "closed_loop_report",
     "jsonl_bytes",
     "report_from_store",
@@ -38,37 +45,6 @@ def jsonl_bytes(rows: Sequence[JsonObject]) -> bytes:
     return b"".join(
         (json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode()  # noqa: TID251
         for r in rows
-    )
-
-
-def build_provider(
-    name: str,
-    spec: StaticSpec,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    credential_file: str | None = None,
-    credential_env: str | None = None,
-) -> Any:
-    """The provider for the model-backed static arms, built by :func:`runner.providers.build`
-    (the one validation of provider settings) with the static spec's defaults."""
-    from runner.providers import build
-
-    responder = None
-    if name == "simulated":
-        from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
-
-        responder = simulated_responder(PlannerBehaviour(), CriticBehaviour.from_json(spec.critic))
-    defaults = {"simulated": spec.simulated_model, "gemini": spec.gemini_model,
-                "openai": spec.openai_model}
-    return build(
-        name,
-        model=model or defaults.get(name),
-        base_url=base_url or (spec.openai_base_url if name == "openai" else None),
-        credential_file=credential_file,
-        credential_env=credential_env,
-        timeout_s=spec.timeout_s,
-        responder=responder,
     )
 
 
@@ -101,7 +77,7 @@ def static_study(
             written all the same, and attached to the error, but they are not measurements).
     """
     spec = StaticSpec.load(spec_path)
-    prov = build_provider(
+    prov = static_provider(
         provider or spec.provider_default,
         spec,
         model=model,

@@ -7,11 +7,9 @@ from runner.errors import AnalysisError
 
 __all__ = [
     "AllModelCallsFailed",
-    "FastPathInvariantBroken",
     "InventoryIncomplete",
     "ScheduleDisagrees",
     "ScheduleUnreadable",
-    "SpecInvalid",
 ]
 
 
@@ -50,14 +48,6 @@ class InventoryIncomplete(AnalysisError):
             + "; ".join(parts)
             + "; refusing to compute any figure"
         )
-
-
-class SpecInvalid(AnalysisError):
-    """The static-study spec (schedules/static.toml) is missing a field or has a bad value."""
-
-
-class FastPathInvariantBroken(AnalysisError):
-    """The critic core called the model on a static snapshot; the frozen comparison is void."""
 
 
 def _abbrev(items: tuple[object, ...], limit: int = 8) -> str:

@@ -25,8 +25,9 @@ _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
 
 
 def _static_codes() -> dict[type[BaseException], int]:
-    from runner.analysis import AllModelCallsFailed, FastPathInvariantBroken, SpecInvalid
+    from runner.analysis import AllModelCallsFailed
     from runner.providers import CredentialError, EgressRefused, ProviderConfigError
+    from runner.study import FastPathInvariantBroken, SpecInvalid
 
     return {
         SpecInvalid: EXIT_USAGE,

@@ -39,10 +39,19 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
-    from runner.analysis import SpecInvalid, StaticSpec, report_from_store, static_study
+    from runner.analysis import report_from_store, static_study
     from runner.cli._progress import CountProgress
-    from runner.store import public_key_path, verify_manifest, verify_store
-    from runner.study import ProviderChoice, RunSettings, export_study, load_spec, study_paths
+    from runner.store import verify_store
+    from runner.study import (
+        ProviderChoice,
+        RunSettings,
+        SpecInvalid,
+        StaticSpec,
+        export_study,
+        load_spec,
+        study_paths,
+        verify_export,
+    )
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     static_spec = study_file(static_spec, DEFAULT_STATIC_SPEC, "--static-spec")
@@ -79,7 +88,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
     if summary.committed == summary.total:
         step("signing the manifest")
         export_study(store, manifest, Path(spec))
-        verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+        verify_export(manifest, store)
         click.echo("manifest signed and verified offline", err=True)
         outputs.append(("manifest", manifest))
         step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")

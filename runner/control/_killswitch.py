@@ -8,6 +8,10 @@ mid-run ends the run ``policy_block`` (condition ``KillSwitchStop``), and under 
 ceiling each step first reserves spend (a lease of ``step_reserve_usd``) and settles what it
 really spent afterwards, so concurrent runs cannot overshoot the ceiling. The ledger is a
 SQLite file (:class:`runner.control._ledger.SpendLedger`) shared safely by threads and processes.
+
+A caller that runs many runs in one session (the study, one run per cell) asks
+:meth:`KillSwitch.halt_reason` before starting each: the same disable flag, then the session's
+own spend and call ceilings (``max_cost_usd``, ``max_calls``, counted by the caller).
 """
 
 from __future__ import annotations
@@ -75,6 +79,10 @@ class KillSwitch:
             upper bound of one step's cost). Without it a step reserves nothing and the ceiling
             is checked between steps, so concurrent runs may overshoot it by one step each.
         lease_ttl_s: a lease left by a crashed process stops counting after this long.
+        max_cost_usd / max_calls: a session's ceilings on what its caller has spent and how many
+            model calls it has made, checked by :meth:`halt_reason` (no ledger, no day).
+        flag_message: the reason given when ``disable_file`` exists (``{file}`` is its path).
+        calls_unit: what :meth:`halt_reason` calls the calls it counts.
         cost_alert_usd: per-run cost at which ``on_cost_alert`` fires (once per run).
         on_cost_alert: callback; default logs a structured warning.
         clock / environ: injectable for tests; default UTC now and ``os.environ``.
@@ -88,6 +96,10 @@ class KillSwitch:
         ledger: str | os.PathLike[str] | None = None,
         max_runs_per_day: int | None = None,
         max_spend_per_day_usd: float | None = None,
+        max_cost_usd: float | None = None,
+        max_calls: int | None = None,
+        flag_message: str = "kill switch engaged: {file} exists",
+        calls_unit: str = "calls",
         cost_alert_usd: float | None = None,
         step_reserve_usd: float | None = None,
         lease_ttl_s: float = 3600.0,
@@ -101,6 +113,10 @@ class KillSwitch:
             raise ValueError("max_runs_per_day must be >= 0")
         if max_spend_per_day_usd is not None and max_spend_per_day_usd < 0:
             raise ValueError("max_spend_per_day_usd must be >= 0")
+        if max_cost_usd is not None and not max_cost_usd >= 0:
+            raise ValueError("max_cost_usd must be >= 0")
+        if max_calls is not None and max_calls < 0:
+            raise ValueError("max_calls must be >= 0")
         if cost_alert_usd is not None and not cost_alert_usd > 0:
             raise ValueError("cost_alert_usd must be > 0")
         if step_reserve_usd is not None and (max_spend_per_day_usd is None
@@ -113,6 +129,10 @@ class KillSwitch:
         self.ledger = Path(ledger) if ledger is not None else None
         self.max_runs_per_day = max_runs_per_day
         self.max_spend_per_day_usd = max_spend_per_day_usd
+        self.max_cost_usd = max_cost_usd
+        self.max_calls = max_calls
+        self.flag_message = flag_message
+        self.calls_unit = calls_unit
         self.cost_alert_usd = cost_alert_usd
         self.step_reserve_usd = step_reserve_usd
         self._book = SpendLedger(self.ledger, lease_ttl_s=lease_ttl_s) if self.ledger else None
@@ -124,11 +144,23 @@ class KillSwitch:
     def engaged(self) -> str | None:
         """Why the disable flag is set, or None."""
         if self.disable_file is not None and self.disable_file.exists():
-            return f"kill switch engaged: {self.disable_file} exists"
+            return self.flag_message.format(file=self.disable_file)
         if self.disable_env is not None:
             env = self._environ if self._environ is not None else os.environ
             if env.get(self.disable_env, "") not in ("", "0"):
                 return f"kill switch engaged: ${self.disable_env} is set"
+        return None
+
+    def halt_reason(self, *, spent_usd: float = 0.0, calls: int = 0) -> str | None:
+        """Why a session should start no further run, or None: the disable flag, else the
+        session's spend ceiling (``spent_usd`` reached it), else its call ceiling."""
+        why = self.engaged()
+        if why is not None:
+            return why
+        if self.max_cost_usd is not None and spent_usd >= self.max_cost_usd:
+            return f"cost ceiling ${self.max_cost_usd:g} reached (${spent_usd:.4f} spent)"
+        if self.max_calls is not None and calls >= self.max_calls:
+            return f"call ceiling {self.max_calls} reached ({calls} {self.calls_unit})"
         return None
 
     def _day(self) -> str:

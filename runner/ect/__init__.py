@@ -17,7 +17,8 @@ from runner.ect._errors import IncompleteCertificate, ReplayError, WireFormatErr
 from runner.ect._ops import OPS, is_iso_date
 from runner.ect._reasons import CHECK_FAMILIES, REASON_CODES, Decision, Reason
 from runner.ect._schema import json_schemas, load_schema
-from runner.ect._transforms import check_transform, replay, replay_exact, values_match
+from runner.ect._transforms import check_transform, replay, replay_exact
+from runner.ect._values import values_match
 from runner.ect._verifier import (
     Check,
     require_complete,

@@ -4,7 +4,8 @@ Arithmetic is exact: every number is lifted to a :class:`fractions.Fraction` (a 
 exactly), sums, means, differences and ratios are computed as rationals, and the result is
 written back as an ``int`` when it is integral (and within the JSON-safe range) and otherwise as
 the correctly rounded ``float``. A claimed number matches when it equals that value or lies
-within the slot's absolute tolerance of the exact rational (see :func:`values_match`). So
+within the slot's absolute tolerance of the exact rational (see
+:func:`runner.ect._values.values_match`). So
 integers stay integers, the order of summation never matters, and ``mean([1, 2]) == 1.5``.
 
 Every op that orders entities breaks ties by the smallest entity id (code point order); a
@@ -18,12 +19,11 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from runner.canonical import canonical_bytes
 from runner.ect._errors import ReplayError
 from runner.ect._ops import check_params
 from runner.ect._wire import MAX_SAFE_INT, Receipt, Scalar, Transform, Value
 
-__all__ = ["check_transform", "replay", "replay_exact", "values_match"]
+__all__ = ["check_transform", "replay", "replay_exact"]
 
 
 def check_transform(transform: Transform) -> None:
@@ -328,23 +328,3 @@ def replay(transform: Transform, receipts: Sequence[Receipt]) -> Value:
     return replay_exact(transform, receipts)[0]
 
 
-def values_match(
-    claimed: Value, replayed: Value, exact: Fraction | None, tolerance: int | float
-) -> bool:
-    """Whether a claimed value matches a replayed one (DESIGN §3.2 ``tolerance.abs``).
-
-    Numbers match when numerically equal to the replayed value, or within ``tolerance`` of the
-    exact rational result (computed exactly, no float rounding). Everything else (strings,
-    lists, null) must be equal as canonical JSON: lists compare element-wise exactly.
-    """
-    if _is_number(claimed) and _is_number(replayed):
-        c = Fraction(claimed)  # type: ignore[arg-type]
-        if c == Fraction(replayed):  # type: ignore[arg-type]
-            return True
-        target = exact if exact is not None else Fraction(replayed)  # type: ignore[arg-type]
-        return abs(c - target) <= Fraction(tolerance)
-    if _is_number(claimed) or _is_number(replayed):
-        return False
-    if claimed is None or replayed is None:
-        return claimed is None and replayed is None
-    return canonical_bytes(claimed) == canonical_bytes(replayed)

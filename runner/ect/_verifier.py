@@ -27,7 +27,8 @@ from runner.canonical import canonical_bytes, loads_strict
 from runner.ect._digests import descriptor_digest, ledger_digest, value_digest
 from runner.ect._errors import IncompleteCertificate, ReplayError
 from runner.ect._reasons import CHECK_FAMILIES, Decision, Reason
-from runner.ect._transforms import check_transform, replay_exact, values_match
+from runner.ect._transforms import check_transform, replay_exact
+from runner.ect._values import values_match
 from runner.ect._wire import (
     Certificate,
     Claim,

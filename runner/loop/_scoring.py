@@ -2,9 +2,10 @@
 
 It judges a finished trajectory against the dual-oracle gold answer and the recorded trace: a
 claim is *supported* when its slot is required, its value equals the gold value (within the
-contract's numeric tolerance; lists and strings exactly), and every receipt it cites exists in
-the final ledger, succeeded and was validated. It never calls :mod:`runner.ect`'s verifier, so a
-verifier bug cannot hide in its own scoring.
+contract's numeric tolerance; lists and strings exactly: :func:`runner.ect.values_match`, the
+wire format's one comparison), and every receipt it cites exists in the final ledger, succeeded
+and was validated. It never calls :mod:`runner.ect`'s verifier, so a verifier bug cannot hide
+in its own scoring.
 
 Definitions (one cell):
 
@@ -28,20 +29,12 @@ from __future__ import annotations
 from typing import Any
 
 from runner.canonical import JsonObject
-from runner.ect import Receipt
+from runner.ect import Receipt, values_match
 from runner.loop._outcome import CellIdentity, Outcome
 from runner.loop._trajectory import Trajectory
 from runner.worlds import in_scope
 
 __all__ = ["score"]
-
-def _equal(value: Any, gold: Any, tolerance: float) -> bool:
-    if isinstance(value, bool) or isinstance(gold, bool):
-        return value is gold
-    if isinstance(value, int | float) and isinstance(gold, int | float):
-        return abs(value - gold) <= tolerance
-    return type(value) is type(gold) and value == gold
-
 
 def _claims(certificate: Any) -> list[JsonObject]:
     if not isinstance(certificate, dict) or not isinstance(certificate.get("claims"), list):
@@ -66,7 +59,7 @@ def _supported_slots(trajectory: Trajectory, certificate: Any) -> tuple[set[str]
             and isinstance(evidence, list)
             and len(evidence) > 0
             and all(isinstance(e, str) and _usable(receipts.get(e)) for e in evidence)
-            and _equal(claim.get("value"), task.gold[slot], spec.tolerance_abs)
+            and values_match(claim.get("value"), task.gold[slot], tolerance=spec.tolerance_abs)
         )
         if isinstance(slot, str):
             seen[slot] = seen.get(slot, 0) + 1

@@ -23,7 +23,8 @@ Arms (decision procedure, in order):
   stuck -> stuck; provider or parse failure -> continue.
 - ``postconditions`` (non-deployable oracle reference): complete iff the agent signalled
   completion and every gold slot has a claim whose value equals the oracle answer within the
-  slot's tolerance; evidence is not looked at.
+  slot's tolerance (numbers only; lists exactly: :func:`runner.ect.values_match`); evidence is
+  not looked at.
 - ``ect``: :func:`runner.ect.verify`; complete iff it says complete and the agent asked to
   finish; otherwise, a repeated last call is ``stuck`` unless a recovery call is available
   (the recovery-availability rule), else ``continue``. ``ablate`` removes verifier check
@@ -38,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from runner.ect import CHECK_FAMILIES, Reason, verify, verify_unsafe_ablated
+from runner.ect import CHECK_FAMILIES, Reason, values_match, verify, verify_unsafe_ablated
 from runner.policies._common import (
     any_successful_call,
     claimed_values,
@@ -131,15 +132,6 @@ def _metadata(arm: str, snapshot: Any, gen: GenerationConfig) -> dict[str, Any]:
     return {"cell_id": f"static/{arm}/{opaque}", "seed": gen.seed, "study": "static", "arm": arm}
 
 
-def _values_equal(a: Any, b: Any, tol: float) -> bool:
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_values_equal(x, y, tol) for x, y in zip(a, b, strict=True))
-    num = (int, float)
-    if isinstance(a, num) and isinstance(b, num) and not isinstance(a, bool) and not isinstance(b, bool):
-        return abs(a - b) <= tol
-    return type(a) is type(b) and a == b
-
-
 async def decide_static(
     arm: str,
     snapshot: Any,
@@ -201,7 +193,7 @@ async def decide_static(
         values = claimed_values(cert_obj)
         for slot, gold in snapshot.task.gold.items():
             tol = contract.slots[slot].tolerance_abs if slot in contract.slots else 0
-            if slot not in values or not _values_equal(values[slot], gold, tol):
+            if slot not in values or not values_match(values[slot], gold, tolerance=tol):
                 return StaticDecision(
                     "continue", (reason("policy.postcondition_failed", slot=slot),), 0, None
                 )

@@ -9,13 +9,13 @@ The manifest file is the canonical JSON of::
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes, digest, is_digest, loads_strict
-from runner.errors import FormatError
+from runner.errors import EctError, FormatError
 from runner.store._check import check_connection
 from runner.store._errors import (
     ManifestInvalid,
@@ -55,34 +55,14 @@ _MANIFEST_KEYS = frozenset(
 @dataclass(frozen=True, slots=True)
 class ManifestCell:
     """What the manifest lists of one committed cell; the caller (``runner.study``) reads it
-    from its own record type, so the store needs no knowledge of the record's shape to export."""
+    from its own record type, so the store needs no knowledge of the record's shape to export
+    or to verify a manifest."""
 
     row: int
     cell_id: str
     result_digest: str
     audit_digest: str
     status: str
-
-
-def _status(result: Any) -> str:
-    """The status a cell is counted under: ``result["status"]`` if a string, else
-    ``result["outcome"]["stop_reason"]`` if a string, else ``"unspecified"``."""
-    if isinstance(result, dict):
-        if isinstance(result.get("status"), str):
-            return str(result["status"])
-        outcome = result.get("outcome")
-        if isinstance(outcome, dict) and isinstance(outcome.get("stop_reason"), str):
-            return str(outcome["stop_reason"])
-    return "unspecified"
-
-
-def _cell_of(seq: int, body: dict[str, Any]) -> ManifestCell:
-    """The manifest entry verification rebuilds from a stored record body."""
-    for k in ("row", "cell_id", "result_digest", "audit_digest"):
-        if k not in body:
-            raise ScheduleMismatch(f"record {seq} has no {k!r}: not a cell record")
-    return ManifestCell(body["row"], body["cell_id"], body["result_digest"],
-                        body["audit_digest"], _status(body.get("result")))
 
 
 def _cells(cells: Sequence[ManifestCell]) -> tuple[list[Any], list[Any], dict[str, int]]:
@@ -173,11 +153,17 @@ def verify_manifest(
     manifest_path: str | os.PathLike[str],
     store_path: str | os.PathLike[str],
     public_key_path: str | os.PathLike[str],
+    cell_of: Callable[[int, Any], ManifestCell],
 ) -> None:
     """Verify offline that the manifest is signed by the key and describes the store exactly.
 
     Needs only the three files: the manifest acts as the checkpoint (no ``.checkpoint`` file
-    is required). Runs full store verification under the pinned key.
+    is required). Runs full store verification under the pinned key. The cells, audit groups
+    and status counts are rebuilt from the verified records through ``cell_of``, the caller's
+    record type: ``cell_of(seq, body)`` is the manifest entry of one committed record body (its
+    seq, its parsed JSON), raising an ``EctError`` when the body is not one of the caller's
+    records (``runner.study.verify_export`` passes the study's ``CellRecord`` reading). The
+    store never reads a field of a record body.
 
     Raises:
         ManifestInvalid: malformed manifest, digest mismatch, or content that differs from the
@@ -261,9 +247,9 @@ def verify_manifest(
             acc.root(),
             acount,
             bytes(row[0]) if row is not None else b"\x00" * 32,
-            [_cell_of(seq, body) for seq, body in bodies],
+            [cell_of(seq, body) for seq, body in bodies],
         )
-    except (ScheduleMismatch, KeyError, TypeError) as e:
+    except (EctError, KeyError, TypeError) as e:
         raise ManifestInvalid(f"store records are not cell records: {e}") from e
     for k in sorted(_MANIFEST_KEYS):
         if expected[k] != m[k]:

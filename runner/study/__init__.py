@@ -19,7 +19,7 @@ from runner.study._execute import (
     stop_file,
 )
 from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
-from runner.study._export import IncompleteStore, export_study, key_path_for
+from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
 from runner.study._lock import (
     LOCK_FORMAT,
     Drift,
@@ -76,11 +76,22 @@ from runner.study._spec import (
     recorded_spec,
     spec_for_store,
 )
+from runner.study._static import (
+    STATIC_ABLATIONS,
+    FastPathInvariantBroken,
+    SpecInvalid,
+    StaticDecisionRow,
+    StaticRun,
+    StaticSpec,
+    run_static,
+    static_provider,
+)
 
 __all__ = [
     "EXECUTORS",
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
+    "STATIC_ABLATIONS",
     "AuditCall",
     "AuditGroup",
     "CellRecord",
@@ -89,6 +100,7 @@ __all__ = [
     "ClusterLost",
     "ClusterUnreachable",
     "Drift",
+    "FastPathInvariantBroken",
     "Halted",
     "IncompleteStore",
     "LocalExecutor",
@@ -112,6 +124,10 @@ __all__ = [
     "ScheduleError",
     "ScheduleRow",
     "SpecError",
+    "SpecInvalid",
+    "StaticDecisionRow",
+    "StaticRun",
+    "StaticSpec",
     "StoreInUse",
     "StoreNotEmpty",
     "StudyPaths",
@@ -135,11 +151,14 @@ __all__ = [
     "replay_store",
     "run_lock_path",
     "run_preflight",
+    "run_static",
     "schedule_bytes",
     "source_tree_digest",
     "spec_for_store",
+    "static_provider",
     "stop_file",
     "study_paths",
+    "verify_export",
     "write_lock",
     "write_schedule",
 ]

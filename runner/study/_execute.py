@@ -2,9 +2,10 @@
 
 Cells may run concurrently but are committed strictly in canonical order, each one atomically
 (``Store.append`` returns only after COMMIT). Every provider attempt is journaled before it is
-sent. Kill switches (a ``STOP`` file beside the store, a cost ceiling, a call ceiling, Ctrl-C)
-are checked before each cell starts: in-flight cells finish and commit, then the run halts with
-:class:`Halted` at a cell boundary, and ``ect resume`` continues from the verified prefix.
+sent. Kill switches (a ``STOP`` file beside the store, a cost ceiling and a call ceiling, all
+three one :class:`runner.control.KillSwitch`; and Ctrl-C) are checked before each cell starts:
+in-flight cells finish and commit, then the run halts with :class:`Halted` at a cell boundary,
+and ``ect resume`` continues from the verified prefix.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import structlog
 
 from runner import __version__
 from runner.canonical import JsonObject, canonical_bytes, raw_digest
+from runner.control import KillSwitch
 from runner.ect import ledger_digest
 from runner.errors import EctError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
@@ -176,6 +178,23 @@ def stop_file(store_path: Path) -> Path:
     return store_path.parent / "STOP"
 
 
+def _run_kill_switch(settings: RunSettings) -> KillSwitch:
+    """The run's kill switch: the ``STOP`` file beside the store, the run's cost ceiling (on the
+    study's committed cost, resumed cells included) and its call ceiling (on this session's
+    provider attempts). Checked before each cell starts.
+
+    Raises:
+        StudyError: a ceiling is negative.
+    """
+    try:
+        return KillSwitch(disable_file=stop_file(settings.store_path),
+                          flag_message="STOP file {file} present",
+                          max_cost_usd=settings.max_cost_usd, max_calls=settings.max_calls,
+                          calls_unit="provider attempts")
+    except ValueError as e:
+        raise StudyError(f"invalid run ceiling: {e}") from None
+
+
 # --- providers ----------------------------------------------------------------------------
 
 
@@ -247,6 +266,7 @@ class _Context:
     tool_calls: list[int]
     simulated: bool
     tool_retries: list[int] = field(default_factory=lambda: [0])
+    kill_switch: KillSwitch = field(default_factory=KillSwitch)  # STOP file and ceilings
 
 
 async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: TaskCheckpoint,
@@ -452,6 +472,7 @@ def execute(
         raise StudyError("--concurrency must be at least 1")
     if settings.executor not in EXECUTORS:
         raise StudyError(f"unknown executor {settings.executor!r} ({', '.join(EXECUTORS)})")
+    kill_switch = _run_kill_switch(settings)
     if resume:
         check_resume_provider(settings)
     report = preflight or run_preflight(settings.spec_path, settings.store_path,
@@ -463,7 +484,7 @@ def execute(
                          provider=settings.provider.name, executor=settings.executor)
     with _run_lock(settings.store_path), _remote_executor(settings, report) as remote:
         halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
-                                 on_start=on_start, remote=remote)
+                                 on_start=on_start, remote=remote, kill_switch=kill_switch)
         lost = remote is not None and not getattr(remote, "alive", True)
     summary.wall_s = time.monotonic() - started
     if halted:
@@ -496,7 +517,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                     resume: bool,
                     on_cell: Callable[[CellRecord, RunSummary], None] | None,
                     on_start: Callable[[RunSummary], None] | None,
-                    remote: ToolExecutor | None = None) -> str | None:
+                    remote: ToolExecutor | None, kill_switch: KillSwitch) -> str | None:
     """The run proper, under the store's run lock. Returns the halt reason, if any."""
     from runner.sandbox import Limits, ToolSandbox, select_backend
     from runner.worlds import closed_loop_checkpoints, write_snapshot
@@ -536,6 +557,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 attempts=[0],
                 tool_calls=[0],
                 simulated=settings.provider.name == "simulated",
+                kill_switch=kill_switch,
             )
             flag = [""]
             with _sigint_flag(flag, settings.store_path):
@@ -592,17 +614,10 @@ def _first_ect_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return group
 
 
-def _halt_reason(ctx: _Context, settings: RunSettings, summary: RunSummary,
-                 flag: list[str]) -> str | None:
+def _halt_reason(ctx: _Context, summary: RunSummary, flag: list[str]) -> str | None:
     if flag[0]:
         return flag[0]
-    if stop_file(settings.store_path).exists():
-        return f"STOP file {stop_file(settings.store_path)} present"
-    if settings.max_cost_usd is not None and summary.cost_usd >= settings.max_cost_usd:
-        return f"cost ceiling ${settings.max_cost_usd:g} reached (${summary.cost_usd:.4f} spent)"
-    if settings.max_calls is not None and ctx.attempts[0] >= settings.max_calls:
-        return f"call ceiling {settings.max_calls} reached ({ctx.attempts[0]} provider attempts)"
-    return None
+    return ctx.kill_switch.halt_reason(spent_usd=summary.cost_usd, calls=ctx.attempts[0])
 
 
 async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
@@ -629,7 +644,7 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
     async def launcher() -> None:
         for i in range(len(todo)):
             await slots.acquire()
-            reason = halted[0] or _halt_reason(ctx, settings, summary, flag)
+            reason = halted[0] or _halt_reason(ctx, summary, flag)
             if reason is not None:
                 halted[0] = reason
                 slots.release()

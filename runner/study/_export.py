@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.canonical import JsonObject
 from runner.errors import FormatError, StudyError
@@ -10,7 +11,10 @@ from runner.study._lock import LockMismatch, check_lock, lock_digest
 from runner.study._records import CellRecord
 from runner.study._spec import spec_for_store
 
-__all__ = ["IncompleteStore", "export_study", "key_path_for"]
+if TYPE_CHECKING:
+    from runner.store import ManifestCell
+
+__all__ = ["IncompleteStore", "export_study", "key_path_for", "verify_export"]
 
 
 class IncompleteStore(StudyError):
@@ -32,7 +36,7 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None
             match its content.
         StoreError: the store does not verify (damage is named with its first bad seq).
     """
-    from runner.store import ManifestCell, Store, export_manifest, load_signing_key, verify_store
+    from runner.store import Store, export_manifest, load_signing_key, verify_store
 
     _, _, lock, rows = check_lock(spec_for_store(store_path, spec_path))
     report = verify_store(store_path, full=True)
@@ -59,6 +63,37 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None
             problem = record.mismatch(want)
             if problem is not None:
                 raise IncompleteStore(f"record {rec.seq} is not schedule row {want.row}: {problem}")
-            cells.append(ManifestCell(record.row, record.cell_id, record.result_digest,
-                                      record.audit_digest, record.result.stop_reason))
+            cells.append(_manifest_cell(record))
         return export_manifest(store, cells, out_path)
+
+
+def _manifest_cell(record: CellRecord) -> ManifestCell:
+    """What the manifest lists of one cell: export and verification both read it here."""
+    from runner.store import ManifestCell
+
+    return ManifestCell(record.row, record.cell_id, record.result_digest, record.audit_digest,
+                        record.result.stop_reason)
+
+
+def _record_cell(seq: int, body: object) -> ManifestCell:
+    return _manifest_cell(CellRecord.from_json(body, f"record {seq}"))
+
+
+def verify_export(manifest_path: Path, store_path: Path,
+                  public_key_path: Path | None = None) -> None:
+    """Verify offline that a manifest written by :func:`export_study` is signed by the store's
+    key and lists exactly the store's cells, each read as a :class:`CellRecord`.
+
+    ``public_key_path`` defaults to ``<store>.key.pub``.
+
+    Raises:
+        ManifestInvalid: the manifest is malformed or differs from the store (a record that is
+            not a cell record included).
+        SignatureInvalid: the signature or key does not verify.
+        StoreDamaged: the store itself does not verify.
+    """
+    from runner.store import public_key_path as default_public_key
+    from runner.store import verify_manifest
+
+    key = public_key_path or default_public_key(key_path_for(store_path))
+    verify_manifest(manifest_path, store_path, key, _record_cell)

@@ -47,14 +47,13 @@ def test_exported_surface() -> None:
     assert set(analysis.__all__) == public
     assert set(analysis.__all__) == {
         "ABLATION_TABLE", "AllModelCallsFailed", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
-        "FastPathInvariantBroken", "InventoryIncomplete", "McNemarResult",
-        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "SpecInvalid", "StaticDecisionRow",
-        "StaticRun", "StaticSpec",
-        "StoreOutcomes", "analyse_closed_loop", "analyse_static", "build_provider",
+        "InventoryIncomplete", "McNemarResult",
+        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees",
+        "StoreOutcomes", "analyse_closed_loop", "analyse_static",
         "check_inventory", "closed_loop_report", "cluster_bootstrap_diff",
         "cluster_bootstrap_mean", "load_outcomes_from_store", "macro_f1", "mcnemar_exact",
         "mcnemar_p", "noninferior", "render_outputs", "report_from_store",
-        "results_json_bytes", "run_static", "seeded_rng", "static_study",
+        "results_json_bytes", "seeded_rng", "static_study",
         "write_outputs",
     }  # fmt: skip
 
@@ -62,7 +61,8 @@ def test_exported_surface() -> None:
 def test_static_result_keys_are_documented() -> None:
     import anyio
 
-    from runner.analysis import StaticSpec, analyse_static, run_static
+    from runner.analysis import analyse_static
+    from runner.study import StaticSpec, run_static
     from tests.analysis import _standin
 
     spec = StaticSpec.load(Path(__file__).resolve().parents[2] / "schedules" / "static.toml")

@@ -10,17 +10,15 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.analysis import (
+from runner.analysis import ABLATION_TABLE, ProviderInfo, analyse_static, render_outputs
+from runner.errors import AnalysisError, StudyError
+from runner.study import (
+    STATIC_ABLATIONS,
     FastPathInvariantBroken,
-    ProviderInfo,
     StaticDecisionRow,
     StaticSpec,
-    analyse_static,
-    render_outputs,
     run_static,
 )
-from runner.analysis._static import ABLATION_TABLE
-from runner.errors import AnalysisError
 from tests.analysis import _standin
 
 SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
@@ -172,7 +170,7 @@ def test_spec_is_strict(tmp_path: Path) -> None:
         (text.replace("p_accept_unsupported = 0.2 ", "p_accept_unsupported = 2 "), "in \\[0, 1\\]"),
         (text.replace("[price]", "[pricing]"), "unknown key"),
     ):
-        with pytest.raises(AnalysisError, match=msg):
+        with pytest.raises(StudyError, match=msg):
             StaticSpec.parse(bad.encode())
 
 
@@ -194,7 +192,7 @@ def test_concurrency_keeps_canonical_order() -> None:
     one, many = anyio.run(go, 1), anyio.run(go, 8)
     assert one.rows == many.rows and one.attempts == many.attempts
     assert [StaticDecisionRow.from_json(r.to_json()) for r in one.rows] == one.rows
-    with pytest.raises(AnalysisError, match="concurrency"):
+    with pytest.raises(StudyError, match="concurrency"):
         anyio.run(go, 0)
 
 
@@ -207,3 +205,8 @@ def test_spec_freezes_every_simulated_critic_parameter() -> None:
     names = {f.name for f in dataclasses.fields(CriticBehaviour)}
     assert set(spec().critic) == names
     CriticBehaviour.from_json(spec().critic)  # and the values are accepted
+
+
+def test_the_ablations_run_are_the_ablations_analysed() -> None:
+    # The study runs STATIC_ABLATIONS; the analysis reads each through ABLATION_TABLE.
+    assert tuple(name for name, *_ in ABLATION_TABLE) == STATIC_ABLATIONS

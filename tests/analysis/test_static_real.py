@@ -11,10 +11,11 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from runner.analysis import StaticSpec, build_provider, run_static, static_study
+from runner.analysis import static_study
 from runner.cli import cli
 from runner.ect import Certificate
 from runner.policies import CriticCoreInvariantBroken
+from runner.study import StaticSpec, run_static, static_provider
 from runner.worlds import static_grid
 
 SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
@@ -100,7 +101,7 @@ def test_critic_core_needing_its_model_aborts() -> None:
     )
     broken = dataclasses.replace(snap, trace=(), certificate=empty, completion_signal=True)
     spec = StaticSpec.load(SPEC)
-    provider = build_provider("simulated", spec)
+    provider = static_provider("simulated", spec)
 
     async def go() -> Any:
         return await run_static(spec, provider, snapshots=[broken], arms=("critic_core",))

@@ -240,3 +240,35 @@ def test_reservations_count_every_open_lease_and_the_boundary(tmp_path: Path) ->
         ks.admit()
     none_left, left = ks.reserve(adm, "d")
     assert none_left is None and left == 0.0
+
+
+def test_halt_reason_checks_the_flag_then_the_session_ceilings(tmp_path: Path) -> None:
+    # A session of many runs (the study: one per cell) asks before starting each one.
+    stop = tmp_path / "STOP"
+    ks = KillSwitch(disable_file=stop, disable_env="HALT", environ={}, max_cost_usd=0.5,
+                    max_calls=10, calls_unit="provider attempts")
+    assert ks.halt_reason() is None
+    assert ks.halt_reason(spent_usd=0.4999, calls=9) is None
+    assert ks.halt_reason(spent_usd=0.5, calls=9) == "cost ceiling $0.5 reached ($0.5000 spent)"
+    assert ks.halt_reason(spent_usd=0.1, calls=10) == \
+        "call ceiling 10 reached (10 provider attempts)"
+    # the spend ceiling is named before the call ceiling, the flag before both
+    assert ks.halt_reason(spent_usd=0.7, calls=12).startswith("cost ceiling")  # type: ignore[union-attr]
+    stop.touch()
+    assert ks.halt_reason(spent_usd=0.7, calls=12) == f"kill switch engaged: {stop} exists"
+    env = KillSwitch(disable_env="HALT", environ={"HALT": "1"}, max_calls=0)
+    assert env.halt_reason() == "kill switch engaged: $HALT is set"
+    assert KillSwitch(max_calls=0).halt_reason() == "call ceiling 0 reached (0 calls)"
+    named = KillSwitch(disable_file=stop, flag_message="STOP file {file} present")
+    assert named.halt_reason() == named.engaged() == f"STOP file {stop} present"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"max_cost_usd": -0.01}, "max_cost_usd must be >= 0"),
+    ({"max_cost_usd": float("nan")}, "max_cost_usd must be >= 0"),
+    ({"max_calls": -1}, "max_calls must be >= 0"),
+])
+def test_session_ceilings_refuse_negative_values(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError) as e:
+        KillSwitch(**kwargs)  # type: ignore[arg-type]
+    assert str(e.value) == message

@@ -7,6 +7,7 @@ import dataclasses
 import anyio
 import pytest
 
+from runner.ect import Contract, values_match
 from runner.policies import (
     STATIC_ARMS,
     CriticBehaviour,
@@ -143,3 +144,28 @@ def test_arm_list_is_frozen() -> None:
         "completion_token", "self_check", "heuristic", "critic_core", "full_trace",
         "postconditions", "ect",
     )
+
+
+def _with_tolerance(gold_units: object, claimed_units: object, tol: int) -> fx.FakeSnapshot:
+    """C0 with the ``units`` slot given tolerance ``tol``, gold ``gold_units`` and a claim of
+    ``claimed_units``."""
+    raw = fx.CONTRACT.to_json()
+    raw["slots"]["units"]["tolerance"] = {"abs": tol}
+    contract = Contract.from_json(raw)
+    snap = fx.snapshot("C0")
+    task = dataclasses.replace(snap.task, contract=contract,
+                               gold={**snap.task.gold, "units": gold_units})
+    cert = fx.certificate(snap.ledger, {"units": (claimed_units, ("r-1",)),
+                                        "revenue": (700, ("r-2",))})
+    return dataclasses.replace(snap, task=task, certificate=cert)
+
+
+def test_postconditions_tolerance_applies_to_numbers_only() -> None:
+    # DESIGN §3.2: "tolerance.abs applies to numbers only; lists and strings compare exactly".
+    assert decide("postconditions", _with_tolerance(5, 6, 1)).decision == "complete"
+    assert decide("postconditions", _with_tolerance(5, 7, 1)).decision == "continue"
+    # A list within the tolerance element by element is still a different list.
+    assert decide("postconditions", _with_tolerance([5, 700], [6, 700], 1)).decision == "continue"
+    assert decide("postconditions", _with_tolerance([5, 700], [5, 700], 1)).decision == "complete"
+    # The same comparison the verifier and the study's scoring use.
+    assert not values_match([6, 700], [5, 700], tolerance=1) and values_match(6, 5, tolerance=1)

@@ -7,7 +7,6 @@ import sys
 
 import pytest
 
-from runner.analysis import StaticSpec, build_provider
 from runner.providers import (
     PROVIDER_NAMES,
     OpenAICompatProvider,
@@ -16,6 +15,7 @@ from runner.providers import (
     build,
     check_provider_settings,
 )
+from runner.study import StaticSpec, static_provider
 
 
 @pytest.mark.parametrize(
@@ -52,13 +52,13 @@ def test_builds_each_adapter() -> None:
 
 
 def test_the_static_study_validates_like_the_others() -> None:
-    """analysis.build_provider used to ignore --base-url for the simulated provider (and accept
+    """The static study's provider builder used to ignore --base-url for the simulated provider (and accept
     any model name for it); it now goes through the same validation as run and smoke."""
     spec = StaticSpec.load("schedules/static.toml")
     with pytest.raises(ProviderConfigError, match="takes no --base-url"):
-        build_provider("simulated", spec, base_url="http://127.0.0.1:9")
+        static_provider("simulated", spec, base_url="http://127.0.0.1:9")
     with pytest.raises(ProviderConfigError, match="must start with 'simulated-'"):
-        build_provider("simulated", spec, model="gpt-4o")
+        static_provider("simulated", spec, model="gpt-4o")
 
 
 def test_building_a_simulated_provider_does_not_import_the_gemini_sdk() -> None:

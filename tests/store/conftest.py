@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runner.canonical import digest
-from runner.store import ManifestCell, Store, generate_key
+from runner.store import ManifestCell, ScheduleMismatch, Store, generate_key
 from runner.store._keys import Ed25519PrivateKey
 
 WRITER = Path(__file__).with_name("_writer.py")
@@ -48,6 +48,15 @@ def cell_body(i: int, *, tag: str = "c") -> dict[str, Any]:
 def manifest_cell(i: int, *, tag: str = "c") -> ManifestCell:
     """What runner.study hands the manifest export for :func:`cell_body` ``(i)``."""
     body = cell_body(i, tag=tag)
+    return ManifestCell(body["row"], body["cell_id"], body["result_digest"],
+                        body["audit_digest"], body["result"]["outcome"]["stop_reason"])
+
+
+def cell_of(seq: int, body: Any) -> ManifestCell:
+    """The caller's reading of a :func:`cell_body` record for manifest verification (the store
+    reads no field of a body itself)."""
+    if not isinstance(body, dict) or "cell_id" not in body:
+        raise ScheduleMismatch(f"record {seq} is not a cell record")
     return ManifestCell(body["row"], body["cell_id"], body["result_digest"],
                         body["audit_digest"], body["result"]["outcome"]["stop_reason"])
 

@@ -23,7 +23,7 @@ from runner.store import (
 )
 from runner.store._keys import Ed25519PrivateKey
 
-from .conftest import WRITER, cell_body, manifest_cell, run_writer
+from .conftest import WRITER, cell_body, cell_of, manifest_cell, run_writer
 
 
 def _ext_size(path: Path) -> int:
@@ -102,11 +102,11 @@ def test_crash_mid_manifest(
     if point == "manifest.mid_file":
         assert not out.exists()  # never a half-written manifest
     else:
-        verify_manifest(out, s.path, tmp_path / "signing.key.pub")
+        verify_manifest(out, s.path, tmp_path / "signing.key.pub", cell_of)
     # Exporting again works and verifies.
     with Store.open(s.path, signing_key=key) as again:
         export_manifest(again, [manifest_cell(i) for i in range(4)], out)
-    verify_manifest(out, s.path, tmp_path / "signing.key.pub")
+    verify_manifest(out, s.path, tmp_path / "signing.key.pub", cell_of)
 
 
 KILLS = 100

@@ -5,9 +5,11 @@ store checks only that it was handed one well-formed entry per committed record.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,7 @@ from runner.store import (
     verify_manifest,
 )
 
-from .conftest import cell_body, drop_triggers, manifest_cell, raw, restore_triggers
+from .conftest import cell_body, cell_of, drop_triggers, manifest_cell, raw, restore_triggers
 
 CELLS = [manifest_cell(i) for i in range(6)]
 
@@ -54,7 +56,7 @@ def test_verify_offline_from_three_files(exported: tuple[Path, Path, Path], tmp_
     elsewhere.mkdir()
     for f in (man, store, pub):
         shutil.copy(f, elsewhere / f.name)  # no .checkpoint file travels with them
-    verify_manifest(elsewhere / man.name, elsewhere / store.name, elsewhere / pub.name)
+    verify_manifest(elsewhere / man.name, elsewhere / store.name, elsewhere / pub.name, cell_of)
 
 
 @pytest.mark.parametrize(
@@ -98,21 +100,21 @@ def test_edited_manifest_fails_digest(exported: tuple[Path, Path, Path]) -> None
         man, lambda m: m["cells"][0].update(result_digest="sha256:" + "0" * 64), redigest=False
     )
     with pytest.raises(ManifestInvalid, match="manifest_digest"):
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
 
 
 def test_redigested_manifest_fails_signature(exported: tuple[Path, Path, Path]) -> None:
     man, store, pub = exported
     _rewrite(man, lambda m: m["cells"][0].update(result_digest="sha256:" + "0" * 64), redigest=True)
     with pytest.raises(SignatureInvalid):
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
 
 
 def test_wrong_public_key(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:
     man, store, _ = exported
     generate_key(tmp_path / "other.key")
     with pytest.raises(SignatureInvalid):
-        verify_manifest(man, store, tmp_path / "other.key.pub")
+        verify_manifest(man, store, tmp_path / "other.key.pub", cell_of)
 
 
 def test_store_tampered_after_export(exported: tuple[Path, Path, Path]) -> None:
@@ -123,7 +125,7 @@ def test_store_tampered_after_export(exported: tuple[Path, Path, Path]) -> None:
     restore_triggers(conn, saved)
     conn.close()
     with pytest.raises(TamperDetected) as e:
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
     assert e.value.seq == 3
 
 
@@ -136,14 +138,49 @@ def test_store_truncated_after_export(exported: tuple[Path, Path, Path]) -> None
     restore_triggers(conn, saved)
     conn.close()
     with pytest.raises(TruncationDetected):
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
 
 
 def test_malformed_manifest(exported: tuple[Path, Path, Path]) -> None:
     man, store, pub = exported
     man.write_text('{"manifest": 1, "manifest": 2}')
     with pytest.raises(ManifestInvalid):
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
     man.write_text('{"manifest": {}, "manifest_digest": "x", "signature": "y"}')
     with pytest.raises(ManifestInvalid):
-        verify_manifest(man, store, pub)
+        verify_manifest(man, store, pub, cell_of)
+
+
+def test_verification_reads_cells_only_through_the_caller(
+        new_store: Callable[..., Store], tmp_path: Path) -> None:
+    # The store knows no record shape: bodies with other field names verify when the caller
+    # reads them, and the caller's reading decides (the store reads no body field itself).
+    s = new_store(n=0)
+    d = [digest("ect/value/v1", {"i": i}) for i in range(3)]
+    for i in range(3):
+        s.append({"n": i, "id": f"x{i}", "r": d[i], "a": d[i], "state": "done"})
+    cells = [ManifestCell(i, f"x{i}", d[i], d[i], "done") for i in range(3)]
+    man = tmp_path / "m.json"
+    export_manifest(s, cells, man)
+    s.close()
+    pub = tmp_path / "signing.key.pub"
+    seen: list[int] = []
+
+    def read(seq: int, body: Any) -> ManifestCell:
+        seen.append(seq)
+        return ManifestCell(body["n"], body["id"], body["r"], body["a"], body["state"])
+
+    verify_manifest(man, s.path, pub, read)
+    assert seen == [1, 2, 3]
+
+    def other_status(seq: int, body: Any) -> ManifestCell:
+        return dataclasses.replace(read(seq, body), status="other")
+
+    with pytest.raises(ManifestInvalid, match="status_counts"):
+        verify_manifest(man, s.path, pub, other_status)
+
+    def refuse(seq: int, body: Any) -> ManifestCell:
+        raise ScheduleMismatch(f"record {seq} is not mine")
+
+    with pytest.raises(ManifestInvalid, match="record 1 is not mine"):
+        verify_manifest(man, s.path, pub, refuse)

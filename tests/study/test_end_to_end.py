@@ -21,13 +21,14 @@ from runner.canonical import digest, load_strict_file
 from runner.cli._app import cli
 from runner.loop import Outcome
 from runner.sandbox import load_probes
-from runner.store import public_key_path, verify_manifest, verify_store
+from runner.store import verify_store
 from runner.study import (
     CellRecord,
     ReplayRefused,
     read_schedule,
     replay_store,
     study_paths,
+    verify_export,
 )
 from tests.study.conftest import Reference
 from tests.study.support import SMALL_ROWS, bodies, ect, make_study, tampered_copy
@@ -80,7 +81,7 @@ def test_cli_run_export_replay_end_to_end(tmp_path: Path, reference: Reference) 
     manifest = tmp_path / "manifest.json"
     exported = ect("export", "--store", str(store), "--out", str(manifest))
     assert exported.returncode == 0, exported.stderr
-    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    verify_export(manifest, store)
     doc = load_strict_file(manifest)
     cells = doc["manifest"]["cells"]
     assert cells == [{"row": b["row"], "cell_id": b["cell_id"],
@@ -138,5 +139,5 @@ def test_demo_runs_the_whole_offline_study(tmp_path: Path) -> None:
     assert f"manifest: {manifest}" in " ".join(done.stdout.split())
     assert "simulated provider" in done.stdout
     assert len(bodies(store)) == 576 and verify_store(store, full=True).ok
-    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    verify_export(manifest, store)
     assert (out / "report" / "report.html").is_file()

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from runner.errors import StudyError
 from runner.store import Store, verify_store
-from runner.study import Halted, stop_file
+from runner.study import Halted, RunSettings, execute, stop_file
 from tests.study.conftest import Reference
 from tests.study.support import (
     SMALL_ROWS,
@@ -131,3 +132,18 @@ def test_ctrl_c_halts_at_a_cell_boundary_with_exit_code_4(tmp_path: Path,
     assert 3 <= summary["committed"] < SMALL_ROWS
     assert summary["committed"] == len(bodies(store))
     _assert_resumable_prefix(store, reference)
+
+
+@pytest.mark.parametrize(("ceiling", "message"), [
+    ({"max_cost_usd": -1.0}, "invalid run ceiling: max_cost_usd must be >= 0"),
+    ({"max_calls": -3}, "invalid run ceiling: max_calls must be >= 0"),
+])
+def test_a_negative_ceiling_is_refused_before_anything_runs(
+        tmp_path: Path, reference: Reference, ceiling: dict[str, Any], message: str) -> None:
+    # The study's ceilings are runner.control's KillSwitch, with its validation: a negative
+    # ceiling from Python is refused, not taken as "halt before the first cell".
+    store = tmp_path / "neg.db"
+    with pytest.raises(StudyError) as refused:
+        execute(RunSettings(reference.spec, store, **ceiling))
+    assert str(refused.value) == message
+    assert not store.exists()

@@ -123,8 +123,8 @@ def test_replay_shows_progress(reference: Reference) -> None:
 def test_static_study_reports_each_decision() -> None:
     import anyio
 
-    from runner.analysis import StaticSpec, run_static
     from runner.providers import SimulatedProvider
+    from runner.study import StaticSpec, run_static
     from runner.worlds import static_grid
 
     seen: list[tuple[int, int]] = []

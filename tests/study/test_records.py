@@ -172,3 +172,21 @@ def test_a_store_without_a_recorded_spec_needs_one_named(tmp_path: Path) -> None
     assert recorded_spec({"spec": "s/v2.toml"}, "x.db") == Path("s/v2.toml")
     with pytest.raises(SpecError, match=r"^x\.db records no study spec in its header; name it"):
         recorded_spec({}, "x.db")
+
+
+def test_manifest_verification_reads_every_cell_as_a_cell_record(tmp_path: Path) -> None:
+    # runner.store verifies a manifest through the caller's reading of its records; the study's
+    # reading is CellRecord, so a store of record-like bodies that are not cell records (the
+    # fields a generic reader would pick are all there) is refused.
+    from runner.store import ManifestCell, ManifestInvalid, export_manifest, generate_key
+    from runner.study import verify_export
+    from tests.store.conftest import cell_body, make_header, manifest_cell
+
+    store_path = tmp_path / "run.db"
+    key = generate_key(store_path.with_name(store_path.name + ".key"))
+    with Store.create(store_path, header=make_header(), signing_key=key) as store:
+        store.append_batch([cell_body(i) for i in range(3)])
+        cells: list[ManifestCell] = [manifest_cell(i) for i in range(3)]
+        export_manifest(store, cells, tmp_path / "manifest.json")
+    with pytest.raises(ManifestInvalid, match=r"not cell records: record 1\.schedule_row: missing field"):
+        verify_export(tmp_path / "manifest.json", store_path)

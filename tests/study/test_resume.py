@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.canonical import load_strict_file
-from runner.store import Store, public_key_path, verify_manifest, verify_store
+from runner.store import Store, verify_store
 from runner.study import (
     RunSettings,
     StoreInUse,
@@ -18,6 +18,7 @@ from runner.study import (
     execute,
     export_study,
     replay_store,
+    verify_export,
 )
 from tests.study.conftest import Reference
 from tests.study.support import (
@@ -80,7 +81,7 @@ def test_kill9_mid_run_then_resume_gives_the_uninterrupted_digests(
     # The resumed store exports like an uninterrupted one and replays cell by cell.
     manifest = tmp_path / "manifest.json"
     export_study(store, manifest, reference.spec)
-    verify_manifest(manifest, store, public_key_path(store.with_name(store.name + ".key")))
+    verify_export(manifest, store)
     assert [c["result_digest"] for c in load_strict_file(manifest)["manifest"]["cells"]] == \
         list(reference.digests.values())
     replayed = replay_store(store, reference.spec)

@@ -1,0 +1,456 @@
+"""Running the static study: 7 policies x 432 snapshots, plus ECT under each prespecified
+single-check ablation (the analysis of the rows is ``runner.analysis``).
+
+``run_static`` decides every snapshot of ``runner.worlds.static_grid()`` with every arm of
+``runner.policies.STATIC_ARMS`` (and ECT once per ablation of :data:`STATIC_ABLATIONS`), through
+``runner.policies.decide_static``; the model-backed arms go through the provider given (the
+simulated provider by default, :func:`static_provider`).
+
+The critic core's fast-path invariant is enforced twice: the policy raises
+``CriticCoreInvariantBroken`` when it would need its model, and the provider handed to the
+critic core here is a tripwire whose ``generate`` aborts the run (``FastPathInvariantBroken``);
+a decision reporting a model call or a provider result from the critic core aborts too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.canonical import (
+    MAX_TOML_BYTES,
+    JsonObject,
+    loads_toml,
+    raw_digest,
+    read_bool,
+    read_bounded,
+    read_int,
+    read_list,
+    read_number,
+    read_object,
+    read_str,
+)
+from runner.errors import FormatError, StudyError
+from runner.policies import STATIC_ARMS
+from runner.providers import PROVIDER_NAMES
+
+__all__ = [
+    "STATIC_ABLATIONS",
+    "FastPathInvariantBroken",
+    "SpecInvalid",
+    "StaticDecisionRow",
+    "StaticRun",
+    "StaticSpec",
+    "run_static",
+    "static_provider",
+]
+
+
+class SpecInvalid(StudyError):
+    """The static-study spec (schedules/static.toml) is missing a field or has a bad value."""
+
+
+class FastPathInvariantBroken(StudyError):
+    """The critic core called the model on a static snapshot; the frozen comparison is void."""
+
+
+STATIC_ABLATIONS: tuple[str, ...] = (
+    "coverage", "scope", "evidence", "binding", "replay", "transform", "recovery",
+)
+"""The ECT ablations run on every snapshot, in the order of the paper's Table 3 (what each one
+tests and how it is counted is ``runner.analysis.ABLATION_TABLE``)."""
+
+
+SPEC_FORMAT = "ect.static-spec/1"
+# ------------------------------------------------------------------------------ the spec
+
+
+def _get(table: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if key not in table:
+        raise SpecInvalid(f"static spec: missing {where}.{key}")
+    value = table[key]
+    if isinstance(value, bool) and typ is not bool:
+        raise SpecInvalid(f"static spec: {where}.{key} must not be a boolean")
+    if not isinstance(value, typ):
+        raise SpecInvalid(f"static spec: {where}.{key} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _only(table: Mapping[str, Any], keys: set[str], where: str) -> None:
+    unknown = sorted(set(table) - keys)
+    if unknown:
+        raise SpecInvalid(f"static spec: unknown key(s) in {where}: {', '.join(unknown)}")
+
+
+@dataclass(frozen=True)
+class StaticSpec:
+    """``schedules/static.toml``, parsed strictly (unknown or missing keys are errors)."""
+
+    seed: int
+    replicates: int
+    confidence: float
+    provider_default: str
+    simulated_model: str
+    gemini_model: str
+    openai_model: str
+    openai_base_url: str
+    timeout_s: float
+    generation: JsonObject
+    critic: dict[str, float]
+    price: dict[str, float]
+    sha256: str
+
+    @classmethod
+    def load(cls, path: str | Path) -> StaticSpec:
+        try:
+            data = read_bounded(path, limit=MAX_TOML_BYTES, what="static spec")
+        except OSError as e:
+            raise SpecInvalid(f"cannot read static spec {path}: {e.strerror}") from e
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: bytes) -> StaticSpec:
+        try:
+            doc = loads_toml(data, what="static spec")
+        except FormatError as e:
+            raise SpecInvalid(str(e)) from e
+        _only(
+            doc, {"format", "analysis", "provider", "generation", "simulated", "price"}, "top level"
+        )
+        if doc.get("format") != SPEC_FORMAT:
+            raise SpecInvalid(f"static spec: format must be {SPEC_FORMAT!r}")
+        an = _get(doc, "analysis", dict, "spec")
+        _only(an, {"seed", "bootstrap_replicates", "confidence"}, "analysis")
+        pv = _get(doc, "provider", dict, "spec")
+        _only(
+            pv,
+            {
+                "default",
+                "simulated_model",
+                "gemini_model",
+                "openai_model",
+                "openai_base_url",
+                "timeout_s",
+            },
+            "provider",
+        )
+        gen = _get(doc, "generation", dict, "spec")
+        _only(gen, {"temperature", "seed", "max_output_tokens", "top_p"}, "generation")
+        sim = _get(doc, "simulated", dict, "spec")
+        _only(sim, {"critic"}, "simulated")
+        critic = _get(sim, "critic", dict, "simulated")
+        price = _get(doc, "price", dict, "spec")
+        _only(price, {"input_per_mtok", "output_per_mtok"}, "price")
+        seed = _get(an, "seed", int, "analysis")
+        reps = _get(an, "bootstrap_replicates", int, "analysis")
+        conf = float(_get(an, "confidence", (int, float), "analysis"))
+        if seed < 0 or reps < 1 or not 0 < conf < 1:
+            raise SpecInvalid(
+                "static spec: analysis needs seed >= 0, replicates >= 1, 0 < confidence < 1"
+            )
+        default = _get(pv, "default", str, "provider")
+        if default not in PROVIDER_NAMES:
+            raise SpecInvalid(
+                f"static spec: provider.default must be one of {', '.join(PROVIDER_NAMES)}"
+            )
+        generation = {
+            "temperature": float(_get(gen, "temperature", (int, float), "generation")),
+            "seed": _get(gen, "seed", int, "generation"),
+            "max_output_tokens": _get(gen, "max_output_tokens", int, "generation"),
+            "top_p": float(gen["top_p"]) if "top_p" in gen else None,
+        }
+        for k, v in critic.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
+                raise SpecInvalid(f"static spec: simulated.critic.{k} must be a number in [0, 1]")
+        prices = {
+            k: float(_get(price, k, (int, float), "price"))
+            for k in ("input_per_mtok", "output_per_mtok")
+        }
+        if min(prices.values()) < 0:
+            raise SpecInvalid("static spec: prices must be non-negative")
+        return cls(
+            seed=seed,
+            replicates=reps,
+            confidence=conf,
+            provider_default=default,
+            simulated_model=_get(pv, "simulated_model", str, "provider"),
+            gemini_model=_get(pv, "gemini_model", str, "provider"),
+            openai_model=_get(pv, "openai_model", str, "provider"),
+            openai_base_url=_get(pv, "openai_base_url", str, "provider"),
+            timeout_s=float(_get(pv, "timeout_s", (int, float), "provider")),
+            generation=generation,
+            critic={k: float(v) for k, v in sorted(critic.items())},
+            price=prices,
+            sha256=raw_digest(data),
+        )
+
+    def to_json(self) -> JsonObject:
+        return {
+            "sha256": self.sha256,
+            "seed": self.seed,
+            "bootstrap_replicates": self.replicates,
+            "confidence": self.confidence,
+            "generation": dict(self.generation),
+            "simulated_critic": dict(self.critic),
+            "price_usd_per_mtok": dict(self.price),
+        }
+
+
+# ------------------------------------------------------------------------------- the run
+
+
+class _Tripwire:
+    """The provider handed to the critic core: any model call aborts the static study."""
+
+    name = "critic-core-tripwire"
+    model = "none"
+    simulated = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, request: Any, *, observer: Any = None) -> Any:
+        self.calls += 1
+        raise FastPathInvariantBroken(
+            "the critic core called its model on a static snapshot; the frozen static "
+            "comparison requires its deterministic fast paths (run aborted)"
+        )
+
+
+Decide = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class StaticRun:
+    """Decision rows (one per snapshot x arm, plus ECT ablations) and the provider audit."""
+
+    rows: list[StaticDecisionRow] = field(default_factory=list)
+    attempts: list[JsonObject] = field(default_factory=list)
+    """Attempt records without wall-clock or random fields (deterministic)."""
+    journal: list[JsonObject] = field(default_factory=list)
+    """Full attempt records, wall clock included (the audit journal; not byte-stable)."""
+
+
+_DECISION_ROW_FIELDS = (
+    "snapshot_id", "task_id", "world_id", "family", "split", "condition", "gold", "arm", "ablate",
+    "decision", "reasons", "reason_families", "model_calls", "attempts", "retries",
+    "provider_failure", "input_tokens", "output_tokens", "cost_usd",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticDecisionRow:
+    """One static decision (a snapshot decided by one arm, under one ablation or none): the row
+    ``runner.analysis.analyse_static`` counts and ``decisions.jsonl`` lists. ``ablate`` is ``""`` without one."""
+
+    snapshot_id: str
+    task_id: str
+    world_id: str
+    family: str
+    split: str
+    condition: str
+    gold: str
+    arm: str
+    ablate: str
+    decision: str
+    reasons: tuple[str, ...]
+    reason_families: tuple[str, ...]
+    model_calls: int
+    attempts: int
+    retries: int
+    provider_failure: bool
+    input_tokens: int
+    output_tokens: int
+    cost_usd: int | float
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {name: getattr(self, name) for name in _DECISION_ROW_FIELDS}
+        out["reasons"] = list(self.reasons)
+        out["reason_families"] = list(self.reason_families)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "decision_row") -> StaticDecisionRow:
+        r = read_object(obj, path, _DECISION_ROW_FIELDS)
+        def text(k: str) -> str:
+            return read_str(r[k], f"{path}.{k}")
+
+        def count(k: str) -> int:
+            return read_int(r[k], f"{path}.{k}", minimum=0)
+
+        return cls(
+            snapshot_id=text("snapshot_id"), task_id=text("task_id"), world_id=text("world_id"),
+            family=text("family"), split=text("split"), condition=text("condition"),
+            gold=text("gold"), arm=text("arm"), ablate=text("ablate"), decision=text("decision"),
+            model_calls=count("model_calls"), attempts=count("attempts"),
+            retries=count("retries"), input_tokens=count("input_tokens"),
+            output_tokens=count("output_tokens"),
+            reasons=tuple(read_str(x, f"{path}.reasons[{i}]")
+                          for i, x in enumerate(read_list(r["reasons"], f"{path}.reasons"))),
+            reason_families=tuple(
+                read_str(x, f"{path}.reason_families[{i}]")
+                for i, x in enumerate(read_list(r["reason_families"], f"{path}.reason_families"))),
+            provider_failure=read_bool(r["provider_failure"], f"{path}.provider_failure"),
+            cost_usd=read_number(r["cost_usd"], f"{path}.cost_usd"),
+        )
+
+
+def _row(snapshot: Any, arm: str, ablate: str, decision: Any, cost: float) -> StaticDecisionRow:
+    result = decision.provider_result
+    usage = result.usage if result is not None else None
+    codes = sorted({r.code for r in decision.reasons})
+    return StaticDecisionRow(
+        snapshot_id=str(snapshot.snapshot_id),
+        task_id=snapshot.task.task_id,
+        world_id=snapshot.task.world_id,
+        family=snapshot.task.family,
+        split=snapshot.task.split,
+        condition=snapshot.condition,
+        gold=snapshot.gold_decision,
+        arm=arm,
+        ablate=ablate,
+        decision=decision.decision,
+        reasons=tuple(codes),
+        reason_families=tuple(sorted({c.split(".", 1)[0] for c in codes})),
+        model_calls=int(decision.model_calls),
+        attempts=len(result.attempts) if result is not None else 0,
+        retries=sum(1 for a in result.attempts if a.retry) if result is not None else 0,
+        provider_failure=bool(result is not None and not result.ok),
+        input_tokens=int(usage.input_tokens) if usage is not None else 0,
+        output_tokens=int(usage.output_tokens) if usage is not None else 0,
+        cost_usd=cost,
+    )
+
+
+async def run_static(
+    spec: StaticSpec,
+    provider: Any,
+    *,
+    snapshots: Sequence[Any] | None = None,
+    decide: Decide | None = None,
+    arms: Sequence[str] = STATIC_ARMS,
+    ablations: Sequence[str] = STATIC_ABLATIONS,
+    concurrency: int = 1,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> StaticRun:
+    """Decide every snapshot with every arm, and with ECT under each of ``ablations``.
+
+    ``snapshots`` defaults to ``runner.worlds.static_grid()``, ``decide`` to
+    ``runner.policies.decide_static`` (a stand-in with the same signature serves unit tests).
+    ``concurrency`` > 1 keeps that many decisions in flight (useful with a remote provider);
+    the rows come out in the same canonical order either way (snapshot by snapshot: the
+    arms, then ECT under each ablation). ``on_progress(done, total)`` is
+    called after each decision (for progress output).
+
+    Raises:
+        FastPathInvariantBroken: the critic core called (or reported calling) its model.
+        CriticCoreInvariantBroken: raised by the policy for the same reason.
+    """
+    from runner.providers import GenerationConfig, PriceTable
+
+    if snapshots is None:
+        from runner.worlds import static_grid
+
+        snapshots = static_grid()
+    if decide is None:
+        from runner.policies import decide_static
+
+        decide = decide_static
+    gen = GenerationConfig(**spec.generation)
+    prices = PriceTable(**spec.price)
+    plan: list[tuple[str, str]] = [(arm, "") for arm in arms]
+    plan += [("ect", name) for name in ablations]
+    jobs = [(snapshot, arm, ablate) for snapshot in snapshots for arm, ablate in plan]
+    decided: list[Any] = [None] * len(jobs)
+    finished = [0]
+
+    async def one(i: int) -> None:
+        snapshot, arm, ablate = jobs[i]
+        tripwire = _Tripwire() if arm == "critic_core" else None
+        decision = await decide(
+            arm,
+            snapshot,
+            tripwire if tripwire is not None else provider,
+            ablate=frozenset({ablate}) if ablate else frozenset(),
+            generation=gen,
+        )
+        if tripwire is not None and (
+            tripwire.calls or decision.model_calls or decision.provider_result is not None
+        ):
+            raise FastPathInvariantBroken(
+                f"the critic core reported a model call on snapshot {snapshot.snapshot_id}; "
+                "the frozen static comparison is void (run aborted)"
+            )
+        decided[i] = decision
+        if on_progress is not None:
+            finished[0] += 1
+            on_progress(finished[0], len(jobs))
+
+    if concurrency < 1:
+        raise StudyError(f"concurrency must be at least 1, got {concurrency}")
+    if concurrency == 1:
+        for i in range(len(jobs)):
+            await one(i)
+    else:
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def limited(i: int) -> None:
+            async with limiter:
+                await one(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(jobs)):
+                tg.start_soon(limited, i)
+
+    # Rows and attempts in canonical job order, however the decisions interleaved.
+    run = StaticRun()
+    for (snapshot, arm, ablate), decision in zip(jobs, decided, strict=True):
+        result = decision.provider_result
+        cost = result.cost_usd(prices) if result is not None else 0.0
+        run.rows.append(_row(snapshot, arm, ablate, decision, cost))
+        if result is not None:
+            for a in result.attempts:
+                where = {"snapshot_id": str(snapshot.snapshot_id), "arm": arm}
+                run.attempts.append({**a.stable_json(), **where})
+                run.journal.append({**a.to_json(), **where})
+    return run
+
+
+
+
+def static_provider(
+    name: str,
+    spec: StaticSpec,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    credential_file: str | None = None,
+    credential_env: str | None = None,
+) -> Any:
+    """The provider for the model-backed static arms, built by :func:`runner.providers.build`
+    (the one validation of provider settings) with the static spec's defaults; the simulated
+    provider answers with the spec's simulated critic parameters."""
+    from runner.providers import build
+
+    responder = None
+    if name == "simulated":
+        from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
+
+        responder = simulated_responder(PlannerBehaviour(), CriticBehaviour.from_json(spec.critic))
+    defaults = {"simulated": spec.simulated_model, "gemini": spec.gemini_model,
+                "openai": spec.openai_model}
+    return build(
+        name,
+        model=model or defaults.get(name),
+        base_url=base_url or (spec.openai_base_url if name == "openai" else None),
+        credential_file=credential_file,
+        credential_env=credential_env,
+        timeout_s=spec.timeout_s,
+        responder=responder,
+    )
