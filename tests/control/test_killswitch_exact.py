@@ -96,3 +96,8 @@ def test_the_disable_variable_is_read_from_the_process_environment_by_default(
     assert ks.engaged() is None
     monkeypatch.setenv("ECT_TEST_AGENT_OFF", "1")
     assert ks.engaged() == "kill switch engaged: $ECT_TEST_AGENT_OFF is set"
+
+
+def test_a_zero_session_ceiling_is_allowed_and_halts_at_once() -> None:
+    assert KillSwitch(max_cost_usd=0).halt_reason() == "cost ceiling $0 reached ($0.0000 spent)"
+    assert KillSwitch(max_cost_usd=1.5, max_calls=3).halt_reason(spent_usd=1.0, calls=2) is None
