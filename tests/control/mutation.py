@@ -1,6 +1,6 @@
 """Mutation testing of runner/control with mutmut: the score, the survivors, a bounded CI run.
 
-``python -m tests.control.mutation [-v]`` prints the score of the mutants judged so far in
+``python -m tests.control.mutation [-v|--markdown]`` prints the score of the mutants judged so far in
 ``./mutants`` (killed over killed + survived + timeouts + suspicious; mutants no test reaches
 count as survivors), per module and overall; ``-v`` lists the survivors.
 
@@ -112,9 +112,17 @@ def main(argv: list[str]) -> int:
     if not codes:
         print("no mutation results: run `make mutate` first", file=sys.stderr)
         return 2
+    rows = [*by_module(codes).items(), ("all of runner/control", summarise(codes))]
+    if "--markdown" in argv:  # the table in docs/control.md
+        print("| module | mutants | killed | survived | timeout | not run | score |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for mod, s in rows:
+            score = f"{s['score']:.1%}" if s["score"] is not None else "n/a"
+            print(f"| `{mod.removeprefix('runner.control.')}` | {s['total']} | {s['killed']} | "
+                  f"{s['survived']} | {s['other']} | {s['not_run']} | {score} |")
+        return 0
     print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'survived':>8} {'other':>5} "
           f"{'not run':>7} {'score':>7}")
-    rows = [*by_module(codes).items(), ("all of runner/control", summarise(codes))]
     for mod, s in rows:
         score = f"{s['score']:.1%}" if s["score"] is not None else "n/a"
         print(f"{mod:<34} {s['total']:>7} {s['killed']:>7} {s['survived']:>8} {s['other']:>5} "

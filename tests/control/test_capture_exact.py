@@ -176,3 +176,35 @@ def test_capture_refuses_a_malformed_record_with_one_exact_line(record: Any, mes
     with pytest.raises(EvalCaseError) as e:
         capture_case(record)
     assert str(e.value) == f"<record>: {message}"
+
+
+def test_the_run_record_and_its_handoff_are_pinned() -> None:
+    record = rich_record(allow_last=False)
+    assert record["handoff"] == {
+        "run_id": "r-7", "stop_reason": "policy_block", "asked": "Find v and w", "cost_usd": 0.25,
+        "done": ['get({"q":1}) -> {"v":1}',
+                 'refund({"amount":3,"key":"k1"}) -> {"w":2}',
+                 'refund({"amount":3,"key":"k1"}) -> {"w":2} [deduplicated: not re-executed]',
+                 "invalid reply: bad json",
+                 "proposed a finish; rejected: missing finish_check"],
+        "found": ["facts: satisfied v, w", "verifier: satisfied v"],
+        "question": "A guard refused the action: is the guard right, or should it be allowed?",
+        "steps": 6, "stop_detail": "get2 is not on the allow-list", "tool_calls": 2}
+    assert {k: v for k, v in record.items() if k not in ("trace", "controls", "handoff")} == {
+        "format": "ect.run-record/1", "run_id": "r-7", "task": "Find v and w",
+        "stop": {"condition": {"name": "guard", "type": "Guard"}, "reason": "policy_block",
+                 "detail": "get2 is not on the allow-list", "step": 6},
+        "steps": 6, "tool_calls": 2, "tokens": 21, "cost_usd": 0.25, "data": {"v": 1, "w": 2},
+        "last_action": {"call": {"args": {}, "tool": "get2"}},
+        "reports": {"facts": {"detail": "", "escalate": None, "missing": [], "satisfied": ["v", "w"]},
+                    "verifier": {"detail": "", "escalate": None, "missing": [], "satisfied": ["v"]}},
+        "usage": [[7, 0.25], [0, 0.0], [4, 0.0], [3, 0.0], [5, 0.0], [2, 0.0]]}
+    done = rich_record()
+    assert done["output"] == {"v": 1, "w": 2} and "handoff" not in done
+
+
+def test_state_that_is_not_json_is_kept_as_its_repr() -> None:
+    from runner.control._result import _jsonable
+
+    assert _jsonable({"s": {1}, "d": {"t": (1,), 2: {3}}}) == {"s": "{1}", "d": {"t": "(1,)", "2": "{3}"}}
+    assert _jsonable({1}) == "{1}"

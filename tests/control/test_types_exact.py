@@ -3,6 +3,8 @@ with freshness under the controller's clock, and the rendered handoff a person r
 
 from __future__ import annotations
 
+import pytest
+
 from runner.control import (
     Budget,
     HandoffPackage,
@@ -87,3 +89,39 @@ def test_the_handoff_renders_as_short_markdown() -> None:
         "- rule: satisfied v\n")
     empty = handoff((), ()).render()
     assert empty.endswith("$0.1250):\n- nothing\n\n**Found:**\n- nothing yet\n")
+
+
+def test_summaries_and_trace_lines_a_person_reads() -> None:
+    from runner.control import StepRecord, ToolCall
+    from runner.control._types import display
+
+    assert ToolResult.failure("down").summary() == "error: down"
+    assert ToolResult.failure("down", fatal=True).summary() == "fatal error: down"
+    assert ToolResult(ok=False).summary() == "error: unknown"
+    assert ToolResult.success({"results": []}).summary() == "empty"
+    assert ToolResult.success("x" * 100).summary() == '"' + "x" * 78 + "…"
+    assert display("é" * 3) == '"ééé"' and display({"b": 1, "a": {2}}) == '{"a": "{2}", "b": 1}'
+    assert display("x" * 118) == '"' + "x" * 118 + '"'  # exactly at the limit: not cut
+    call = ToolCall("get", {"q": "y" * 80})
+    rec = StepRecord(step=1, kind="tool", tool="get", args=call.args, result=None)
+    assert rec.line() == 'get({"q":"' + "y" * 53 + "…) -> no result"
+    assert StepRecord(step=2, kind="invalid", note="bad").line() == "invalid reply: bad"
+
+
+@pytest.mark.parametrize(("reason", "question"), [
+    ("step_budget", "Retry with a larger step budget, or close the task as out of scope?"),
+    ("token_budget", "Raise the cost ceiling for this task, or close it? (Check for oversized context.)"),
+    ("tool_limit", "Allow this tool more calls for this task, or fix what makes the agent re-call it?"),
+    ("no_progress", "The agent kept repeating itself: what should it do differently here?"),
+    ("tool_error", "Is the failing tool healthy again, so the run can be retried?"),
+    ("time_budget", "The run ran out of time: is the slow tool healthy, or does this task need longer?"),
+    ("internal_error", "User code failed or the run was interrupted: fix or restart it, then retry?"),
+    ("policy_block", "A guard refused the action: is the guard right, or should it be allowed?"),
+    ("needs_human", "What should the agent do next?"),
+])
+def test_each_stop_reason_asks_its_own_question(reason: str, question: str) -> None:
+    from runner.control import ExternalStop, RunState, Stop
+    from runner.control._handoff import build_handoff
+
+    stop = Stop(StopReason(reason), ExternalStop("x"), "d", 0)
+    assert build_handoff(RunState("r", "t"), stop).question == question
