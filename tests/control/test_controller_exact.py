@@ -224,3 +224,45 @@ def test_arun_starts_the_run_it_was_given_and_threads_sync_code_under_a_deadline
     assert where == [False]  # a deadline can only cancel sync code run in a worker thread
     anyio.run(main, Budget(max_steps=3, max_tokens=100))
     assert where == [False, True]  # no deadline: no thread needed
+
+
+def test_finish_checks_see_the_proposal_then_clear_it_and_name_every_missing_detail() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    seen: list[object] = []
+
+    def judge(s: RunState) -> PredicateReport:
+        seen.append(s.proposal)
+        return PredicateReport(missing=("b",), detail="rule says b")
+
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[StoppingRule("r", evaluate=judge)])
+    state = c.start("t")
+    c.check_before_model(state)
+    out = c.on_finish(state, Finish({"v": 1}), report=PredicateReport(missing=("a",), detail="no a"))
+    assert out is None and seen == [None, {"v": 1}] and state.proposal is None  # before, at the finish
+    assert state.trace[-1].note == "missing b, a (rule says b; no a)"
+    c.check_before_model(state)  # the next model call is told why
+    assert state.directive is not None
+    assert state.directive.notes == ("Your finish was not accepted: rule says b; no a.",)
+    bad = c.start("t")
+    c.check_before_model(bad)
+    stop = c.on_finish(bad, Finish(1), report=5)  # type: ignore[arg-type]
+    assert stop is not None and stop.reason is R.INTERNAL_ERROR and bad.proposal is None
+    with pytest.raises(ValueError) as e:
+        unchecked = RunController(Budget(max_steps=5, max_tokens=100))
+        s = unchecked.start("t")
+        unchecked.check_before_model(s)
+        unchecked.on_finish(s, Finish(1))
+    assert str(e.value) == "no finish check: configure rules= or validate=, or pass report="
+
+
+def test_a_check_asking_for_a_human_names_itself_and_the_step() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    rule = StoppingRule("verifier", evaluate=lambda s: PredicateReport(escalate="Which one?"))
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[rule])
+    res = c.run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert (res.stop.reason, res.stop.detail, res.stop.step, res.stop.question) == (
+        R.NEEDS_HUMAN, "verifier asked for a human", res.steps, "Which one?")
+    ok = ctl().run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert (ok.stop.detail, ok.stop.step) == ("the finish passed every check", 2)
