@@ -402,7 +402,7 @@ class RepeatedEmptyResult(StopCondition):
             memo["streak"] = memo["streak"] + 1 if memo.get("last") == d else 1
             memo["last"] = d
         else:
-            memo["last"] = None  # the next empty result starts a new streak
+            memo.pop("last", None)  # the next empty result starts a new streak
 
 
 def _state_digest(state: RunState) -> str:

@@ -100,7 +100,8 @@ def _collapse(trace: list[StepRecord]) -> list[str]:
 def build_handoff(state: RunState, stop: Stop, *, findings: tuple[str, ...] = ()) -> HandoffPackage:
     """Assemble the package from the run state (explicit findings first, then predicates)."""
     task = state.task
-    asked = task if isinstance(task, str) else display(task, 300)
+    # no mutate: the cut below makes a limit of 300 and of 301 the same
+    asked = task if isinstance(task, str) else display(task, 300)  # pragma: no mutate
     asked = " ".join(asked.split())
     if len(asked) > 300:
         asked = asked[:299] + "…"

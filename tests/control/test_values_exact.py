@@ -133,7 +133,11 @@ def test_empty_results_streaks_restart_after_a_real_result() -> None:
     assert cond.check(after(state, empty, Phase.ON_ACTION)) is None
     assert cond.check(after(state, full)) is None
     cond.observe(after(state, None))
+    assert cond.check(after(state, None)) is None
     assert cond.check(after(state, empty)) is not None  # a checkpoint without a result counts nothing
+    fresh = RepeatedEmptyResult(count=2)
+    fresh.observe(after(state, full))  # a real result before any empty one
+    assert fresh.check(after(state, empty)) is None
 
 
 def test_tool_failures_count_per_tool_at_tool_results_only() -> None:
@@ -148,6 +152,12 @@ def test_tool_failures_count_per_tool_at_tool_results_only() -> None:
     assert cond.check(after(state, bad, tool="other")) is None
     stop = cond.check(after(state, bad))
     assert stop is not None and stop.reason is StopReason.TOOL_ERROR
+    assert cond.check(after(state, None)) is None
+    three = ToolFailure(consecutive=3)
+    for _ in range(2):
+        assert three.check(after(state, bad)) is None
+        three.observe(after(state, bad))
+    assert three.check(after(state, bad)) is not None
 
 
 def test_the_handoff_caps_what_it_shows() -> None:
@@ -170,7 +180,7 @@ def test_the_handoff_caps_what_it_shows() -> None:
     assert build_handoff(only, stop).found == ("rule: still missing a, b",)
     trace = [StepRecord(step=i, kind="invalid", note=f"n{i}") for i in range(_MAX_DONE)]
     state.trace = trace
-    assert len(build_handoff(state, stop).done) == _MAX_DONE  # exactly the cap: all shown
+    assert build_handoff(state, stop).done == tuple(r.line() for r in trace)  # the cap: all shown
     state.trace = [*trace, StepRecord(step=99, kind="invalid", note="last")]
     done = build_handoff(state, stop).done
     assert done == (*[f"invalid reply: n{i}" for i in range(_MAX_DONE - 2)],
