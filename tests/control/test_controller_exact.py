@@ -266,3 +266,18 @@ def test_a_check_asking_for_a_human_names_itself_and_the_step() -> None:
         R.NEEDS_HUMAN, "verifier asked for a human", res.steps, "Which one?")
     ok = ctl().run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
     assert (ok.stop.detail, ok.stop.step) == ("the finish passed every check", 2)
+
+
+def test_a_check_that_asks_for_a_human_at_the_finish_names_itself_and_the_step() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    def judge(s: RunState) -> PredicateReport:
+        if s.proposal is None:
+            return PredicateReport(missing=("v",))
+        return PredicateReport(escalate="Is this right?")
+
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[StoppingRule("critic", evaluate=judge)])
+    res = c.run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert res.stop.to_json() == {
+        "reason": "needs_human", "condition": {"type": "StoppingRule", "name": "critic"},
+        "detail": "critic asked for a human", "step": 2, "question": "Is this right?"}
