@@ -129,12 +129,12 @@ def main() -> None:
     )
 
     # H1 data: the static run's held-out fault rows of ECT and the critic core.
-    held = [r for r in rows if r["split"] == "heldout" and r["condition"] != "C0"]
-    ect = [r for r in held if r["arm"] == "ect"]
-    crit = [r for r in held if r["arm"] == "critic_core"]
-    clusters = [r["task_id"] for r in ect]
-    va = [float(r["decision"] == "complete") for r in ect]
-    vb = [float(r["decision"] == "complete") for r in crit]
+    held = [r for r in rows if r.split == "heldout" and r.condition != "C0"]
+    ect = [r for r in held if r.arm == "ect"]
+    crit = [r for r in held if r.arm == "critic_core"]
+    clusters = [r.task_id for r in ect]
+    va = [float(r.decision == "complete") for r in ect]
+    vb = [float(r.decision == "complete") for r in crit]
     # A non-degenerate variant (about half the critic's unsafe rows cleared) so the interval has width.
     flip = random.Random(1)
     vb_mixed = [v if flip.random() < 0.5 else 0.0 for v in vb]
@@ -156,7 +156,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from tests.analysis import _fixtures as fx
 
-    outs, sched = fx.outcomes(), fx.schedule()
+    outs, sched = fx.typed(fx.outcomes()), fx.schedule_rows()
     sim = ProviderInfo("simulated", "simulated-1", True)
     full, t_all, _ = timed(
         lambda: analyse_closed_loop(outs, sched, provider=sim, seed=2705, replicates=10_000)

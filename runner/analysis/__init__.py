@@ -18,7 +18,7 @@ from runner.analysis._errors import (
 )
 from runner.analysis._load import StoreOutcomes, load_outcomes_from_store
 from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
-from runner.analysis._static import ABLATION_TABLE, analyse_static
+from runner.analysis._static import analyse_static
 from runner.analysis._stats import (
     BootstrapResult,
     McNemarResult,
@@ -32,7 +32,6 @@ from runner.analysis._stats import (
 )
 
 __all__ = [
-    "ABLATION_TABLE",
     "CLOSED_LOOP_POLICIES",
     "DEFAULT_REPORT_SEED",
     "STATIC_POLICIES",

@@ -26,6 +26,7 @@ from typing import Any
 
 from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
 from runner.analysis._errors import InventoryIncomplete
+from runner.analysis._honesty import choices_json, gate_text, simulator_json
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.canonical import JsonObject
 from runner.errors import AnalysisError
@@ -316,8 +317,18 @@ def analyse_closed_loop(
     replicates: int = 10_000,
     margin_pp: float = -10.0,
     inputs: Mapping[str, Any] | None = None,
+    simulator: Mapping[str, Any] | None = None,
+    simulator_source: str = "not given to the analysis",
+    reason_codes: Sequence[Mapping[str, Any]] | None = None,
 ) -> JsonObject:
     """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
+
+    ``simulator`` names the simulated provider's parameters the run used (dotted spec names,
+    e.g. ``simulated.planner.p_premature_finish``) and ``simulator_source`` where they were read;
+    with a simulated provider they are written under ``"simulator"`` and every gate's
+    ``outcome`` says it holds under them. ``"choices"`` lists the project's own definitions.
+    ``reason_codes`` (from :func:`runner.analysis._strata.reason_codes_per_stratum`, which needs
+    the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without).
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
     AnalysisError when an outcome is malformed or a comparison arm is absent.
@@ -339,6 +350,8 @@ def analyse_closed_loop(
     h2 = _h2(primary, seed, replicates)
     h3 = _h3(primary, seed, replicates, margin_pp)
     h4 = _h4(primary)
+    for gate in (h2, h3, h4):
+        gate["outcome"] = gate_text(bool(gate["passed"]), provider.simulated)
     secondary = _secondary(primary, seed, replicates)
     intervals = _closed_intervals(primary, policies, seed, replicates)
     strata = _strata(rows, faults)
@@ -378,6 +391,10 @@ def analyse_closed_loop(
         "h3": h3,
         "h4": h4,
         "gates_passed": bool(h2["passed"] and h3["passed"] and h4["passed"]),
+        "simulator": (simulator_json(simulator, simulator_source) if provider.simulated
+                      else None),
+        "choices": choices_json(),
+        "reason_codes": [dict(e) for e in reason_codes] if reason_codes is not None else None,
         "secondary": secondary,
         "intervals": intervals,
         "unseen": {"pooled": unseen_pooled, "by_fault": unseen},

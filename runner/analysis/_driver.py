@@ -16,6 +16,7 @@ from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, Sche
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import analyse_static
+from runner.analysis._strata import reason_codes_per_stratum
 from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.loop import Outcome
 from runner.study import (
@@ -123,10 +124,15 @@ def closed_loop_report(
     seed: int,
     replicates: int = 10_000,
     inputs: JsonObject | None = None,
+    simulator: JsonObject | None = None,
+    simulator_source: str = "not given to the analysis",
+    reason_codes: Sequence[JsonObject] | None = None,
 ) -> JsonObject:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
-        outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates, inputs=inputs
+        outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
+        inputs=inputs, simulator=simulator, simulator_source=simulator_source,
+        reason_codes=reason_codes,
     )
     write_outputs(results, Path(out_dir))
     return results
@@ -167,6 +173,7 @@ def report_from_store(
             f"the store was run for {declared} schedule rows, the schedule given has {len(schedule)}"
         )
     sched_sha = raw_digest(Path(schedule_path).read_bytes())
+    simulator, source = loaded.simulator_parameters()
     return closed_loop_report(
         loaded.outcomes,
         schedule,
@@ -175,4 +182,7 @@ def report_from_store(
         seed=seed,
         replicates=replicates,
         inputs={**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
+        simulator=simulator,
+        simulator_source=source,
+        reason_codes=reason_codes_per_stratum(loaded.cells),
     )

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from runner.analysis._common import ProviderInfo
-from runner.canonical import JsonObject
-from runner.errors import AnalysisError, FormatError
+from runner.analysis._honesty import flat_parameters
+from runner.canonical import JsonObject, loads_strict
+from runner.errors import AnalysisError, FormatError, StoreError
 from runner.loop import Outcome
 from runner.store import Store, verify_store
 from runner.study import CellRecord
@@ -37,10 +39,23 @@ class StoreOutcomes:
     head: tuple[int, str]
     records: int
     provider: ProviderInfo
+    lock: JsonObject | None = None
+    """The study lock the run was made under (the store's ``lock_blob``), if the store has one."""
 
     @property
     def outcomes(self) -> list[Outcome]:
         return [c.result.outcome for c in self.cells]
+
+    def simulator_parameters(self) -> tuple[dict[str, Any] | None, str]:
+        """The simulated provider's parameters the run used, by dotted spec name, read from the
+        lock the store carries (``generation.simulated``), and where they were read from."""
+        lock = self.lock or {}
+        gen = lock.get("generation")
+        tables = gen.get("simulated") if isinstance(gen, dict) else None
+        if not isinstance(tables, dict):
+            return None, "not recorded: the store carries no study lock with simulator tables"
+        digest = self.header.get("lock_digest", "")
+        return flat_parameters(tables), f"the study lock recorded in the store ({digest})"
 
     def inputs(self) -> JsonObject:
         """Identifying figures for results.json (no paths, no clock)."""
@@ -101,6 +116,14 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
         header = store.header
         head = store.head
         count = store.count
+        lock: JsonObject | None = None
+        blob = header.get("lock_blob")
+        if isinstance(blob, str):
+            try:
+                parsed = loads_strict(store.get_blob(blob))
+            except (StoreError, FormatError) as e:
+                raise AnalysisError(f"the store's study lock blob is unreadable: {e}") from e
+            lock = parsed if isinstance(parsed, dict) else None
         for rec in store.records(1):
             try:
                 cell = CellRecord.from_json(rec.body, f"store record {rec.seq}")
@@ -109,4 +132,4 @@ def load_outcomes_from_store(path: str | os.PathLike[str]) -> StoreOutcomes:
             triples.update(cell.audit.attempt_providers())
             cells.append(cell)
     provider = _resolve_provider(header, triples)
-    return StoreOutcomes(cells, header, head, count, provider)
+    return StoreOutcomes(cells, header, head, count, provider, lock)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
+from runner.analysis._honesty import gate_text, static_gate_text
 from runner.analysis._legend import legend_html, static_viewer_link, viewer_link
 from runner.analysis._svg import hbar_chart, heatmap
 from runner.canonical import atomic_write
@@ -67,8 +68,40 @@ def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _verdict(passed: bool) -> str:
-    return "PASSED" if passed else "FAILED"
+def _outcome(r: Mapping[str, Any], gate: str) -> str:
+    """A gate's outcome in words (for a simulated provider: met under the simulator's
+    parameters, never a bare PASSED)."""
+    g = r[gate]
+    if "outcome" in g:
+        return str(g["outcome"])
+    simulated = bool(r["provider"]["simulated"])
+    if gate == "h1":
+        return static_gate_text(bool(g["passed"]), simulated)
+    return gate_text(bool(g["passed"]), simulated)
+
+
+def _honesty_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The simulator's parameters (when simulated) and the project's own definitions."""
+    out: list[tuple[str, list[str], list[list[str]], str]] = []
+    sim = r.get("simulator")
+    if sim:
+        rows = [[k, f"{v:g}" if isinstance(v, int | float) else str(v)]
+                for k, v in sim["parameters"].items()]
+        out.append((
+            "Simulator parameters (chosen by this project)",
+            ["Parameter", "Value"],
+            rows or [["(none recorded)", "-"]],
+            f"{sim['note']} Read from {sim['source']}.",
+        ))
+    choices = r.get("choices") or []
+    if choices:
+        out.append((
+            "Definitions chosen by this project",
+            ["Definition", "This project", "The paper's words"],
+            [[c["what"], c["ours"], c["paper"]] for c in choices],
+            "Where the ECT paper leaves a definition open, this project fixed it as shown.",
+        ))
+    return out
 
 
 # --------------------------------------------------------------------------- static study
@@ -105,27 +138,45 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         "non-complete; S: stuck on fault snapshots. The postconditions arm reads oracle "
         "answers and is a non-deployable reference."
     )
-    head3 = ["Check removed", "Target fault", "ECT", "Ablated", "Effect", "Ablated reason families"]
+    head3 = ["Check removed", "Removes", "Target fault", "ECT", "Ablated", "Effect",
+             "Check fires on (held-out ECT)", "Residual containment"]
     rows3 = []
     for a in r["table3"]:
+        fires = (
+            "NO snapshot: its zero effect is automatic"
+            if a["fires_on_no_snapshot"]
+            else f"{a['fires_heldout']} snapshots ("
+            + ", ".join(f"{c} {n}" for c, n in a["fires_by_condition"].items()) + ")"
+        )
+        removes = ", ".join(a["removes"])
         if a["target_fault"] is None:
-            rows3.append([a["label"], "no matched fault", "-", "-", "-", a["note"]])
+            rows3.append([a["label"], removes, "no matched fault", "-", "-", "-", fires,
+                          a["note"]])
             continue
-        fams = ", ".join(f"{k} {n}" for k, n in sorted(a["ablated_reason_families"].items()))
+        res = a["residual"]
+        codes = ", ".join(f"{k} {n}" for k, n in res["codes"].items())
+        contained = f"{res['contained']}/{a['den']} still contained" + (
+            f" by {codes}" if codes else "")
         rows3.append(
             [
                 a["label"],
+                removes,
                 f"{a['target_fault']} {a['fault_label']}",
-                f"{a['ect']} {a['measure']}",
-                f"{a['ablated']} {a['measure']}",
-                f"{a['effect']:+d} {a['measure']} /{a['den']}",
-                fams or "-",
+                f"{a['ect_U']} U, {a['ect_S']} S",
+                f"{a['ablated_U']} U, {a['ablated_S']} S",
+                f"{a['effect_U']:+d} U, {a['effect_S']:+d} S /{a['den']}",
+                fires,
+                contained,
             ]
         )
     note3 = (
-        "Single-check ablations of ECT on the matched held-out fault; effect = ablated minus "
-        "ECT count (U unsafe complete, S stuck). A zero effect means another check still "
-        "contained the fault; it does not show a check is unnecessary."
+        "Single-check ablations of ECT on the matched held-out fault (the paper's Table 3): "
+        "each row removes one named check (its reason codes; a whole verifier step where the "
+        "step is one check) and counts ablated minus full ECT, U unsafe complete and S stuck. "
+        "Residual containment lists the reason codes that still caught the matched cases "
+        "(cases: how many carried each code). A zero effect means another check still "
+        "contained the fault; it does not show a check is unnecessary, and a check that fires "
+        "on no snapshot has a zero effect by construction."
     )
     h = r["h1"]
     head1 = ["Quantity", "Value"]
@@ -138,7 +189,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
         [f"task-cluster 95% interval ({h['replicates']} reps)", _ci(h["ci_pp"])],
         [f"world-cluster sensitivity interval ({h['worlds']} worlds)", _ci(h["world_ci_pp"])],
         ["rule", h["rule"]],
-        ["H1", _verdict(h["passed"])],
+        ["H1", _outcome(r, "h1")],
     ]
     pf = r["per_family"]
     family_names = sorted({f for v in pf.values() for f in v})
@@ -173,6 +224,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             rowsr,
             "Every reason family ECT reported on the condition's snapshots.",
         ),
+        *_honesty_tables(r),
     ]
 
 
@@ -297,7 +349,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             _pp(h2["diff_pp"]),
             _ci(h2["ci_pp"]),
             h2["rule"],
-            _verdict(h2["passed"]),
+            _outcome(r, "h2"),
         ],
         [
             "H3 supported completion",
@@ -306,7 +358,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             _pp(h3["diff_pp"]),
             _ci(h3["ci_pp"]),
             h3["rule"],
-            _verdict(h3["passed"]),
+            _outcome(r, "h3"),
         ],
         [
             "H4 recovery gate",
@@ -316,7 +368,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             "-",
             "-",
             h4["rule"],
-            _verdict(h4["passed"]),
+            _outcome(r, "h4"),
         ],
     ]
     heads = [
@@ -376,7 +428,25 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             rowsu,
             "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside the primary scope.",
         ),
+        *_reason_code_tables(r),
+        *_honesty_tables(r),
     ]
+
+
+def _reason_code_tables(r: Mapping[str, Any]
+                        ) -> list[tuple[str, list[str], list[list[str]], str]]:
+    entries = r.get("reason_codes")
+    if not entries:
+        return []
+    rows = [[e["stratum"], _label(e["pipeline"]), str(e["cells"]),
+             ", ".join(f"{k} {n}" for k, n in e["codes"].items()) or "-"] for e in entries]
+    return [(
+        "Reason codes per fault stratum and pipeline",
+        ["Stratum", "Pipeline", "Cells", "Reason codes (cells giving each)"],
+        rows,
+        "Stratum: the fault of an incomplete checkpoint, or clean. A code counts the cells in "
+        "which any of the pipeline's decisions gave it: which checks each stratum exercised.",
+    )]
 
 
 def _closed_figures(r: Mapping[str, Any]) -> list[str]:
@@ -481,7 +551,7 @@ _SENTINEL_JS = (
 def _html(
     title: str,
     r: Mapping[str, Any],
-    gates: Sequence[tuple[str, bool]],
+    gates: Sequence[tuple[str, bool, str]],
     figures: Sequence[str],
     tables: Sequence[tuple[str, list[str], list[list[str]], str]],
 ) -> bytes:
@@ -500,10 +570,12 @@ def _html(
         "</head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<div class="banner {banner_cls}">{escape(r["provider_line"])}</div>',
+        *([f'<p class="banner sim">{escape(r["simulator"]["note"])}</p>']
+          if r.get("simulator") else []),
         '<div class="gates">'
         + "".join(
-            f'<span class="gate {"pass" if ok else "fail"}">{escape(name)}: {_verdict(ok)}</span>'
-            for name, ok in gates
+            f'<span class="gate {"pass" if ok else "fail"}">{escape(name)}: {escape(text)}</span>'
+            for name, ok, text in gates
         )
         + "</div>",
         f'<p class="note">Inputs: {escape(inputs)}</p>',
@@ -524,11 +596,13 @@ def _html(
 def _markdown(
     title: str,
     r: Mapping[str, Any],
-    gates: Sequence[tuple[str, bool]],
+    gates: Sequence[tuple[str, bool, str]],
     tables: Sequence[tuple[str, list[str], list[list[str]], str]],
 ) -> bytes:
     out = [f"# {title}", "", f"**{r['provider_line']}**", ""]
-    out.append("Gates: " + "; ".join(f"{n} {_verdict(ok)}" for n, ok in gates))
+    if r.get("simulator"):
+        out += [r["simulator"]["note"], ""]
+    out.append("Gates: " + "; ".join(f"{n}: {text}" for n, _, text in gates))
     out.append("")
     for name, head, rows, note in tables:
         out += [f"## {name}", "", _md_table(head, rows)]
@@ -549,10 +623,8 @@ def render_outputs(results: Mapping[str, Any]) -> dict[str, bytes]:
     title, tables_fn, figures_fn = builders[fmt]
     if results["provider"]["simulated"]:
         title += " (simulated provider)"
-    if fmt == "ect.analysis.static/1":
-        gates = [("H1", bool(results["h1"]["passed"]))]
-    else:
-        gates = [(h.upper(), bool(results[h]["passed"])) for h in ("h2", "h3", "h4")]
+    names = ("h1",) if fmt == "ect.analysis.static/1" else ("h2", "h3", "h4")
+    gates = [(h.upper(), bool(results[h]["passed"]), _outcome(results, h)) for h in names]
     tables = tables_fn(results)
     return {
         "results.json": results_json_bytes(results),

@@ -11,6 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runner.analysis._common import STATIC_POLICIES, ProviderInfo, rnd
+from runner.analysis._honesty import (
+    STATIC_SIMULATOR_NOTE,
+    choices_json,
+    flat_parameters,
+    simulator_json,
+    static_gate_text,
+)
 from runner.analysis._stats import (
     cluster_bootstrap_diff,
     cluster_bootstrap_mean,
@@ -19,38 +26,10 @@ from runner.analysis._stats import (
 )
 from runner.canonical import JsonObject
 from runner.errors import AnalysisError
-from runner.study import StaticDecisionRow, StaticSpec
+from runner.study import TABLE3_ABLATIONS, CheckAblation, StaticDecisionRow, StaticSpec
 from runner.worlds import STATIC_CONDITIONS
 
-__all__ = [
-    "ABLATION_TABLE",
-    "analyse_static",
-]
-
-FAULT_LABELS = {
-    "F1": "false completion",
-    "F2": "irrelevant evidence",
-    "F3": "nested error",
-    "F4": "scope mismatch",
-    "F5": "partial coverage",
-    "F6": "synthesis corruption",
-    "F7": "forged reference",
-    "F8": "stagnation",
-}
-
-# The prespecified single-check ablations (the paper's Table 3): what is removed from ECT,
-# the matched fault whose containment it tests, and which count the effect is measured in
-# (U: unsafe complete, S: stuck). ``None``: no matched fault in the frozen eight-fault grid.
-ABLATION_TABLE: tuple[tuple[str, str, str | None, str], ...] = (
-    ("coverage", "Claim coverage", "F5", "U"),
-    ("scope", "Task/scope", "F4", "U"),
-    ("evidence", "Outcome/validation", "F3", "U"),
-    ("binding", "Ledger/reference", "F7", "U"),
-    ("replay", "Value replay", "F6", "U"),
-    ("transform", "Exact transform", None, "U"),
-    ("recovery", "Recovery check", "F8", "S"),
-)
-
+__all__ = ["analyse_static"]
 
 # -------------------------------------------------------------------------- the analysis
 
@@ -187,54 +166,90 @@ def _ect_reason_families(ect_held: Sequence[StaticDecisionRow]) -> JsonObject:
     }
 
 
+def _fires(check: CheckAblation, row: StaticDecisionRow) -> bool:
+    """Whether ``check`` fired on full ECT's decision ``row`` (one of its reasons is there)."""
+    if check.removes == ("recovery",):
+        return "policy.recovery_available" in row.reasons
+    return any(code in check.removes or code.split(".", 1)[0] in check.removes
+               for code in row.reasons)
+
+
+def _counts(rows: Sequence[StaticDecisionRow]) -> tuple[int, int]:
+    return (sum(1 for r in rows if r.decision == "complete"),
+            sum(1 for r in rows if r.decision == "stuck"))
+
+
+def _table3_row(check: CheckAblation, abl: Sequence[StaticDecisionRow],
+                ect_held: Sequence[StaticDecisionRow]) -> JsonObject:
+    """One single-check ablation: the matched fault's U and S under ablation minus full ECT,
+    the residual containment of each case, and where the check fires at all."""
+    entry: JsonObject = {
+        "check": check.name,
+        "label": check.paper_check,
+        "removes": list(check.removes),
+        "measure": check.measure,
+        "matched": check.matched,
+        "paper_target": check.paper_target,
+        "paper_fault": check.paper_fault,
+        "fires_heldout": sum(1 for r in ect_held if _fires(check, r)),
+        "fires_by_condition": dict(sorted(Counter(
+            r.condition for r in ect_held if _fires(check, r)).items())),
+    }
+    entry["fires_on_no_snapshot"] = entry["fires_heldout"] == 0
+    if check.fault is None:
+        before = {r.snapshot_id: r.decision for r in ect_held if r.condition != "C0"}
+        changed = sum(
+            1 for r in abl if r.condition != "C0" and before[r.snapshot_id] != r.decision
+        )
+        entry.update(
+            target_fault=None,
+            fault_label=None,
+            note=f"no matched fault in the frozen grid; {changed} of "
+            f"{len(before)} held-out fault decisions changed",
+            changed_decisions=changed,
+        )
+        return entry
+    tgt_ect = [r for r in ect_held if r.condition == check.fault]
+    tgt_abl = [r for r in abl if r.condition == check.fault]
+    (u_ect, s_ect), (u_abl, s_abl) = _counts(tgt_ect), _counts(tgt_abl)
+    counted = "complete" if check.measure == "U" else "stuck"
+    contained = [r for r in tgt_abl if r.decision != counted]
+    entry.update(
+        target_fault=check.fault,
+        fault_label=check.paper_target,
+        den=len(tgt_abl),
+        ect=u_ect if check.measure == "U" else s_ect,
+        ablated=u_abl if check.measure == "U" else s_abl,
+        effect=(u_abl - u_ect) if check.measure == "U" else (s_abl - s_ect),
+        ect_U=u_ect, ablated_U=u_abl, effect_U=u_abl - u_ect,
+        ect_S=s_ect, ablated_S=s_abl, effect_S=s_abl - s_ect,
+        fires_on_target=sum(1 for r in tgt_ect if _fires(check, r)),
+        ablated_reason_families=dict(sorted(
+            Counter(f for r in tgt_abl for f in r.reason_families).items())),
+        residual={
+            "contained": len(contained),
+            "not_contained": len(tgt_abl) - len(contained),
+            "codes": dict(sorted(Counter(c for r in contained for c in r.reasons).items())),
+            "cases": [
+                {"snapshot_id": r.snapshot_id, "decision": r.decision, "codes": list(r.reasons)}
+                for r in sorted(contained, key=lambda r: r.snapshot_id)
+            ],
+        },
+    )
+    return entry
+
+
 def _table3(rows: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecisionRow]
             ) -> list[JsonObject]:
     """Table 3: each prespecified single-check ablation of ECT against full ECT."""
     table3 = []
-    for name, label, fault, measure in ABLATION_TABLE:
+    for check in TABLE3_ABLATIONS:
         abl = [
-            r for r in rows if r.ablate == name and r.split == "heldout" and r.arm == "ect"
+            r for r in rows if r.ablate == check.name and r.split == "heldout" and r.arm == "ect"
         ]
         if not abl:
-            raise AnalysisError(f"no held-out decisions for the {name!r} ablation")
-        counted = "complete" if measure == "U" else "stuck"
-        entry: JsonObject = {
-            "check": name,
-            "label": label,
-            "ablate": [name],
-            "measure": measure,
-        }
-        if fault is None:
-            before = {r.snapshot_id: r.decision for r in ect_held if r.condition != "C0"}
-            changed = sum(
-                1
-                for r in abl
-                if r.condition != "C0" and before[r.snapshot_id] != r.decision
-            )
-            entry.update(
-                target_fault=None,
-                fault_label=None,
-                note=f"no matched fault in the frozen grid; {changed} of "
-                f"{len(before)} held-out fault decisions changed",
-                changed_decisions=changed,
-            )
-        else:
-            tgt_ect = [r for r in ect_held if r.condition == fault]
-            tgt_abl = [r for r in abl if r.condition == fault]
-            n_ect = sum(1 for r in tgt_ect if r.decision == counted)
-            n_abl = sum(1 for r in tgt_abl if r.decision == counted)
-            fams = Counter(f for r in tgt_abl for f in r.reason_families)
-            entry.update(
-                target_fault=fault,
-                fault_label=FAULT_LABELS[fault],
-                den=len(tgt_abl),
-                ect=n_ect,
-                ablated=n_abl,
-                effect=n_abl - n_ect,
-                ablated_reason_families=dict(sorted(fams.items())),
-            )
-        table3.append(entry)
-
+            raise AnalysisError(f"no held-out decisions for the {check.name!r} ablation")
+        table3.append(_table3_row(check, abl, ect_held))
     return table3
 
 
@@ -303,6 +318,10 @@ def analyse_static(
     ect_reasons = _ect_reason_families(by_arm["ect"])
     table3 = _table3(rows, by_arm["ect"])
     intervals = _intervals(by_arm, arms, spec, seed)
+    # H1 compares ECT and the critic core, neither of which calls a model: no simulator
+    # parameter enters it (they shape only the self-check and full-trace arms).
+    h1["depends_on_simulator"] = False
+    h1["outcome"] = static_gate_text(bool(h1["passed"]), provider.simulated)
 
     return {
         "format": "ect.analysis.static/1",
@@ -329,4 +348,11 @@ def analyse_static(
         "per_family": per_family,
         "ect_reason_families": ect_reasons,
         "intervals": intervals,
+        "simulator": (
+            simulator_json(flat_parameters({"critic": spec.critic}),
+                           f"the static spec ({spec.sha256}), table [simulated.critic]",
+                           STATIC_SIMULATOR_NOTE)
+            if provider.simulated else None
+        ),
+        "choices": choices_json(),
     }

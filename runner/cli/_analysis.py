@@ -151,17 +151,28 @@ def _print_static(res: JsonObject, out_dir: str) -> None:
             f"{v['clean_den']}  S {v['stuck']}/{v['stuck_den']}  macro-F1 {v['macro_f1']:.3f}"
         )
     h = res["h1"]
-    verdict = "PASSED" if h["passed"] else "FAILED"
     click.echo(
-        f"H1 {verdict}: b_ect={h['b_ect']} b_critic={h['b_critic']} p={h['mcnemar_p']:.6g} "
+        f"H1 {h['outcome']}: b_ect={h['b_ect']} b_critic={h['b_critic']} p={h['mcnemar_p']:.6g} "
         f"diff={h['diff_pp']:+.2f} pp CI [{h['ci_pp'][0]:+.2f}, {h['ci_pp'][1]:+.2f}]"
     )
+    _print_simulator(res)
     click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md, decisions.jsonl")
     calls = sum(v.get("model_calls", 0) for v in res["table2"].values())
     failed = sum(v.get("provider_failures", 0) for v in res["table2"].values())
     if failed:
         click.echo(f"ect: warning: {failed} of {calls} model calls failed (each counts as "
                    "continue, as the protocol says); see attempts.jsonl", err=True)
+
+
+def _print_simulator(res: JsonObject) -> None:
+    """Name the simulator's parameters (chosen by the project) and where they were read."""
+    sim = res.get("simulator")
+    if not sim:
+        return
+    params = ", ".join(f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}"
+                       for k, v in sim["parameters"].items()) or "none recorded"
+    click.echo(f"simulator parameters (chosen by this project, not measured; from "
+               f"{sim['source']}): {params}")
 
 
 @click.command("report")
@@ -216,8 +227,9 @@ def report_cmd(
     except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
         die(str(e), EXIT_USAGE)
     click.echo(res["provider_line"])
+    _print_simulator(res)
     for h in ("h2", "h3", "h4"):
-        click.echo(f"{h.upper()} {'PASSED' if res[h]['passed'] else 'FAILED'}")
+        click.echo(f"{h.upper()}: {res[h]['outcome']}")
     click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md")
 
 

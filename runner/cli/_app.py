@@ -14,6 +14,7 @@ from runner.cli import (
     _sandbox,
     _store,
     _study,
+    _sweep,
     _tasks,
     _verify,
     _view,
@@ -43,7 +44,7 @@ def cli() -> None:
 
 
 for _module in (_verify, _digest, _tasks, _sandbox, _store, _provider, _study, _analysis, _evals,
-                _demo, _view):
+                _sweep, _demo, _view):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

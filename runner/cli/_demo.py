@@ -94,8 +94,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
         closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
         outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
-        verdicts = ", ".join(f"{h.upper()} {'passed' if closed[h]['passed'] else 'FAILED'}"
-                             for h in ("h2", "h3", "h4"))
+        verdicts = "; ".join(f"{h.upper()}: {closed[h]['outcome']}" for h in ("h2", "h3", "h4"))
         click.echo(f"closed loop: {verdicts}", err=True)
         progress = CountProgress("static study", "decisions", enabled=not quiet,
                                  after="decisions done; analysing (tables, bootstrap, H1)")
@@ -104,12 +103,13 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         finally:
             progress.stop()
         outputs.append(("static study", out_dir / "static" / "report.html"))
-        click.echo(f"static study: H1 {'passed' if static['h1']['passed'] else 'FAILED'}",
-                   err=True)
+        click.echo(f"static study: H1: {static['h1']['outcome']}", err=True)
     else:
         click.echo(f"smoke run ({summary.committed}/{summary.total} cells): no manifest or "
                    "report (they need every cell)", err=True)
-    click.echo("simulated provider: every figure below comes from the deterministic simulation")
+    click.echo("simulated provider: every figure below comes from the deterministic simulation, "
+               "whose parameters this project chose (each report lists them; `ect sweep` "
+               "shows how the gates move with them)")
     for name, path in outputs:
         click.echo(f"{name:>20}: {path}")
     click.echo(f"look inside the run: ect view --store {shlex.quote(str(store))}")

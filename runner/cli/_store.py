@@ -128,7 +128,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
                 "records": store.count,
                 "head": {"seq": store.head[0], "chain": store.head[1]},
                 "attempts": len(store.attempts()),
-                "orphan_attempts": len(store.orphan_attempts()),
+                "orphan_attempts": _orphan_count(store),
                 "latest_checkpoint": store.latest_checkpoint(),
             }
         else:
@@ -152,8 +152,20 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
         click.echo(f"{k}: {text}")
 
 
+def _orphan_count(store: Any) -> int | None:
+    """Attempts journaled for cells that never committed, the records read as the study's cell
+    records; ``None`` for a store whose records are not cell records."""
+    from runner.errors import FormatError
+    from runner.study import orphan_attempts
+
+    try:
+        return len(orphan_attempts(store))
+    except FormatError:
+        return None
+
+
 def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) -> None:
-    from runner.view import NotFound, StoreSource, cell_view, format_cell
+    from runner.view import NotFound, StoreSource, ViewError, cell_view, format_cell
 
     src = StoreSource(path)
     try:
@@ -164,6 +176,8 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
         lines = format_cell(cell_view(src, n), raw=raw)
     except NotFound as e:
         die(str(e), EXIT_USAGE)
+    except ViewError as e:  # the record is not a cell record
+        die(str(e), EXIT_REFUSED)
     for line in lines:
         click.echo(line)
 

@@ -377,11 +377,15 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     it. Reports provider attempts that were made but whose cell never committed.
     """
     _configure_logging(log_json)
+    from runner.errors import FormatError
     from runner.store import Store
-    from runner.study import RunSettings
+    from runner.study import RunSettings, orphan_attempts
 
     with Store.open(store, readonly=True) as s:
-        orphans = s.orphan_attempts()
+        try:
+            orphans = orphan_attempts(s)
+        except FormatError:  # not a run's records: the preflight refuses the store, naming why
+            orphans = []
     spec_path = _recorded_spec(store, spec)
     if orphans and not quiet:
         cells = sorted({a["cell_id"] for a in orphans})

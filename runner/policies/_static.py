@@ -28,8 +28,9 @@ Arms (decision procedure, in order):
 - ``ect``: :func:`runner.ect.verify`; complete iff it says complete and the agent asked to
   finish; otherwise, a repeated last call is ``stuck`` unless a recovery call is available
   (the recovery-availability rule), else ``continue``. ``ablate`` removes verifier check
-  families (through :func:`runner.ect.verify_unsafe_ablated`) and/or ``"recovery"`` (the
-  recovery-availability rule: a repeated call is then always ``stuck``).
+  families (through :func:`runner.ect.verify_unsafe_ablated`), single checks named by their
+  reason codes (e.g. ``evidence.unknown_receipt``: see :func:`_ablated_reasons`) and/or
+  ``"recovery"`` (the recovery-availability rule: a repeated call is then always ``stuck``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from runner.ect import CHECK_FAMILIES, Reason, values_match, verify, verify_unsafe_ablated
+from runner.ect import (
+    CHECK_FAMILIES,
+    REASON_CODES,
+    Reason,
+    values_match,
+    verify,
+    verify_unsafe_ablated,
+)
 from runner.policies._common import (
     any_successful_call,
     claimed_values,
@@ -69,9 +77,19 @@ STATIC_ARMS: tuple[str, ...] = (
     "postconditions",
     "ect",
 )
-# What ``ablate`` may name: a verifier check family (``internal`` always fails closed), or the
-# recovery-availability rule.
-ABLATIONS: tuple[str, ...] = (*(f for f in CHECK_FAMILIES if f != "internal"), "recovery")
+# What ``ablate`` may name: a verifier check family (``internal`` always fails closed), a single
+# check by its reason code (``internal.*`` excepted), or the recovery-availability rule.
+ABLATIONS: tuple[str, ...] = (
+    *(f for f in CHECK_FAMILIES if f != "internal"),
+    *(c for c in REASON_CODES if not c.startswith("internal.")),
+    "recovery",
+)
+# Checks whose failure makes the verifier skip a claim's replay (a cited receipt missing from
+# the ledger; a transform it may not run). Removing one of them lets replay run, exactly as
+# removing its whole family does in ``verify_unsafe_ablated``.
+_GATES_REPLAY = frozenset(
+    {"evidence.unknown_receipt", *(c for c in REASON_CODES if c.startswith("transform."))}
+)
 # The paper's model path: temperature 0.2, seed 2705 for the full-trace critic.
 DEFAULT_STATIC_GENERATION = GenerationConfig(temperature=0.2, seed=2705, max_output_tokens=1024)
 
@@ -124,6 +142,30 @@ def _check_ablate(arm: str, ablate: frozenset[str]) -> None:
     unknown = sorted(set(ablate) - set(ABLATIONS))
     if unknown:
         raise UnknownPolicy(f"unknown ablation(s) {unknown}; known: {', '.join(ABLATIONS)}")
+
+
+def _ablated_reasons(contract: Any, ledger: Any, certificate: Any,
+                     ablate: frozenset[str]) -> tuple[Reason, ...]:
+    """ECT's reasons with the families and single checks (reason codes) in ``ablate`` removed.
+
+    A family goes through :func:`runner.ect.verify_unsafe_ablated`. A single check that gates
+    replay (:data:`_GATES_REPLAY`) switches its family off there too, so replay runs as if the
+    check were absent, and the family's other reasons are taken from the full verification
+    (every other check runs the same with or without the switch). Any other single check only
+    drops its own reasons: nothing else depends on it.
+    """
+    families = {a for a in ablate if a in CHECK_FAMILIES}
+    codes = {a for a in ablate if a not in CHECK_FAMILIES}
+    switched = families | {c.split(".", 1)[0] for c in codes & _GATES_REPLAY}
+    if not switched:
+        full = verify(contract, ledger, certificate)
+        return tuple(r for r in full.reasons if r.code not in codes)
+    base = verify_unsafe_ablated(contract, ledger, certificate, without=frozenset(switched))
+    kept: tuple[Reason, ...] = ()
+    if switched - families:
+        full = verify(contract, ledger, certificate)
+        kept = tuple(r for r in full.reasons if r.family in switched - families)
+    return tuple(r for r in (*base.reasons, *kept) if r.code not in codes)
 
 
 def _metadata(arm: str, snapshot: Any, gen: GenerationConfig) -> dict[str, Any]:
@@ -200,15 +242,14 @@ async def decide_static(
         return StaticDecision("complete", (reason("policy.postcondition_met"),), 0, None)
 
     if arm == "ect":
-        if ablate - {"recovery"}:
-            dec = verify_unsafe_ablated(
-                contract, snapshot.ledger, snapshot.certificate, without=ablate - {"recovery"}
-            )
+        checks = ablate - {"recovery"}
+        if checks:
+            found = _ablated_reasons(contract, snapshot.ledger, snapshot.certificate, checks)
         else:
-            dec = verify(contract, snapshot.ledger, snapshot.certificate)
-        if dec.complete and signal:
-            return StaticDecision("complete", tuple(dec.reasons), 0, None)
-        reasons = list(dec.reasons)
+            found = tuple(verify(contract, snapshot.ledger, snapshot.certificate).reasons)
+        if not found and signal:
+            return StaticDecision("complete", (), 0, None)
+        reasons = list(found)
         if not signal:
             reasons.append(reason("policy.no_finish_request"))
         if last_call_repeats(trace) or bool(snapshot.repeated_call):

@@ -6,7 +6,7 @@ with its own chain, and content-addressed blobs. See docs/store.md for what it p
 """
 
 from runner.store import merkle
-from runner.store._check import checkpoint_path
+from runner.store._check import HEADER_RESERVED, checkpoint_path
 from runner.store._errors import (
     AttemptError,
     AttemptJournalDamaged,
@@ -42,6 +42,7 @@ from runner.store._verify import DAMAGE_KINDS, StoreReport, salvage, verify_stor
 __all__ = [
     "DAMAGE_KINDS",
     "DEFAULT_BUSY_TIMEOUT_S",
+    "HEADER_RESERVED",
     "MANIFEST_FORMAT",
     "AttemptError",
     "AttemptJournalDamaged",

@@ -7,7 +7,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -578,18 +578,11 @@ class Store:
                 out[ref]["end_seq"] = seq
         return list(out.values())
 
-    def committed_cells(self) -> set[str]:
-        """The ``cell_id`` of every committed record (n >= 1) that has one."""
-        return {
-            rec.body["cell_id"]
-            for rec in self.records(1)
-            if isinstance(rec.body.get("cell_id"), str)
-        }
-
-    def orphan_attempts(self) -> list[dict[str, Any]]:
-        """Attempts (ended or not) whose ``cell_id`` has no committed record: calls that were
-        made, and possibly paid for, by a trajectory that never committed."""
-        done = self.committed_cells()
+    def orphan_attempts(self, committed: Collection[str]) -> list[dict[str, Any]]:
+        """Attempts (ended or not) whose ``cell_id`` is not in ``committed``, the caller's ids of
+        the cells its committed records hold (the store reads no field of a record body):
+        calls that were made, and possibly paid for, by a trajectory that never committed."""
+        done = set(committed)
         return [a for a in self.attempts() if a["cell_id"] not in done]
 
     # ---- blobs --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from runner.study._execute import (
     cell_result,
     check_resume_provider,
     execute,
+    orphan_attempts,
     run_lock_path,
     stop_file,
 )
@@ -51,6 +52,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._replay import (
@@ -78,6 +80,8 @@ from runner.study._spec import (
 )
 from runner.study._static import (
     STATIC_ABLATIONS,
+    TABLE3_ABLATIONS,
+    CheckAblation,
     FastPathInvariantBroken,
     SpecInvalid,
     StaticDecisionRow,
@@ -92,10 +96,12 @@ __all__ = [
     "LOCK_FORMAT",
     "PREFLIGHT_FORMAT",
     "STATIC_ABLATIONS",
+    "TABLE3_ABLATIONS",
     "AuditCall",
     "AuditGroup",
     "CellRecord",
     "CellResult",
+    "CheckAblation",
     "CheckpointRef",
     "ClusterLost",
     "ClusterUnreachable",
@@ -118,6 +124,7 @@ __all__ = [
     "ReplayMismatch",
     "ReplayRefused",
     "ReplayReport",
+    "RunHeader",
     "RunSettings",
     "RunSummary",
     "SandboxLimits",
@@ -145,6 +152,7 @@ __all__ = [
     "key_path_for",
     "load_spec",
     "lock_digest",
+    "orphan_attempts",
     "read_lock",
     "read_schedule",
     "recorded_spec",

@@ -28,7 +28,7 @@ from runner import __version__
 from runner.canonical import JsonObject, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
-from runner.errors import EctError, StudyError
+from runner.errors import EctError, FormatError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
@@ -39,6 +39,7 @@ from runner.study._records import (
     CellRecord,
     CellResult,
     RawExchangeRef,
+    RunHeader,
     ScheduleRow,
 )
 from runner.study._spec import StudySpec
@@ -55,6 +56,7 @@ __all__ = [
     "cell_result",
     "check_resume_provider",
     "execute",
+    "orphan_attempts",
     "run_lock_path",
     "stop_file",
 ]
@@ -89,6 +91,20 @@ class ProviderMismatch(StudyError):
 
 class StoreInUse(StudyError):
     """Another run or resume is writing to this store (two writers would interleave rows)."""
+
+
+def orphan_attempts(store: Any) -> list[JsonObject]:
+    """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
+    that never committed, each record read as a :class:`CellRecord` (the store knows no record
+    shape: it is given the committed cell ids).
+
+    Raises:
+        RecordFormatError: a committed record is not a cell record.
+    """
+    committed = {CellRecord.from_json(rec.body, f"record {rec.seq}").cell_id
+                 for rec in store.records(1)}
+    found: list[JsonObject] = store.orphan_attempts(committed)
+    return found
 
 
 def run_lock_path(store_path: Path) -> Path:
@@ -429,24 +445,25 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     lock_bytes = canonical_bytes(report.lock)
     preflight_bytes = canonical_bytes(report.to_json())
     executor_bytes = canonical_bytes(executor or {"name": "local"})
-    header = {
-        "study": report.study,
-        "lock_digest": report.lock_digest,
-        "lock_blob": raw_digest(lock_bytes),
-        "preflight_digest": report.digest,
-        "preflight_blob": raw_digest(preflight_bytes),
-        "schedule_rows": len(report.rows),
-        "spec": str(settings.spec_path),
-        "provider": report.provider.name,
-        "simulated": report.provider.name == "simulated",
+    assert report.lock_digest is not None  # set by a passing preflight
+    header = RunHeader(
+        study=report.study,
+        lock_digest=report.lock_digest,
+        lock_blob=raw_digest(lock_bytes),
+        preflight_digest=report.digest,
+        preflight_blob=raw_digest(preflight_bytes),
+        schedule_rows=len(report.rows),
+        spec=str(settings.spec_path),
+        provider=report.provider.name,
+        simulated=report.provider.name == "simulated",
         # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
-        "sandbox_layers": report.sandbox,
+        sandbox_layers=report.sandbox,
         # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,
         # sandbox layers in force, probe results) and every excluded node with its reason.
-        "executor": (executor or {"name": "local"})["name"],
-        "executor_blob": raw_digest(executor_bytes),
-    }
-    return Store.create(settings.store_path, header=header, signing_key=key,
+        executor=(executor or {"name": "local"})["name"],
+        executor_blob=raw_digest(executor_bytes),
+    )
+    return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
 
 
@@ -507,8 +524,11 @@ def check_resume_provider(settings: RunSettings) -> None:
     from runner.store import Store
 
     with Store.open(settings.store_path, readonly=True) as store:
-        recorded = store.header.get("provider")
-    if recorded is not None and recorded != settings.provider.name:
+        try:
+            recorded = RunHeader.from_header(store.header).provider
+        except FormatError:
+            return  # not a run's header: the preflight refuses the store in its own words
+    if recorded != settings.provider.name:
         raise ProviderMismatch(f"{settings.store_path} was run with --provider {recorded}; "
                                f"resume it with the same provider")
 
@@ -528,12 +548,14 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                                   executor=remote.describe() if remote is not None else None)
     try:
         summary.committed = store.count - 1
-        if resume:
-            summary.orphan_attempts = len(store.orphan_attempts())
+        cell_ids = set()
         for rec in store.records(1):
             committed = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            cell_ids.add(committed.cell_id)
             summary.stop_reasons[committed.result.stop_reason] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
+        if resume:
+            summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
         todo = rows[summary.committed:end]
         if on_start is not None:

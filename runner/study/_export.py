@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from runner.canonical import JsonObject
 from runner.errors import FormatError, StudyError
 from runner.study._lock import LockMismatch, check_lock, lock_digest
-from runner.study._records import CellRecord
+from runner.study._records import CellRecord, RunHeader
 from runner.study._spec import spec_for_store
 
 if TYPE_CHECKING:
@@ -44,11 +44,14 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None
         raise IncompleteStore(f"{store_path} does not verify: {report.damage} at seq "
                               f"{report.first_bad_seq} ({report.detail})")
     with Store.open(store_path, signing_key=load_signing_key(key_path_for(store_path))) as store:
-        header = store.header
-        if header.get("lock_digest") != lock_digest(lock):
+        try:
+            header = RunHeader.from_header(store.header)
+        except FormatError as e:
+            raise IncompleteStore(f"{store_path} is not a run store: {e}") from e
+        if header.lock_digest != lock_digest(lock):
             from runner.study._lock import Drift
 
-            raise LockMismatch([Drift("store.lock_digest", str(header.get("lock_digest")),
+            raise LockMismatch([Drift("store.lock_digest", header.lock_digest,
                                       lock_digest(lock))])
         committed = store.count - 1
         if committed != len(rows):

@@ -28,7 +28,7 @@ from typing import Any
 from runner.canonical import JsonObject, digest
 from runner.errors import EctError, FormatError, StudyError
 from runner.study._lock import check_lock, generation_config, lock_digest
-from runner.study._records import CellRecord, ScheduleRow
+from runner.study._records import CellRecord, RunHeader, ScheduleRow
 from runner.study._spec import StudySpec
 
 __all__ = [
@@ -140,10 +140,12 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tup
         return False, (f"{store_path} does not verify: {report.damage} at seq "
                        f"{report.first_bad_seq} ({report.detail})"), 0
     with Store.open(store_path, readonly=True) as store:
-        header = store.header
-        if header.get("lock_digest") != lock_d:
-            return False, (f"{store_path} was made under lock {header.get('lock_digest')}, "
-                           f"not {lock_d}"), 0
+        try:
+            made_under = RunHeader.from_header(store.header).lock_digest
+        except FormatError as e:
+            return False, f"{store_path} is not a run store: {e}", 0
+        if made_under != lock_d:
+            return False, f"{store_path} was made under lock {made_under}, not {lock_d}", 0
         n = 0
         for rec in store.records(1):
             if n >= len(rows):

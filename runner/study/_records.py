@@ -39,6 +39,7 @@ __all__ = [
     "CellRecord",
     "CellResult",
     "RawExchangeRef",
+    "RunHeader",
     "ScheduleRow",
 ]
 
@@ -368,3 +369,71 @@ def _same(got: Any, want: object, path: str, what: str) -> None:
     if got != want or type(got) is not type(want):
         raise RecordFormatError(path, f"{got!r} is not {what} ({want!r})")
 
+
+
+@dataclass(frozen=True, slots=True)
+class RunHeader:
+    """The study's part of a run store's header (record 0): what the store was run under.
+
+    ``run`` writes it once (:meth:`to_json` is what ``Store.create`` receives); resume, export,
+    preflight, replay and the spec lookup read it back through :meth:`from_header`, which takes
+    a store's whole header, leaves the store's own fields (``runner.store.HEADER_RESERVED``)
+    aside and reads the rest strictly.
+    """
+
+    study: str
+    lock_digest: str
+    lock_blob: str
+    preflight_digest: str
+    preflight_blob: str
+    schedule_rows: int
+    spec: str
+    provider: str
+    simulated: bool
+    sandbox_layers: JsonObject  # the isolation layers in force (Landlock ABI, seccomp, ...)
+    executor: str  # where tool calls ran: "local" or "ray"
+    executor_blob: str  # that executor's description (for a cluster, every node's preflight)
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "study", "lock_digest", "lock_blob", "preflight_digest", "preflight_blob",
+        "schedule_rows", "spec", "provider", "simulated", "sandbox_layers", "executor",
+        "executor_blob")
+
+    def to_json(self) -> JsonObject:
+        return {
+            "study": self.study,
+            "lock_digest": self.lock_digest,
+            "lock_blob": self.lock_blob,
+            "preflight_digest": self.preflight_digest,
+            "preflight_blob": self.preflight_blob,
+            "schedule_rows": self.schedule_rows,
+            "spec": self.spec,
+            "provider": self.provider,
+            "simulated": self.simulated,
+            "sandbox_layers": self.sandbox_layers,
+            "executor": self.executor,
+            "executor_blob": self.executor_blob,
+        }
+
+    @classmethod
+    def from_header(cls, header: object, path: str = "header") -> RunHeader:
+        from runner.store import HEADER_RESERVED
+
+        if not isinstance(header, dict):
+            raise RecordFormatError(path, "expected an object")
+        h = read_object({k: v for k, v in header.items() if k not in HEADER_RESERVED}, path,
+                        cls._FIELDS)
+        return cls(
+            study=read_str(h["study"], f"{path}.study"),
+            lock_digest=read_digest(h["lock_digest"], f"{path}.lock_digest"),
+            lock_blob=read_digest(h["lock_blob"], f"{path}.lock_blob"),
+            preflight_digest=read_digest(h["preflight_digest"], f"{path}.preflight_digest"),
+            preflight_blob=read_digest(h["preflight_blob"], f"{path}.preflight_blob"),
+            schedule_rows=read_int(h["schedule_rows"], f"{path}.schedule_rows", minimum=0),
+            spec=read_str(h["spec"], f"{path}.spec", nonempty=True),
+            provider=read_str(h["provider"], f"{path}.provider", nonempty=True),
+            simulated=read_bool(h["simulated"], f"{path}.simulated"),
+            sandbox_layers=_object(h["sandbox_layers"], f"{path}.sandbox_layers"),
+            executor=read_str(h["executor"], f"{path}.executor", nonempty=True),
+            executor_blob=read_digest(h["executor_blob"], f"{path}.executor_blob"),
+        )

@@ -18,8 +18,8 @@ import anyio
 
 from runner.canonical import JsonObject, loads_strict, raw_digest
 from runner.errors import FormatError, StudyError
-from runner.study._records import AuditCall, CellRecord
-from runner.study._spec import StudySpec, load_spec, recorded_spec
+from runner.study._records import AuditCall, CellRecord, RunHeader
+from runner.study._spec import StudySpec, load_spec
 from runner.worlds import TaskCheckpoint
 
 __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
@@ -113,12 +113,12 @@ class _ReplayProvider:
         return ProviderResult(None, failure, attempts, raw)
 
 
-async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
+async def _replay_cell(record: CellRecord, store: Any, header: RunHeader,
                        checkpoints: dict[str, TaskCheckpoint], spec: StudySpec) -> str:
     from runner.study._execute import cell_result, run_cell_trajectory
 
     row = record.schedule_row
-    provider = _ReplayProvider(record.audit.calls, store, str(header.get("provider", "simulated")))
+    provider = _ReplayProvider(record.audit.calls, store, header.provider)
     tools = [d for d in record.result.decisions if d.verdict in ("executed", "tool_failed")]
 
     async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
@@ -137,7 +137,7 @@ async def _replay_cell(record: CellRecord, store: Any, header: JsonObject,
 
     trajectory = await run_cell_trajectory(spec, row, checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
-    return cell_result(row, trajectory, simulated=bool(header.get("simulated"))).digest()
+    return cell_result(row, trajectory, simulated=header.simulated).digest()
 
 
 def replay_store(store_path: Path, spec_path: Path | None = None, *,
@@ -148,8 +148,9 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
     called after each cell (for progress output).
 
     Raises:
-        ReplayRefused: the store does not verify in full.
-        SpecError: no ``spec_path`` and the header records none, or the spec is malformed.
+        ReplayRefused: the store does not verify in full, or its header is not a run's
+            (:class:`RunHeader`).
+        SpecError: the spec (``spec_path``, else the one the header records) is malformed.
     """
     from runner.store import Store, verify_store
     from runner.worlds import closed_loop_checkpoints
@@ -161,8 +162,12 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path, readonly=True) as store:
-        header = dict(store.header)
-        spec = load_spec(spec_path or recorded_spec(header, store_path))
+        try:
+            header = RunHeader.from_header(store.header)
+        except FormatError as e:
+            raise ReplayRefused(f"{store_path} is not a run store: {e}; nothing was replayed") \
+                from e
+        spec = load_spec(spec_path or Path(header.spec))
         total = store.count - 1  # every record after the header is a cell
         for rec in store.records(1):
             if on_cell is not None and report.cells:

@@ -35,10 +35,13 @@ def recorded_spec(header: JsonObject, store_path: str | Path) -> Path:
         SpecError: the header records none (a store not written by ``ect run``): there is no
             default to fall back to, the caller must name the spec.
     """
-    spec = header.get("spec")
-    if not isinstance(spec, str) or not spec:
-        raise SpecError(f"{store_path} records no study spec in its header; name it with --study")
-    return Path(spec)
+    from runner.study._records import RunHeader
+
+    try:
+        return Path(RunHeader.from_header(header).spec)
+    except FormatError as e:
+        raise SpecError(f"{store_path} records no study spec in its header; name it with "
+                        f"--study ({e})") from None
 
 
 def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) -> Path:

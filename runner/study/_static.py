@@ -40,6 +40,8 @@ from runner.providers import PROVIDER_NAMES
 
 __all__ = [
     "STATIC_ABLATIONS",
+    "TABLE3_ABLATIONS",
+    "CheckAblation",
     "FastPathInvariantBroken",
     "SpecInvalid",
     "StaticDecisionRow",
@@ -58,11 +60,121 @@ class FastPathInvariantBroken(StudyError):
     """The critic core called the model on a static snapshot; the frozen comparison is void."""
 
 
-STATIC_ABLATIONS: tuple[str, ...] = (
-    "coverage", "scope", "evidence", "binding", "replay", "transform", "recovery",
+@dataclass(frozen=True, slots=True)
+class CheckAblation:
+    """One prespecified single-check ablation of ECT: a row of the ECT paper's Table 3.
+
+    ``removes`` is what ``runner.policies.decide_static(..., ablate=...)`` switches off: the
+    reason codes of one verifier check, a whole verifier step when the step is one check
+    (``replay``, ``transform``), or ``recovery`` (the recovery-availability rule). The
+    ``paper_*`` fields quote the paper; ``matched`` says why this check is the one matched to
+    the fault, in this project's words.
+    """
+
+    name: str
+    paper_check: str
+    removes: tuple[str, ...]
+    fault: str | None
+    paper_target: str
+    paper_fault: str
+    measure: str
+    matched: str
+
+    def to_json(self) -> JsonObject:
+        return {
+            "name": self.name, "paper_check": self.paper_check, "removes": list(self.removes),
+            "fault": self.fault, "paper_target": self.paper_target,
+            "paper_fault": self.paper_fault, "measure": self.measure, "matched": self.matched,
+        }
+
+
+TABLE3_ABLATIONS: tuple[CheckAblation, ...] = (
+    CheckAblation(
+        name="claim_coverage",
+        paper_check="Claim coverage",
+        removes=("coverage.missing_slot",),
+        fault="F5",
+        paper_target="Partial coverage",
+        paper_fault="One required answer slot omitted",
+        measure="U",
+        matched="the check that every required slot has a claim (coverage.missing_slot); F5 "
+        "drops one required slot's claim",
+    ),
+    CheckAblation(
+        name="task_scope",
+        paper_check="Task/scope",
+        removes=("scope.entity_mismatch", "scope.attribute_mismatch", "scope.level_mismatch",
+                 "scope.date_mismatch"),
+        fault="F4",
+        paper_target="Scope mismatch",
+        paper_fault="Entity or date scope changed",
+        measure="U",
+        matched="the check that each cited receipt lies in the slot's scope (entity, "
+        "attribute, level, dates), not the cardinality checks; F4 moves a receipt's scope",
+    ),
+    CheckAblation(
+        name="outcome_validation",
+        paper_check="Outcome/validation",
+        removes=("evidence.exec_error", "evidence.invalid"),
+        fault="F3",
+        paper_target="Nested error",
+        paper_fault="Nested tool error beneath transport success",
+        measure="U",
+        matched="status only: the checks that each cited receipt's call succeeded "
+        "(evidence.exec_error) and passed validation (evidence.invalid); F3 nests an error "
+        "under a transport success",
+    ),
+    CheckAblation(
+        name="ledger_reference",
+        paper_check="Ledger/reference",
+        removes=("evidence.unknown_receipt",),
+        fault="F7",
+        paper_target="Forged reference",
+        paper_fault="Claim cites a receipt absent from the trace",
+        measure="U",
+        matched="the check that each cited receipt id is in the ledger "
+        "(evidence.unknown_receipt); F7 cites a receipt absent from the trace",
+    ),
+    CheckAblation(
+        name="value_replay",
+        paper_check="Value replay",
+        removes=("replay",),
+        fault="F6",
+        paper_target="Synth. corruption",
+        paper_fault="Supported value altered after retrieval",
+        measure="U",
+        matched="the exact recomputation of each claimed value (verifier step 4d, every "
+        "replay.* code); F6 alters a supported value",
+    ),
+    CheckAblation(
+        name="exact_transform",
+        paper_check="Exact transform",
+        removes=("transform",),
+        fault=None,
+        paper_target="No matched fault",
+        paper_fault="(none: the exact-transform-contract ablation has no matched fault in the "
+        "frozen eight-fault grid)",
+        measure="U",
+        matched="the check that a claim's op and params are among those the contract permits "
+        "(verifier step 4c, every transform.* code); no static fault targets it",
+    ),
+    CheckAblation(
+        name="recovery_check",
+        paper_check="Recovery check",
+        removes=("recovery",),
+        fault="F8",
+        paper_target="Stagnation",
+        paper_fault="Repeated call despite available recovery",
+        measure="S",
+        matched="the recovery-availability rule (a repeated call is stuck only when no "
+        "recovery call is left); F8 repeats a call while recovery is available",
+    ),
 )
-"""The ECT ablations run on every snapshot, in the order of the paper's Table 3 (what each one
-tests and how it is counted is ``runner.analysis.ABLATION_TABLE``)."""
+"""The single-check ablations of the paper's Table 3, in its order, each matched to the fault
+whose containment it tests (the fault-to-check matching, with the paper's words beside it)."""
+
+STATIC_ABLATIONS: tuple[str, ...] = tuple(a.name for a in TABLE3_ABLATIONS)
+"""The names of :data:`TABLE3_ABLATIONS` (the ``ablate`` field of the decision rows)."""
 
 
 SPEC_FORMAT = "ect.static-spec/1"
@@ -335,7 +447,7 @@ async def run_static(
     snapshots: Sequence[Any] | None = None,
     decide: Decide | None = None,
     arms: Sequence[str] = STATIC_ARMS,
-    ablations: Sequence[str] = STATIC_ABLATIONS,
+    ablations: Sequence[CheckAblation] = TABLE3_ABLATIONS,
     concurrency: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> StaticRun:
@@ -365,7 +477,8 @@ async def run_static(
     gen = GenerationConfig(**spec.generation)
     prices = PriceTable(**spec.price)
     plan: list[tuple[str, str]] = [(arm, "") for arm in arms]
-    plan += [("ect", name) for name in ablations]
+    removes = {a.name: frozenset(a.removes) for a in ablations}
+    plan += [("ect", a.name) for a in ablations]
     jobs = [(snapshot, arm, ablate) for snapshot in snapshots for arm, ablate in plan]
     decided: list[Any] = [None] * len(jobs)
     finished = [0]
@@ -377,7 +490,7 @@ async def run_static(
             arm,
             snapshot,
             tripwire if tripwire is not None else provider,
-            ablate=frozenset({ablate}) if ablate else frozenset(),
+            ablate=removes[ablate] if ablate else frozenset(),
             generation=gen,
         )
         if tripwire is not None and (

@@ -85,7 +85,7 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
     src = StoreSource(store) if store is not None else None
     study = StaticStudy(static_dir) if static_dir is not None else None
     if src is not None:
-        src.bodies()  # parse the committed records once, before the first page asks
+        src.cells()  # parse the committed records once, before the first page asks
     mode = "server-store" if src is not None else "server-static"
 
     def page(request: Request) -> Response:

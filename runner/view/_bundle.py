@@ -38,8 +38,9 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
         src = StoreSource(store)
         data["run"] = run_summary(src, integrity=src.verify(full=True).to_json())
         data["cells"] = {"columns": list(CELL_COLUMNS), "rows": cell_rows(src)}
-        for seq in sorted(src.bodies()):
-            data[f"cell-{seq}"] = cell_view(src, seq)
+        for seq, record in sorted(src.cells().items()):
+            if not isinstance(record, ViewError):  # an unreadable record has no cell page
+                data[f"cell-{seq}"] = cell_view(src, seq)
         mode = "bundle-store"
     else:
         assert static_dir is not None

@@ -1,5 +1,10 @@
 """What the pages show, assembled from the store as plain JSON (the server and the bundle
-serve exactly these objects; ``ect store show --cell --pretty`` prints the trajectory one)."""
+serve exactly these objects; ``ect store show --cell --pretty`` prints the trajectory one).
+
+Every record is read as the study's :class:`runner.study.CellRecord` (strictly, digests
+checked), so the viewer and the study share one definition of a record; a record that is not
+one shows in the cell table as ``unreadable`` and its page names why.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ import json
 from collections import Counter
 from typing import Any
 
+from runner.loop import Outcome
 from runner.store import ProofInvalid, merkle
+from runner.study import AuditCall, CellRecord
 from runner.view._errors import ViewError
 from runner.view._source import StoreSource
 
@@ -28,29 +35,33 @@ CELL_COLUMNS: tuple[str, ...] = (
 )
 
 
-def outcome_label(o: dict[str, Any]) -> str:
-    """One word for a cell's scored outcome (the fields of ``runner.loop.OUTCOME_FIELDS``)."""
-    if o.get("supported_completion"):
+def outcome_label(o: Outcome) -> str:
+    """One word for a cell's scored outcome."""
+    if o.supported_completion:
         return "supported"
-    if o.get("premature_unsupported"):
+    if o.premature_unsupported:
         return "premature"
-    if o.get("clean_false_continuation"):
+    if o.clean_false_continuation:
         return "false_continuation"
-    if o.get("recoverable_stuck"):
+    if o.recoverable_stuck:
         return "stuck"
-    return "unsupported" if o.get("final_decision") == "complete" else "not_completed"
+    return "unsupported" if o.final_decision == "complete" else "not_completed"
+
+
+UNREADABLE = "unreadable"  # the outcome shown for a record that is not a cell record
 
 
 def cell_rows(src: StoreSource) -> list[list[Any]]:
-    rows = []
-    for seq, body in sorted(src.bodies().items()):
-        o = body.get("result", {}).get("outcome", {})
-        srow = body.get("schedule_row", {})
+    rows: list[list[Any]] = []
+    for seq, record in sorted(src.cells().items()):
+        if not isinstance(record, CellRecord):
+            rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 4)])
+            continue
+        o, srow = record.result.outcome, record.schedule_row
         rows.append([
-            seq, body.get("row"), body.get("cell_id"), o.get("task_id"), o.get("family"),
-            o.get("world_id"), o.get("checkpoint"), o.get("policy"),
-            srow.get("seed_index", o.get("seed")), o.get("fault"), outcome_label(o),
-            o.get("stop_reason"), o.get("turns"), o.get("tool_calls"), o.get("cost_usd"),
+            seq, record.row, record.cell_id, o.task_id, o.family, o.world_id, o.checkpoint,
+            o.policy, srow.seed_index, o.fault, outcome_label(o), o.stop_reason, o.turns,
+            o.tool_calls, o.cost_usd,
         ])
     return rows
 
@@ -70,17 +81,20 @@ def _layers(header: dict[str, Any], preflight: dict[str, Any] | None) -> Any:
 def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[str, Any]:
     header = src.header
     preflight = src.blob_json(header.get("preflight_blob"))
-    bodies = src.bodies()
+    cells = src.cells()
     stops: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     cost = 0.0
     tokens = 0
-    for body in bodies.values():
-        o = body.get("result", {}).get("outcome", {})
-        stops[str(o.get("stop_reason"))] += 1
+    for record in cells.values():
+        if not isinstance(record, CellRecord):
+            outcomes[UNREADABLE] += 1
+            continue
+        o = record.result.outcome
+        stops[o.stop_reason] += 1
         outcomes[outcome_label(o)] += 1
-        cost += float(o.get("cost_usd") or 0.0)
-        tokens += int(o.get("input_tokens") or 0) + int(o.get("output_tokens") or 0)
+        cost += float(o.cost_usd)
+        tokens += o.input_tokens + o.output_tokens
     simulated = bool(header.get("simulated"))
     provider = str(header.get("provider", "unknown"))
     checks = (preflight or {}).get("checks", [])
@@ -105,7 +119,7 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
                        for c in checks],
         },
         "sandbox_layers": _layers(header, preflight),
-        "progress": {"committed": len(bodies), "total": header.get("schedule_rows")},
+        "progress": {"committed": len(cells), "total": header.get("schedule_rows")},
         "cost_usd": round(cost, 9),
         "tokens": tokens,
         "provider_attempts": src.attempt_count(),
@@ -141,62 +155,64 @@ def render_request(raw: str) -> list[dict[str, str]]:
     return out
 
 
-def _call_view(src: StoreSource, call: dict[str, Any] | None) -> dict[str, Any] | None:
+def _call_view(src: StoreSource, call: AuditCall | None) -> dict[str, Any] | None:
     if call is None:
         return None
-    raw = call.get("raw") or []
-    last = raw[-1] if raw else {}
     req_bytes = b""
-    if last.get("request"):
+    if call.raw:
         try:
-            req_bytes = src.blob(last["request"])
+            req_bytes = src.blob(call.raw[-1].request)
         except ViewError:  # a missing or damaged blob shows as absent; the cell still shows
             req_bytes = b""
-    parsed = src.blob_json(call.get("parsed"))
+    parsed = src.blob_json(call.parsed)
     return {
-        "request_digest": call.get("request"),
-        "ok": call.get("ok"),
-        "failure": call.get("failure"),
-        "attempts": len(call.get("attempts") or []),
+        "request_digest": call.request,
+        "ok": call.ok,
+        "failure": call.failure,
+        "attempts": len(call.attempts),
         "raw_request": req_bytes.decode("utf-8", "replace"),
-        "response_text": (parsed or {}).get("text") if isinstance(parsed, dict) else None,
+        "response_text": parsed.get("text") if isinstance(parsed, dict) else None,
         "response": parsed,
     }
 
 
 def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
-    """One trajectory, decision by decision, with its chain position and inclusion proof."""
-    body = src.body(seq)
-    result = body.get("result", {})
-    audit = body.get("audit", {})
-    calls: list[dict[str, Any]] = list(audit.get("calls") or [])
-    decisions: list[dict[str, Any]] = list(result.get("decisions") or [])
-    trace = src.blob_json((body.get("artifacts") or {}).get("trace")) or []
-    executed = sum(1 for d in decisions if d.get("verdict") == "executed")
+    """One trajectory, decision by decision, with its chain position and inclusion proof.
+
+    Raises:
+        NotFound: no record ``seq``.
+        ViewError: record ``seq`` is not a cell record (the message says why).
+    """
+    record = src.cell(seq)
+    result, audit = record.result, record.audit
+    calls = audit.calls
+    decisions = result.decisions
+    trace = src.blob_json(record.artifacts.get("trace")) or []
+    executed = sum(1 for d in decisions if d.verdict == "executed")
     new_trace = trace[len(trace) - executed:] if executed else []
     receipts: dict[str, list[dict[str, Any]]] = {}
-    for r in result.get("new_receipts") or []:
+    for r in result.new_receipts:
         receipts.setdefault(str(r.get("call_id")), []).append(r)
     steps = []
     ci = ei = 0
     for d in decisions:
         planner = calls[ci] if ci < len(calls) else None
         ci += 1
-        pipeline = d.get("pipeline")
+        pipeline = d.pipeline
         n_critic = int(pipeline.get("model_calls") or 0) if pipeline else 0
         critic = calls[ci:ci + n_critic]
         ci += n_critic
         tool = None
-        action = d.get("action") or {}
-        if d.get("verdict") == "executed" and ei < len(new_trace):
+        action = d.action
+        if d.verdict == "executed" and ei < len(new_trace):
             t = new_trace[ei]
             ei += 1
             tool = {"call_id": t.get("call_id"), "tool_id": t.get("tool_id"),
                     "args": t.get("args"), "response": t.get("response"),
                     "receipts": receipts.get(str(t.get("call_id")), [])}
-        elif d.get("verdict") == "tool_failed":
+        elif d.verdict == "tool_failed":
             tool = {"call_id": None, "tool_id": action.get("tool_id"), "args": action.get("args"),
-                    "response": None, "error": d.get("tool_error"), "receipts": []}
+                    "response": None, "error": d.tool_error, "receipts": []}
         pipe = None
         if pipeline:
             reasons = list(pipeline.get("reasons") or [])
@@ -208,9 +224,9 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
                 "critic_calls": [_call_view(src, c) for c in critic],
             }
         steps.append({
-            "index": d.get("index"),
-            "verdict": d.get("verdict"),
-            "provider_ok": d.get("provider_ok"),
+            "index": d.index,
+            "verdict": d.verdict,
+            "provider_ok": d.provider_ok,
             "action": action,
             "request": _call_view(src, planner),
             "tool": tool,
@@ -229,21 +245,21 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
         server_ok = merkle.leaf_hash(raw.body) == raw.leaf
     except ProofInvalid:  # shown as a failed check
         server_ok = False
-    o = result.get("outcome", {})
+    o = result.outcome
     return {
         "seq": seq,
-        "cell_id": body.get("cell_id"),
-        "row": body.get("row"),
-        "outcome": o,
+        "cell_id": record.cell_id,
+        "row": record.row,
+        "outcome": o.to_json(),
         "outcome_label": outcome_label(o),
-        "schedule_row": body.get("schedule_row"),
-        "stop": result.get("stop"),
-        "final_certificate": result.get("final_certificate"),
-        "simulated": bool(result.get("simulated")),
-        "provider": audit.get("provider"),
-        "model": audit.get("model"),
-        "tokens": result.get("tokens"),
-        "result_digest": body.get("result_digest"),
+        "schedule_row": record.schedule_row.to_json(),
+        "stop": {"reason": result.stop_reason, "detail": result.stop_detail},
+        "final_certificate": result.final_certificate,
+        "simulated": result.simulated,
+        "provider": audit.provider,
+        "model": audit.model,
+        "tokens": {"input": result.input_tokens, "output": result.output_tokens},
+        "result_digest": record.result_digest,
         "steps": steps,
         "prior_trace": trace[:len(trace) - executed] if executed else trace,
         "unmatched_calls": len(calls) - ci if ci < len(calls) else 0,

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runner.errors import FormatError
 from runner.store import StoreReport, checkpoint_path, verify_store
+from runner.study import CellRecord
 from runner.view._errors import NotFound, ViewError
 
 __all__ = ["RawRecord", "StoreSource"]
@@ -45,6 +47,13 @@ class RawRecord:
     prev_chain: bytes
 
 
+def _read_cell(seq: int, body: bytes) -> CellRecord | ViewError:
+    try:
+        return CellRecord.from_json(json.loads(body), f"record {seq}")
+    except (ValueError, FormatError) as e:
+        return ViewError(f"record {seq} is not a cell record: {e}")
+
+
 def _uri(path: Path, *, immutable: bool) -> str:
     p = str(path.resolve()).replace("?", "%3f").replace("#", "%23")
     return f"file:{p}?mode=ro" + ("&immutable=1" if immutable else "")
@@ -58,7 +67,7 @@ class StoreSource:
         if not self.path.is_file():
             raise ViewError(f"{self.path}: no such store file")
         self._lock = threading.Lock()
-        self._bodies: dict[int, dict[str, Any]] = {}
+        self._cells: dict[int, CellRecord | ViewError] = {}
         self._header: dict[str, Any] | None = None
         self._quick: tuple[tuple[object, ...], StoreReport] | None = None
         with self._read() as conn:
@@ -127,25 +136,35 @@ class StoreSource:
     def count(self) -> int:
         return int(self.run(lambda c: c.execute("SELECT COUNT(*) FROM records").fetchone()[0]))
 
-    def bodies(self) -> dict[int, dict[str, Any]]:
-        """Every committed record n >= 1 (parsed), reading only those not seen before."""
-        start = max(self._bodies, default=0) + 1
+    def cells(self) -> dict[int, CellRecord | ViewError]:
+        """Every committed record n >= 1 read as a :class:`runner.study.CellRecord`, reading
+        only those not seen before; a record that is not one maps to the error naming why."""
+        start = max(self._cells, default=0) + 1
         rows = self.run(lambda c: c.execute(
             "SELECT seq, body FROM records WHERE seq >= ? ORDER BY seq", (start,)).fetchall())
         for seq, body in rows:
-            self._bodies[int(seq)] = json.loads(body)
-        return self._bodies
+            self._cells[int(seq)] = _read_cell(int(seq), body)
+        return self._cells
 
-    def body(self, seq: int) -> dict[str, Any]:
-        if seq not in self._bodies:
-            self.bodies()
-        if seq < 1 or seq not in self._bodies:
+    def cell(self, seq: int) -> CellRecord:
+        """Record ``seq`` as a cell record.
+
+        Raises:
+            NotFound: there is no record ``seq`` (n >= 1).
+            ViewError: record ``seq`` is not a cell record.
+        """
+        if seq not in self._cells:
+            self.cells()
+        if seq < 1 or seq not in self._cells:
             raise NotFound(f"no cell record {seq} in {self.path}")
-        return self._bodies[seq]
+        record = self._cells[seq]
+        if isinstance(record, ViewError):
+            raise record
+        return record
 
     def seq_of(self, cell_id: str) -> int:
-        for seq, body in self.bodies().items():
-            if body.get("cell_id") == cell_id:
+        for seq, record in self.cells().items():
+            if isinstance(record, CellRecord) and record.cell_id == cell_id:
                 return seq
         raise NotFound(f"no committed cell {cell_id!r} in {self.path}")
 

@@ -135,17 +135,24 @@ class Script:
         if arm == "postconditions":
             return Decision("complete" if c in ("C0", "F2", "F3", "F7", "F8") else "continue")
         assert arm == "ect", arm
-        (ab,) = ablate or {""}
+        # ``ablate`` holds what one single-check ablation removes (reason codes or families).
         if c == "C0":
             return Decision("complete")
-        unsafe = {
-            "coverage": c == "F5",
-            "scope": c == "F4" and i % 3 == 0,
-            "replay": c == "F6",
-        }.get(ab, False)
+        unsafe = (
+            (c == "F5" and "coverage.missing_slot" in ablate)
+            or (c == "F4" and i % 3 == 0 and "scope.date_mismatch" in ablate)
+            or (c == "F6" and "replay" in ablate)
+        )
         if unsafe:
-            return Decision("complete", (_reason("evidence.x"),))
-        if c == "F8" and ab == "recovery":
+            return Decision("complete", ())
+        if c == "F8" and "recovery" in ablate:
             return Decision("stuck", (_reason("policy.no_recovery"),))
-        fam = {"F3": "evidence.invalid", "F7": "evidence.unknown_receipt"}.get(c, "coverage.x")
-        return Decision("continue", (_reason(fam),))
+        codes = {
+            "F3": ("evidence.invalid", "replay.null_input"),
+            "F4": ("scope.date_mismatch", "replay.mismatch"),
+            "F5": ("coverage.missing_slot",),
+            "F6": ("replay.mismatch",),
+            "F7": ("evidence.unknown_receipt", "scope.cardinality"),
+            "F8": ("policy.recovery_available",),
+        }.get(c, ("coverage.missing_slot",))
+        return Decision("continue", tuple(_reason(k) for k in codes if k not in ablate))

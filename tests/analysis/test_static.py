@@ -10,10 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.analysis import ABLATION_TABLE, ProviderInfo, analyse_static, render_outputs
+from runner.analysis import ProviderInfo, analyse_static, render_outputs
 from runner.errors import AnalysisError, StudyError
 from runner.study import (
     STATIC_ABLATIONS,
+    TABLE3_ABLATIONS,
     FastPathInvariantBroken,
     StaticDecisionRow,
     StaticSpec,
@@ -48,16 +49,16 @@ def scripted() -> tuple[Any, dict[str, Any]]:
 
 def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[str, Any]]) -> None:
     r, _ = scripted
-    assert len(r.rows) == 432 * (7 + len(ABLATION_TABLE))
+    assert len(r.rows) == 432 * (7 + len(TABLE3_ABLATIONS))
     ablated = {row.ablate for row in r.rows if row.ablate}
     assert ablated == {
-        "coverage",
-        "scope",
-        "evidence",
-        "binding",
-        "replay",
-        "transform",
-        "recovery",
+        "claim_coverage",
+        "task_scope",
+        "outcome_validation",
+        "ledger_reference",
+        "value_replay",
+        "exact_transform",
+        "recovery_check",
     }
     assert all(row.arm == "ect" for row in r.rows if row.ablate)
 
@@ -104,20 +105,35 @@ def test_h1_matches_the_paper(scripted: tuple[Any, dict[str, Any]]) -> None:
 
 def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, dict[str, Any]]) -> None:
     _, res = scripted
-    got = {a["check"]: (a["target_fault"], a.get("effect"), a["measure"]) for a in res["table3"]}
+    got = {a["check"]: (a["target_fault"], a.get("effect_U"), a.get("effect_S"))
+           for a in res["table3"]}
     assert got == {
-        "coverage": ("F5", 36, "U"),
-        "scope": ("F4", 12, "U"),
-        "evidence": ("F3", 0, "U"),
-        "binding": ("F7", 0, "U"),
-        "replay": ("F6", 36, "U"),
-        "transform": (None, None, "U"),
-        "recovery": ("F8", 36, "S"),
+        "claim_coverage": ("F5", 36, 0),
+        "task_scope": ("F4", 12, 0),
+        "outcome_validation": ("F3", 0, 0),
+        "ledger_reference": ("F7", 0, 0),
+        "value_replay": ("F6", 36, 0),
+        "exact_transform": (None, None, None),
+        "recovery_check": ("F8", 0, 36),
     }
-    ev = next(a for a in res["table3"] if a["check"] == "evidence")
-    assert ev["ablated_reason_families"] == {"evidence": 36}  # residual containment is reported
-    tr = next(a for a in res["table3"] if a["check"] == "transform")
-    assert tr["changed_decisions"] == 0
+    by = {a["check"]: a for a in res["table3"]}
+    # Residual containment: which other reason codes still caught each matched case.
+    ov = by["outcome_validation"]["residual"]
+    assert (ov["contained"], ov["codes"]) == (36, {"replay.null_input": 36})
+    assert all(case["codes"] == ["replay.null_input"] for case in ov["cases"])
+    lr = by["ledger_reference"]["residual"]
+    assert lr["codes"] == {"scope.cardinality": 36}
+    ts = by["task_scope"]["residual"]
+    assert (ts["contained"], ts["not_contained"], ts["codes"]) == (24, 12, {"replay.mismatch": 24})
+    assert by["claim_coverage"]["residual"]["contained"] == 0
+    # Where each check fires on full ECT; the transform check fires nowhere, so its zero is
+    # automatic and flagged, while every matched check fires on its own fault.
+    tr = by["exact_transform"]
+    assert tr["changed_decisions"] == 0 and tr["fires_on_no_snapshot"] is True
+    for name in ("claim_coverage", "task_scope", "outcome_validation", "ledger_reference",
+                 "value_replay", "recovery_check"):
+        assert by[name]["fires_on_no_snapshot"] is False
+        assert by[name]["fires_on_target"] == 36, name
 
 
 def test_h1_fails_when_ect_is_unsafe_too() -> None:
@@ -207,6 +223,17 @@ def test_spec_freezes_every_simulated_critic_parameter() -> None:
     CriticBehaviour.from_json(spec().critic)  # and the values are accepted
 
 
-def test_the_ablations_run_are_the_ablations_analysed() -> None:
-    # The study runs STATIC_ABLATIONS; the analysis reads each through ABLATION_TABLE.
-    assert tuple(name for name, *_ in ABLATION_TABLE) == STATIC_ABLATIONS
+def test_the_fault_check_matching_is_explicit_data() -> None:
+    # Each row quotes the paper (check, target fault, the fault's Table 1 words) beside what it
+    # removes; every matched fault is a static fault and every removed name is ablatable.
+    from runner.policies import ABLATIONS
+
+    assert STATIC_ABLATIONS == tuple(a.name for a in TABLE3_ABLATIONS)
+    assert [a.paper_check for a in TABLE3_ABLATIONS] == [
+        "Claim coverage", "Task/scope", "Outcome/validation", "Ledger/reference", "Value replay",
+        "Exact transform", "Recovery check"]
+    for a in TABLE3_ABLATIONS:
+        assert a.paper_target and a.paper_fault and a.matched
+        assert set(a.removes) <= set(ABLATIONS)
+    ref = next(a for a in TABLE3_ABLATIONS if a.paper_check == "Ledger/reference")
+    assert ref.removes == ("evidence.unknown_receipt",) and ref.fault == "F7"

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from runner.analysis import load_outcomes_from_store
-from runner.canonical import canonical_bytes, digest
+from runner.canonical import canonical_bytes, digest, raw_digest
 from runner.cli import cli
 from runner.errors import AnalysisError
 from runner.loop import Outcome
@@ -48,6 +48,7 @@ def make_store(
     header: dict[str, Any] | None = None,
     audit: AuditGroup | None = None,
     name: str = "run.sqlite",
+    blobs: tuple[bytes, ...] = (),
 ) -> Path:
     key = generate_key(tmp / f"{name}.key")
     path = tmp / name
@@ -58,7 +59,7 @@ def make_store(
     }
     head = STUDY_HEADER if header is None else header
     aud = audit_of(ATTEMPT) if audit is None else audit
-    with Store.create(path, header={**head, **pins}, signing_key=key) as store:
+    with Store.create(path, header={**head, **pins}, signing_key=key, blobs=blobs) as store:
         store.append_batch([cell(o, by_row[o["row"]], aud).to_json() for o in outcomes])
         store.checkpoint()
     return path
@@ -85,7 +86,7 @@ def test_report_from_store_gives_the_known_tables(full: tuple[Path, Path], tmp_p
     store, schedule = full
     res = report(store, schedule, tmp_path / "out")
     assert res.exit_code == 0, res.output
-    assert "SIMULATED" in res.output and "H2 PASSED" in res.output
+    assert "SIMULATED" in res.output and "H2: gate met under the simulator's parameters" in res.output
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {p: v["U"] for p, v in data["table4"].items()} == {
         "critic_core": 66,
@@ -202,3 +203,45 @@ def test_report_refuses_a_schedule_of_another_size(full: tuple[Path, Path], tmp_
 def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
     res = report(tmp_path / "nope.sqlite", write_schedule(tmp_path), tmp_path / "o")
     assert res.exit_code in (2, 3) and "Traceback" not in res.output
+
+
+def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path: Path) -> None:
+    # The parameters come from the lock the store carries (what the run used), by dotted name.
+    lock = {"format": "ect.lock/1", "generation": {"simulated": {
+        "planner": {"p_premature_finish": 0.5}, "critic": {"p_reject_supported": 0.125}}}}
+    blob = canonical_bytes(lock)
+    header = {**STUDY_HEADER, "lock_blob": raw_digest(blob)}
+    store = make_store(tmp_path, fx.outcomes(), header=header, blobs=(blob,))
+    res = report(store, write_schedule(tmp_path), tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    outputs = [res.output, *((tmp_path / "out" / n).read_text()
+                             for n in ("tables.md", "report.html", "results.json"))]
+    for text in outputs:
+        assert "PASSED" not in text and "FAILED" not in text
+        assert "simulated.planner.p_premature_finish" in text
+    assert "H2: gate met under the simulator's parameters" in res.output
+    data = json.loads(outputs[3])
+    assert data["simulator"]["parameters"] == {"simulated.critic.p_reject_supported": 0.125,
+                                               "simulated.planner.p_premature_finish": 0.5}
+    assert data["simulator"]["chosen_by"] == "this project"
+    choices = {c["key"]: c for c in data["choices"]}
+    assert {"h4_gate", "successful_recovery", "f4_perturbation",
+            "critic_core_fast_paths"} <= set(choices)
+    assert all(c["paper"] and c["ours"] for c in choices.values())
+    assert choices["h4_gate"]["ours"].startswith("ECT's successful recovery events")
+    # ect report counts reason codes per fault stratum and pipeline from the cell records.
+    strata = data["reason_codes"]
+    assert sum(e["cells"] for e in strata) == 576
+    assert {e["pipeline"] for e in strata} == {"critic_core", "controller", "full_trace", "ect"}
+
+
+def test_a_real_provider_report_keeps_plain_verdicts(tmp_path: Path) -> None:
+    header = {"provider": {"name": "gemini", "model": "gemini-2.5-flash", "simulated": False},
+              "schedule_rows": 576}
+    store = make_store(tmp_path, fx.outcomes(), header=header,
+                       audit=audit_of({**ATTEMPT, "provider": "gemini",
+                                       "model": "gemini-2.5-flash", "simulated": False}))
+    res = report(store, write_schedule(tmp_path), tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["simulator"] is None and "H2: PASSED" in res.output

@@ -54,3 +54,25 @@ def test_report_refuses_the_limited_study(limited_store: tuple[Path, Path], tmp_
     assert res.exit_code == 3, res.output
     assert "inventory incomplete: 576 schedule rows expected, 568 missing (rows 9, 10" in res.output
     assert not (tmp_path / "results.json").exists()
+
+
+def test_reason_codes_per_stratum_from_the_records(limited_store: tuple[Path, Path]) -> None:
+    from runner.analysis._strata import reason_codes_per_stratum
+
+    cells = load_outcomes_from_store(limited_store[0]).cells
+    table = reason_codes_per_stratum(cells)
+    assert sum(e["cells"] for e in table) == len(cells) == 8
+    strata = {"clean", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1"}
+    assert {e["stratum"] for e in table} <= strata
+    # Each count is the number of the stratum's cells in which the pipeline gave the code.
+    for e in table:
+        mine = [c for c in cells if c.result.outcome.policy == e["pipeline"]
+                and (c.result.outcome.fault if c.result.outcome.checkpoint != "clean"
+                     else "clean") == e["stratum"]]
+        for code, n in e["codes"].items():
+            assert n == sum(
+                1 for c in mine
+                if any(code in {r["code"] for r in (d.pipeline or {}).get("reasons", [])}
+                       for d in c.result.decisions)
+            )
+    assert any(e["codes"] for e in table)  # the pipelines say why they decided

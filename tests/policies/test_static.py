@@ -86,6 +86,30 @@ def test_ect_stuck_without_recovery_and_ablations() -> None:
         decide("critic_core", f8, ablate=frozenset({"replay"}))
 
 
+def _codes(snap: object, ablate: frozenset[str] = frozenset()) -> set[str]:
+    return {r.code for r in decide("ect", snap, ablate=ablate).reasons}
+
+
+def test_ect_single_check_ablation_removes_one_check_only() -> None:
+    f3, f7 = fx.snapshot("F3"), fx.snapshot("F7")
+    # Removing one check by its reason code keeps the rest of its family; removing the family
+    # does not (F3's nested error is an evidence.exec_error).
+    assert "evidence.exec_error" in _codes(f3, frozenset({"evidence.unknown_receipt"}))
+    assert "evidence.exec_error" not in _codes(f3, frozenset({"evidence"}))
+    # A check that gates nothing drops only its own reasons (status-only for F3).
+    status = frozenset({"evidence.exec_error", "evidence.invalid"})
+    assert _codes(f3, status) == _codes(f3) - status
+    # The reference check gates replay: without it, replay runs on the receipts that do
+    # resolve, exactly as with the whole evidence family off (F7's forged reference).
+    full, single = _codes(f7), _codes(f7, frozenset({"evidence.unknown_receipt"}))
+    assert "evidence.unknown_receipt" in full and "evidence.unknown_receipt" not in single
+    assert not any(c.startswith("replay.") for c in full)
+    assert any(c.startswith("replay.") for c in single)
+    assert single == _codes(f7, frozenset({"evidence"}))
+    with pytest.raises(UnknownPolicy):
+        decide("ect", f3, ablate=frozenset({"internal.exception"}))
+
+
 def test_postconditions_catch_value_faults_only() -> None:
     got = decisions("postconditions")
     assert got["C0"] == "complete"

@@ -80,6 +80,8 @@ def test_show(sealed: Path) -> None:
     assert code == 0
     info = json.loads(out)
     assert info["records"] == 10 and info["header"]["format"] == "ect.store/1"
+    # orphaned attempts are counted over the study's cell records; these bodies are not ones
+    assert info["orphan_attempts"] is None
     code, out = _run("store", "show", str(sealed), "--seq", "3", "--json")
     assert code == 0
     rec = json.loads(out)

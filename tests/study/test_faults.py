@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from runner.store import Store, verify_store
+from runner.study import orphan_attempts
 from tests.faults import Result, fill, listing, readonly_view, small_tmpfs
 from tests.study.conftest import Reference
 from tests.study.support import (
@@ -222,7 +223,7 @@ def test_static_refuses_hostile_specs(tmp_path: Path) -> None:
 
 def _all_attempts_ended(store: Path) -> None:
     with Store.open(store) as s:
-        assert s.orphan_attempts() == []
+        assert orphan_attempts(s) == []
         assert all(a["end"] is not None for a in s.attempts())
 
 

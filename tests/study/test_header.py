@@ -41,3 +41,17 @@ def test_the_sandbox_layers_in_force_are_in_the_report_header_and_manifest(
     assert layers["guarantees"]["network"][0] == "network namespace (loopback only)"
     doc = export_study(reference.store, tmp_path / "manifest.json", reference.spec)
     assert doc["manifest"]["sandbox_layers"] == layers
+
+
+def test_the_header_reads_back_as_a_run_header(reference: Reference) -> None:
+    # The study's part of the header is one typed record: what run wrote is what resume,
+    # export, preflight and replay read, field for field (the store's own fields aside).
+    from runner.store import HEADER_RESERVED
+    from runner.study import RunHeader
+
+    with Store.open(reference.store) as store:
+        header = store.header
+    run = RunHeader.from_header(header)
+    assert run.to_json() == {k: v for k, v in header.items() if k not in HEADER_RESERVED}
+    assert (run.provider, run.simulated, run.executor) == ("simulated", True, "local")
+    assert run.spec == str(reference.spec) and run.schedule_rows > 0

@@ -13,7 +13,7 @@ import pytest
 
 from runner.errors import StudyError
 from runner.store import Store, verify_store
-from runner.study import Halted, RunSettings, execute, stop_file
+from runner.study import Halted, RunSettings, execute, orphan_attempts, stop_file
 from tests.study.conftest import Reference
 from tests.study.support import (
     SMALL_ROWS,
@@ -35,7 +35,7 @@ def _assert_resumable_prefix(store: Path, reference: Reference, *, more: int = 3
     to the reference's digests."""
     assert verify_store(store, full=True).ok
     with Store.open(store) as s:
-        assert s.orphan_attempts() == []
+        assert orphan_attempts(s) == []
     committed = len(bodies(store))
     got = result_digests(store)
     assert list(got) == list(reference.digests)[:committed]

@@ -167,11 +167,20 @@ def test_resume_under_another_provider_is_refused_by_the_library(reference: Refe
 
 
 def test_a_store_without_a_recorded_spec_needs_one_named(tmp_path: Path) -> None:
-    from runner.study import SpecError, recorded_spec
+    from runner.study import RunHeader, SpecError, recorded_spec
 
-    assert recorded_spec({"spec": "s/v2.toml"}, "x.db") == Path("s/v2.toml")
+    digest_ = "sha256:" + "0" * 64
+    header = RunHeader("v2", digest_, digest_, digest_, digest_, 576, "s/v2.toml", "simulated",
+                       True, {}, "local", digest_)
+    store_fields = {"format": "ect.store/1", "store_id": "x", "created_utc": "2026-12-01"}
+    assert recorded_spec({**header.to_json(), **store_fields}, "x.db") == Path("s/v2.toml")
     with pytest.raises(SpecError, match=r"^x\.db records no study spec in its header; name it"):
         recorded_spec({}, "x.db")
+    # only a run's header records a spec: a stray field, or one missing, is not one
+    with pytest.raises(SpecError, match=r"--study \(header: unknown field 'extra'\)$"):
+        recorded_spec({**header.to_json(), "extra": 1}, "x.db")
+    with pytest.raises(SpecError, match=r"--study \(header: missing field 'spec'\)$"):
+        recorded_spec({k: v for k, v in header.to_json().items() if k != "spec"}, "x.db")
 
 
 def test_manifest_verification_reads_every_cell_as_a_cell_record(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from runner.study import (
     StoreNotEmpty,
     execute,
     export_study,
+    orphan_attempts,
     replay_store,
     verify_export,
 )
@@ -54,7 +55,7 @@ def test_kill9_mid_run_then_resume_gives_the_uninterrupted_digests(
     assert verify_store(store, full=True).ok, "a kill -9 must leave a verified prefix"
     with Store.open(store) as s:
         committed = s.count - 1
-        orphans = s.orphan_attempts()
+        orphans = orphan_attempts(s)
     assert 5 <= committed < SMALL_ROWS
     prefix = bodies(store)
     assert [b["row"] for b in prefix] == list(range(1, committed + 1))

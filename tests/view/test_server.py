@@ -161,3 +161,42 @@ def test_sandbox_layers_are_shown_when_recorded(tmp_path: Path) -> None:
     assert run["sandbox_layers"] == layers
     assert run["progress"]["committed"] == 0 and run["integrity"]["ok"] is True
     assert run["simulated"] is False and "SIMULATED" not in run["provider_line"]
+
+
+def test_a_forged_record_shows_as_unreadable_not_as_its_claim(store: Path) -> None:
+    # The viewer reads every record as the study's CellRecord (digests checked), so a body
+    # whose outcome was edited in place, its digests left as they were, is not shown as a
+    # cell with the forged outcome: its row says "unreadable" and its page names why.
+    import sqlite3
+
+    from runner.canonical import canonical_bytes
+    from runner.view import NotFound, StoreSource, ViewError, cell_rows, cell_view, run_summary
+
+    clean = {row[0]: row for row in cell_rows(StoreSource(store))}
+    seq = next(s for s, row in clean.items() if row[10] != "supported")
+    body = _bodies(store)[seq]
+    body["result"]["outcome"].update(supported_completion=True, premature_unsupported=False)
+    conn = sqlite3.connect(store)
+    conn.execute("DROP TRIGGER records_no_update")
+    conn.execute("UPDATE records SET body = ? WHERE seq = ?", (canonical_bytes(body), seq))
+    conn.commit()
+    conn.close()
+    src = StoreSource(store)
+    rows = {row[0]: row for row in cell_rows(src)}
+    assert rows[seq] == [seq, *([None] * 9), "unreadable", *([None] * 4)]
+    assert all(rows[s] == clean[s] for s in clean if s != seq)
+    with pytest.raises(ViewError, match=rf"record {seq} is not a cell record: .*result_digest"):
+        cell_view(src, seq)
+    with pytest.raises(NotFound):
+        cell_view(src, len(clean) + 1)
+    assert run_summary(src, integrity=None)["outcomes"]["unreadable"] == 1
+    (r,) = _get(build_app(store=store), f"/api/cell-{seq}")
+    assert r.status_code == 500 and "is not a cell record" in r.json()["error"]
+    from click.testing import CliRunner
+
+    from runner.cli._app import cli
+
+    shown = CliRunner().invoke(cli, ["store", "show", str(store), "--seq", str(seq), "--pretty"])
+    assert shown.exit_code == 3
+    assert shown.stderr.startswith(f"ect: record {seq} is not a cell record: ")
+    assert len(shown.stderr.strip().splitlines()) == 1

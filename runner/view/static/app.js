@@ -464,7 +464,8 @@
       setBanner(s.simulated, s.provider_line);
       var q = parseQuery(query);
       var html = "<h1>Static study <code>" + esc(s.directory) + "</code></h1>";
-      if (s.h1) html += "<p>H1: " + badge(s.h1.passed, "passed", "FAILED") + "</p>";
+      // The outcome is in words (a simulated gate is never a bare pass/fail); older results lack it.
+      if (s.h1) html += "<p>H1: " + (s.h1.outcome ? badge(s.h1.passed, s.h1.outcome, s.h1.outcome) : badge(s.h1.passed, "passed", "FAILED")) + "</p>";
       html += '<form class="filters"><label>search <input id="q" type="search" value="' + esc(q.q || "") + '" placeholder="snapshot id, condition"></label><output id="count"></output></form>';
       html += '<table id="celltable"><thead><tr><th>snapshot</th><th>family</th><th>split</th><th>condition</th><th>gold</th>' + s.arms.map(function (a) { return "<th>" + esc(a) + "</th>"; }).join("") + '</tr></thead><tbody id="cellbody"></tbody></table>';
       main.innerHTML = html;

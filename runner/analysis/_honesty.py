@@ -1,0 +1,167 @@
+"""What every report must say plainly: the simulator's parameters, the project's own choices, and
+gate outcomes worded so a simulated gate never reads as a finding.
+
+With the simulated provider a gate's pass or fail follows from the simulator's parameters, which
+this project chose; a report therefore names those parameters (read from what the run used, never
+typed in here) and words each simulated gate as "met under the simulator's parameters", never a
+bare PASSED or FAILED. Definitions the ECT paper leaves open are this project's choices; each is
+listed, beside the paper's own words, in every results.json under ``"choices"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runner.canonical import JsonObject
+
+__all__ = [
+    "CHOICES",
+    "SIMULATOR_NOTE",
+    "STATIC_SIMULATOR_NOTE",
+    "Choice",
+    "choices_json",
+    "flat_parameters",
+    "gate_text",
+    "simulator_json",
+    "static_gate_text",
+]
+
+SIMULATOR_NOTE = (
+    "The simulator's parameters were chosen by this project, not measured: with the simulated "
+    "provider a gate's outcome follows from them, so it shows that the machinery works end to "
+    "end, not how a real model behaves. `ect sweep` shows how the gates move with them."
+)
+
+STATIC_SIMULATOR_NOTE = (
+    "The simulator's parameters were chosen by this project, not measured: they shape the "
+    "self-check and full-trace critic arms, whose figures are therefore not model "
+    "measurements. H1 compares ECT and the critic core, which call no model."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A definition the ECT paper leaves open, as this project fixed it."""
+
+    key: str
+    what: str
+    ours: str
+    paper: str
+    applies_to: tuple[str, ...]
+
+    def to_json(self) -> JsonObject:
+        return {"key": self.key, "what": self.what, "ours": self.ours, "paper": self.paper,
+                "applies_to": list(self.applies_to)}
+
+
+CHOICES: tuple[Choice, ...] = (
+    Choice(
+        key="simulator_parameters",
+        what="the simulated provider's behaviour (planner and critic probabilities)",
+        ours="every probability of the simulated planner and critics was chosen by this project "
+        "(the [simulated] tables of the study spec and of the static spec); no figure computed "
+        "with the simulated provider is a model measurement",
+        paper="Model-path evaluation uses Gemini 2.5 Flash at temperature 0.2 (seed 2705 for "
+        "the full-trace critic)",
+        applies_to=("static", "closed_loop"),
+    ),
+    Choice(
+        key="h4_gate",
+        what="the H4 gate rule",
+        ours="ECT's successful recovery events on incomplete checkpoints are more than zero, "
+        "and a strict majority of them then complete with support",
+        paper="ECT executed a successful recovery event in 18/66 eligible incomplete "
+        "trajectories; 17 subsequently completed with support. The prespecified event-level "
+        "H4 gate passed.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="successful_recovery",
+        what='"successful recovery" (R)',
+        ours="on an incomplete checkpoint, after the first rejected finish, the run executed a "
+        "tool call producing a valid receipt inside a required slot's scope that the "
+        "checkpoint's ledger did not already hold (a rejected finish must come first)",
+        paper="R is successful recovery on incomplete checkpoints.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="f4_perturbation",
+        what="the F4 (scope mismatch) fault operator",
+        ours="F4 moves a cited call's dates out of the slot's scope (inside the world); it never "
+        "changes the entity (F2 replaces the entity)",
+        paper="F4: Entity or date scope changed",
+        applies_to=("static", "closed_loop"),
+    ),
+    Choice(
+        key="critic_core_fast_paths",
+        what="the critic core's fast paths, reconstructed from the source paper's description",
+        ours="a repeated last call is stuck; a finish whose required slots all carry a "
+        "non-null value is complete (fast path 1); else a finish after any call that reported "
+        "transport success is complete (fast path 2); only otherwise is the critic model asked",
+        paper="The inspected critic core is the repository-grounded primary comparator, "
+        "including its permissive completion fast paths; Critic-core fast-path decisions are "
+        "reported as deterministic critic decisions, not LLM judgments.",
+        applies_to=("static", "closed_loop"),
+    ),
+    Choice(
+        key="table3_matching",
+        what="which single check each Table 3 row removes",
+        ours="one named check per matched fault (runner.study.TABLE3_ABLATIONS: e.g. "
+        "evidence.unknown_receipt for F7, the status checks evidence.exec_error and "
+        "evidence.invalid for F3)",
+        paper="Prespecified single-check ablations. Residual checks and unmatched cases are "
+        "retained.",
+        applies_to=("static",),
+    ),
+)
+"""Every definition this project chose where the paper leaves it open, with the paper's words."""
+
+
+def choices_json() -> list[JsonObject]:
+    """:data:`CHOICES` for results.json's ``"choices"``."""
+    return [c.to_json() for c in CHOICES]
+
+
+def flat_parameters(tables: Mapping[str, Any], prefix: str = "simulated") -> dict[str, Any]:
+    """``{"planner": {"p_x": 0.1}}`` -> ``{"simulated.planner.p_x": 0.1}`` (dotted spec names)."""
+    out: dict[str, Any] = {}
+    for key, value in sorted(tables.items()):
+        name = f"{prefix}.{key}"
+        if isinstance(value, Mapping):
+            out.update(flat_parameters(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def simulator_json(parameters: Mapping[str, Any] | None, source: str,
+                   note: str = SIMULATOR_NOTE) -> JsonObject:
+    """results.json's ``"simulator"`` block: who chose the parameters, which, and from where."""
+    return {
+        "chosen_by": "this project",
+        "parameters": dict(sorted((parameters or {}).items())),
+        "source": source,
+        "note": note,
+    }
+
+
+def gate_text(passed: bool, simulated: bool) -> str:
+    """A gate's outcome in words: a simulated gate is met or not *under the parameters*."""
+    if simulated:
+        return ("gate met under the simulator's parameters" if passed
+                else "gate not met under the simulator's parameters")
+    return "PASSED" if passed else "FAILED"
+
+
+def static_gate_text(passed: bool, simulated: bool) -> str:
+    """H1's outcome in words. H1 compares two arms that call no model (ECT and the critic core),
+    so with a simulated provider it holds on the generated snapshots whatever the simulator's
+    parameters; it is still not a model measurement."""
+    if simulated:
+        return ("gate met on the generated snapshots (the two arms compared call no model, so "
+                "no simulator parameter enters it)" if passed
+                else "gate not met on the generated snapshots (the two arms compared call no "
+                "model, so no simulator parameter enters it)")
+    return "PASSED" if passed else "FAILED"
