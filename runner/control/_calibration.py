@@ -132,8 +132,7 @@ def render_reports(reports: Sequence[RuleReport]) -> str:
             f"{r.saved.latency_s:.1f}s ({r.saved_fraction('latency_s'):.0%})",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in rows]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
     return "\n".join(lines) + "\n"
 
 

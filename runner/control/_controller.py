@@ -178,7 +178,7 @@ class KillSwitchStop(Condition):
 
 class _Failed(Exception):
     def __init__(self, condition: Condition, detail: str) -> None:
-        super().__init__(detail)
+        super().__init__(detail)  # pragma: no mutate (only a traceback shows it; callers read .detail)
         self.condition, self.detail = condition, detail
 
 
@@ -611,7 +611,8 @@ class RunController:
         state.tokens += tokens
         state.cost_usd += cost_usd
         self._alert(state)
-        stop = self._spend.check(Checkpoint(Phase.ON_ACTION, state))
+        # no mutate: the spend ceilings treat every phase but before_model alike (None too)
+        stop = self._spend.check(Checkpoint(Phase.ON_ACTION, state))  # pragma: no mutate
         return self._end(state, stop) if stop is not None else None
 
     def halt(self, state: RunState, reason: StopReason | str, detail: str, *,
@@ -781,7 +782,8 @@ class RunController:
         try:
             return await self._drive(state, decide, execute, self.budget.timed)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
+            # no mutate: nothing below awaits, so the shield is defensive and False behaves alike
+            with anyio.CancelScope(shield=True):  # pragma: no mutate
                 if state.stop is None:
                     self._end(state, _interrupted(state, "cancelled"))
                 result = self.result(state)
@@ -792,7 +794,8 @@ class RunController:
     async def _drive(self, state: RunState, decide: Decide, execute: Execute,
                      threaded: bool) -> RunResult[Any]:
         async def invoke(fn: Callable[..., Any], *args: Any) -> Any:
-            if threaded and not inspect.iscoroutinefunction(fn):
+            # no mutate: a coroutine function sent to a thread returns its coroutine, awaited below
+            if threaded and not inspect.iscoroutinefunction(fn):  # pragma: no mutate
                 value = await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
             else:
                 value = fn(*args)
@@ -894,7 +897,7 @@ def _nothing() -> Any:
 
 def _left(state: RunState) -> float:
     left = state.remaining
-    assert left is not None and left.seconds is not None
+    assert left is not None and left.seconds is not None  # pragma: no mutate (for mypy only)
     return left.seconds
 
 

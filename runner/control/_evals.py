@@ -400,10 +400,10 @@ def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
         action: Action
         if kind == "call":
             c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
-            try:
-                action = ToolCall(r.typed(c["tool"], p + ".call.tool", str, "a string"),
-                                  r.typed(c.get("args", {}), p + ".call.args", dict, "an object"),
-                                  idempotency_key=c.get("idempotency_key"))
+            tool = r.typed(c["tool"], p + ".call.tool", str, "a string")
+            args = r.typed(c.get("args", {}), p + ".call.args", dict, "an object")
+            try:  # (the reader's own errors above name their field once)
+                action = ToolCall(tool, args, idempotency_key=c.get("idempotency_key"))
             except (ValueError, FormatError) as e:
                 raise r.fail(p + ".call", str(e)) from None
         elif kind == "finish":
@@ -569,8 +569,8 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
     def cb(v: Any) -> bytes:
         try:
             return canonical_bytes(v)
-        except FormatError:
-            return repr(v).encode()
+        except FormatError:  # an expectation is JSON: a non-JSON output never matches it
+            return repr(v).encode()  # pragma: no mutate (equivalent: any non-JSON bytes do)
 
     if "equals" in expect:
         ok = cb(output) == cb(expect["equals"])

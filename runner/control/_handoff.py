@@ -83,16 +83,14 @@ def _default_question(stop: Stop) -> str:
 
 def _collapse(trace: list[StepRecord]) -> list[str]:
     """One line per distinct action, repeats counted, capped for a one-minute read."""
-    lines: list[str] = []
-    counts: list[int] = []
+    runs: list[list[Any]] = []  # [line, times in a row]
     for rec in trace:
         line = rec.line()
-        if lines and lines[-1] == line:
-            counts[-1] += 1
+        if runs and runs[-1][0] == line:
+            runs[-1][1] += 1
         else:
-            lines.append(line)
-            counts.append(1)
-    out = [f"{line} (x{n})" if n > 1 else line for line, n in zip(lines, counts, strict=True)]
+            runs.append([line, 1])
+    out = [f"{line} (x{n})" if n > 1 else line for line, n in runs]
     if len(out) > _MAX_DONE:
         hidden = len(out) - (_MAX_DONE - 1)
         out = [*out[: _MAX_DONE - 2], f"... {hidden} more", out[-1]]
@@ -102,7 +100,8 @@ def _collapse(trace: list[StepRecord]) -> list[str]:
 def build_handoff(state: RunState, stop: Stop, *, findings: tuple[str, ...] = ()) -> HandoffPackage:
     """Assemble the package from the run state (explicit findings first, then predicates)."""
     task = state.task
-    asked = task if isinstance(task, str) else display(task, 300)
+    # no mutate: the cut below makes a limit of 300 and of 301 the same
+    asked = task if isinstance(task, str) else display(task, 300)  # pragma: no mutate
     asked = " ".join(asked.split())
     if len(asked) > 300:
         asked = asked[:299] + "…"

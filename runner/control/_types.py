@@ -67,7 +67,7 @@ class Phase(StrEnum):
 def display(value: Any, limit: int = 120) -> str:
     """Compact one-line rendering of a JSON-ish value for traces and handoffs (display only)."""
     try:
-        text = canonical_bytes(value).decode("utf-8")
+        text = canonical_bytes(value).decode("utf-8")  # pragma: no mutate (codec names ignore case)
     except FormatError:
         text = json.dumps(value, default=repr, ensure_ascii=False, sort_keys=True)  # noqa: TID251
     text = " ".join(text.split())
@@ -200,7 +200,7 @@ class ToolResult:
 
     @classmethod
     def success(cls, data: Any = None, *, cost_usd: float = 0.0) -> ToolResult:
-        return cls(ok=True, data=data, cost_usd=cost_usd)
+        return cls(True, data, cost_usd=cost_usd)
 
     @classmethod
     def failure(cls, error: str, *, fatal: bool = False, cost_usd: float = 0.0) -> ToolResult:
@@ -247,7 +247,7 @@ class StepRecord:
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
-        if self.kind in ("tool", "deduplicated") and self.tool is not None:
+        if self.kind in ("tool", "deduplicated"):  # such a record always names its tool
             call = f"{self.tool}({display(dict(self.args or {}), 60)})"
             outcome = self.result.summary() if self.result is not None else "no result"
             tag = " [deduplicated: not re-executed]" if self.kind == "deduplicated" else ""

@@ -1,8 +1,8 @@
 """Mutation testing of runner/control with mutmut: the score, the survivors, a bounded CI run.
 
-``python -m tests.control.mutation [mutants/mutmut-cicd-stats.json]`` prints the score of the
-last ``make mutate`` run (killed over killed + survived + timeouts + suspicious; mutants no test
-reaches count as survivors) and lists the survivors by module.
+``python -m tests.control.mutation [-v|--markdown]`` prints the score of the mutants judged so far in
+``./mutants`` (killed over killed + survived + timeouts + suspicious; mutants no test reaches
+count as survivors), per module and overall; ``-v`` lists the survivors.
 
 :func:`run_bounded` runs mutmut on a fixed, small set of modules in a scratch copy of the
 repository, so CI measures a deterministic subset in minutes (``tests/control/test_mutation.py``)
@@ -17,20 +17,22 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The modules CI mutates: the stop conditions' own logic and the stopping rules (a few hundred
-# mutants, a few minutes on two cores). The full run (`make mutate`) covers all of runner/control.
-CI_MODULES = ("runner/control/_rules.py", "runner/control/_budget.py")
+# The modules CI mutates: the stopping rules, the budget and the kill switch (a few hundred
+# mutants, a few minutes on two cores). The full run (`make mutate`) covers all of
+# runner/control; docs/control.md "Mutation testing" has its last score.
+CI_MODULES = ("runner/control/_rules.py", "runner/control/_budget.py",
+              "runner/control/_killswitch.py")
 # ...and the tests that exercise them (the stats pass runs these once, traced).
 CI_TESTS = ("tests/control/test_budget_exact.py", "tests/control/test_conditions_exact.py",
             "tests/control/test_progress_and_rules.py", "tests/control/test_budget.py",
             "tests/control/test_stop_reasons.py", "tests/control/test_v2_regressions.py",
-            "tests/control/test_step_api.py")
+            "tests/control/test_step_api.py", "tests/control/test_killswitch.py",
+            "tests/control/test_killswitch_exact.py", "tests/control/test_controller_exact.py")
 
 # Status names as mutmut 3 records them (exit code of the test run against each mutant).
 _KILLED = {1, 3}
@@ -96,20 +98,38 @@ def run_bounded(workdir: Path, modules: tuple[str, ...] = CI_MODULES,
     return summarise(codes)
 
 
+def by_module(codes: dict[str, int | None]) -> dict[str, dict[str, Any]]:
+    """:func:`summarise` per module (``runner.control._ledger``, ...)."""
+    groups: dict[str, dict[str, int | None]] = {}
+    for name, code in codes.items():
+        groups.setdefault(module_of(name), {})[name] = code
+    return {mod: summarise(group) for mod, group in sorted(groups.items())}
+
+
 def main(argv: list[str]) -> int:
     mutants = REPO / "mutants"
     codes = statuses(mutants)
     if not codes:
         print("no mutation results: run `make mutate` first", file=sys.stderr)
         return 2
-    s = summarise(codes)
-    by_module = Counter(module_of(m) for m in s["survivors"])
-    print(f"mutants: {s['total']}  killed: {s['killed']}  survived: {s['survived']}  "
-          f"timeout/suspicious: {s['other']}  not run: {s['not_run']}")
-    for mod, n in sorted(by_module.items()):
-        print(f"  survivors in {mod}: {n}")
-    print(f"mutation score (runner/control): {s['score']:.1%}" if s["score"] is not None
-          else "mutation score: n/a")
+    rows = [*by_module(codes).items(), ("all of runner/control", summarise(codes))]
+    if "--markdown" in argv:  # the table in docs/control.md
+        print("| module | mutants | killed | survived | timeout | not run | score |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for mod, s in rows:
+            score = f"{s['score']:.1%}" if s["score"] is not None else "n/a"
+            print(f"| `{mod.removeprefix('runner.control.')}` | {s['total']} | {s['killed']} | "
+                  f"{s['survived']} | {s['other']} | {s['not_run']} | {score} |")
+        return 0
+    print(f"{'module':<34} {'mutants':>7} {'killed':>7} {'survived':>8} {'other':>5} "
+          f"{'not run':>7} {'score':>7}")
+    for mod, s in rows:
+        score = f"{s['score']:.1%}" if s["score"] is not None else "n/a"
+        print(f"{mod:<34} {s['total']:>7} {s['killed']:>7} {s['survived']:>8} {s['other']:>5} "
+              f"{s['not_run']:>7} {score:>7}")
+    if "-v" in argv:
+        for name in summarise(codes)["survivors"]:
+            print(f"  survived: {name}")
     return 0
 
 

@@ -359,3 +359,63 @@ def test_a_finish_check_that_raises_rejects_the_finish_with_its_message() -> Non
         assert state.trace[-1].note == f"missing finish_check ({detail})"
         assert ctl.check_before_model(state) is None
         assert state.directive is not None and state.directive.missing == ("finish_check",)
+
+
+# -- exact refusals and progress measured on the folded state (pinned against mutants) ------------
+def test_allof_refusals_name_each_member_and_its_checkpoints() -> None:
+    from runner.control import MaxTokens, ToolCallLimit
+
+    with pytest.raises(ValueError) as e:
+        AllOf(MaxSteps(2), reason=StopReason.GOAL_MET)
+    assert str(e.value) == "AllOf cannot end a run with goal_met (only a checked finish can)"
+    with pytest.raises(ValueError) as n:
+        AllOf(MaxSteps(2), ToolCallLimit(1), MaxTokens(5))
+    assert str(n.value) == (
+        "AllOf members never fire at the same checkpoint: max_steps=2 (before_model), "
+        "tool_limit[*]=1 (on_action), max_tokens=5 (after_tool/before_model/on_action); "
+        "combine them with | or check them separately")
+
+
+def test_a_repeated_call_is_named_with_its_arguments_cut_at_sixty_characters() -> None:
+    from runner.control import RepeatedAction, RunState, ToolCall
+
+    state = RunState("r", "t")
+    cond = RepeatedAction(repeats=2)
+    call = ToolCall("search", {"q": "x" * 80})
+    point = Checkpoint(Phase.ON_ACTION, state, action=call)
+    cond.observe(point)
+    stop = cond.check(point)
+    assert stop is not None
+    args = '{"q":"' + "x" * 53 + "…"
+    assert len(args) == 60
+    assert stop.detail == f"search({args}) proposed 2 times with no change"
+
+
+def test_the_state_digest_of_non_json_state_ignores_insertion_order() -> None:
+    from runner.control import RunState
+    from runner.control._conditions import _state_digest
+
+    a, b = RunState("r", "t"), RunState("r", "t")
+    a.data.update({"x": {1}, "y": {1}, 3: {2}})
+    b.data.update({3: {2}, "y": {1}, "x": {1}})
+    assert _state_digest(a) == _state_digest(b)
+    b.data["x"] = {2}
+    assert _state_digest(a) != _state_digest(b)
+
+
+def test_stalled_state_judges_only_tool_results() -> None:
+    from runner.control import RunState, StalledState, ToolCall, ToolResult
+
+    state = RunState("r", "t")
+    cond = StalledState(results=2)
+    call, res = ToolCall("get"), ToolResult.success(1)
+    after = Checkpoint(Phase.AFTER_TOOL, state, action=call, call=call, result=res)
+    for _ in range(2):
+        cond.observe(after)
+    # the first result set the state, the second left it unchanged: a third unchanged result
+    # makes two in a row and stops the run...
+    stop = cond.check(after)
+    assert stop is not None and stop.detail == "2 tool results in a row left the run state unchanged"
+    # ...but nothing else is judged: not an action, not a checkpoint without a result
+    assert cond.check(Checkpoint(Phase.ON_ACTION, state, action=call, call=call, result=res)) is None
+    assert cond.check(Checkpoint(Phase.AFTER_TOOL, state, action=call, call=call)) is None

@@ -136,3 +136,148 @@ def test_step_api_validate_contract_and_checks() -> None:
                             validate=lambda s, o: proposals.append(s.proposal) or True)  # type: ignore[func-returns-value]
     s3 = watcher.start("t")
     assert watcher.on_finish(s3, Finish({"v": 3})) is not None and proposals == [{"v": 3}]
+
+
+# -- user code that fails or breaks its contract: the exact stop a person reads ------------------
+QUESTION = "User code failed or broke its contract: fix it, then retry the run?"
+
+
+def test_decide_returning_a_non_action_is_a_typed_contract_stop() -> None:
+    res = ctl().run("t", lambda s: 5, lambda call: ToolResult.success())  # type: ignore[arg-type,return-value]
+    assert res.stop.to_json() == {
+        "reason": "internal_error", "condition": {"type": "ContractViolation",
+                                                  "name": "contract[decide]"},
+        "detail": "decide must return an Action or Turn, got int", "step": 0, "question": QUESTION}
+    assert res.handoff is not None and res.handoff.question == QUESTION
+
+
+def test_a_crash_is_reported_by_its_first_line_or_its_type_alone() -> None:
+    def boom(state: RunState) -> Finish:
+        raise ValueError("bad\nsecond line")
+
+    def bare(state: RunState) -> Finish:
+        raise KeyError
+
+    res = ctl().run("t", boom, lambda call: ToolResult.success())
+    assert res.stop.to_json()["condition"] == {"type": "UserCodeError", "name": "user_code[decide]"}
+    assert res.stop.detail == "decide raised ValueError: bad"
+    assert ctl().run("t", bare, lambda call: ToolResult.success()).stop.detail == "decide raised KeyError"
+
+
+def test_a_failing_finish_check_is_a_missing_check_named_by_its_error() -> None:
+    def silent(state: RunState, output: object) -> bool:
+        raise ValueError
+
+    def loud(state: RunState, output: object) -> bool:
+        raise ValueError("no\nmore")
+
+    for validate, note in ((silent, "the finish check raised ValueError"),
+                           (loud, "the finish check raised ValueError: no")):
+        c = RunController(Budget(max_steps=2, max_tokens=100), validate=validate)
+        res = c.run("t", script(Finish(1)), lambda call: ToolResult.success())
+        assert [r.note for r in res.trace] == [f"missing finish_check ({note})"] * 2
+
+
+def test_the_finish_being_checked_is_the_proposal_the_validator_sees() -> None:
+    seen: list[object] = []
+
+    def validate(state: RunState, output: object) -> bool:
+        seen.append(state.proposal)
+        return output == {"v": 1}
+
+    res = RunController(Budget(max_steps=3, max_tokens=100), validate=validate).run(
+        "t", script(Finish({"v": 0}), Finish({"v": 1})), lambda call: ToolResult.success())
+    assert res.completed and seen == [{"v": 0}, {"v": 1}]
+
+
+def test_charge_defaults_to_nothing_and_raises_the_cost_alert() -> None:
+    alerts: list[object] = []
+    ks = KillSwitch(cost_alert_usd=0.5, on_cost_alert=alerts.append)
+    c = ctl(kill_switch=ks)
+    state = c.start("t")
+    c.check_before_model(state)
+    assert c.charge(state) is None and (state.tokens, state.cost_usd) == (0, 0.0)
+    c.charge(state, cost_usd=0.75)
+    assert [(a.run_id, a.cost_usd, a.threshold_usd) for a in alerts] == [  # type: ignore[attr-defined]
+        (state.run_id, 0.75, 0.5)]
+
+
+def test_arun_starts_the_run_it_was_given_and_threads_sync_code_under_a_deadline() -> None:
+    import threading
+
+    import anyio
+
+    where: list[bool] = []
+
+    def decide(state: RunState) -> Finish:
+        where.append(threading.current_thread() is threading.main_thread())
+        return Finish(state.data["v"])
+
+    async def main(budget: Budget) -> object:
+        c = RunController(budget, validate=lambda s, o: o == 1)
+        return await c.arun("the task", decide, lambda call: ToolResult.success(),
+                            run_id="a-1", data={"v": 1})
+
+    res = anyio.run(main, Budget(max_steps=3, max_tokens=100, max_seconds=60))
+    assert (res.run_id, res.output, res.data) == ("a-1", 1, {"v": 1})  # type: ignore[attr-defined]
+    assert res.to_json()["task"] == "the task"  # type: ignore[attr-defined]
+    assert where == [False]  # a deadline can only cancel sync code run in a worker thread
+    anyio.run(main, Budget(max_steps=3, max_tokens=100))
+    assert where == [False, True]  # no deadline: no thread needed
+
+
+def test_finish_checks_see_the_proposal_then_clear_it_and_name_every_missing_detail() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    seen: list[object] = []
+
+    def judge(s: RunState) -> PredicateReport:
+        seen.append(s.proposal)
+        return PredicateReport(missing=("b",), detail="rule says b")
+
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[StoppingRule("r", evaluate=judge)])
+    state = c.start("t")
+    c.check_before_model(state)
+    out = c.on_finish(state, Finish({"v": 1}), report=PredicateReport(missing=("a",), detail="no a"))
+    assert out is None and seen == [None, {"v": 1}] and state.proposal is None  # before, at the finish
+    assert state.trace[-1].note == "missing b, a (rule says b; no a)"
+    c.check_before_model(state)  # the next model call is told why
+    assert state.directive is not None
+    assert state.directive.notes == ("Your finish was not accepted: rule says b; no a.",)
+    bad = c.start("t")
+    c.check_before_model(bad)
+    stop = c.on_finish(bad, Finish(1), report=5)  # type: ignore[arg-type]
+    assert stop is not None and stop.reason is R.INTERNAL_ERROR and bad.proposal is None
+    with pytest.raises(ValueError) as e:
+        unchecked = RunController(Budget(max_steps=5, max_tokens=100))
+        s = unchecked.start("t")
+        unchecked.check_before_model(s)
+        unchecked.on_finish(s, Finish(1))
+    assert str(e.value) == "no finish check: configure rules= or validate=, or pass report="
+
+
+def test_a_check_asking_for_a_human_names_itself_and_the_step() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    rule = StoppingRule("verifier", evaluate=lambda s: PredicateReport(escalate="Which one?"))
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[rule])
+    res = c.run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert (res.stop.reason, res.stop.detail, res.stop.step, res.stop.question) == (
+        R.NEEDS_HUMAN, "verifier asked for a human", res.steps, "Which one?")
+    ok = ctl().run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert (ok.stop.detail, ok.stop.step) == ("the finish passed every check", 2)
+
+
+def test_a_check_that_asks_for_a_human_at_the_finish_names_itself_and_the_step() -> None:
+    from runner.control import PredicateReport, StoppingRule
+
+    def judge(s: RunState) -> PredicateReport:
+        if s.proposal is None:
+            return PredicateReport(missing=("v",))
+        return PredicateReport(escalate="Is this right?")
+
+    c = RunController(Budget(max_steps=5, max_tokens=100), rules=[StoppingRule("critic", evaluate=judge)])
+    res = c.run("t", script(ToolCall("get"), Finish(1)), lambda call: ToolResult.success({}))
+    assert res.stop.to_json() == {
+        "reason": "needs_human", "condition": {"type": "StoppingRule", "name": "critic"},
+        "detail": "critic asked for a human", "step": 2, "question": "Is this right?"}

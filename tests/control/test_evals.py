@@ -62,6 +62,7 @@ def test_bundled_suite_passes_through_the_cli() -> None:
     assert result.output.splitlines()[-1] == f"{len(load_cases())} passed, 0 failed"
 
 
+@pytest.mark.child_process
 def test_ect_script_runs_the_bundled_suite() -> None:
     ect = shutil.which("ect")
     argv = [ect] if ect else [sys.executable, "-c", "from runner.cli import main; main()"]

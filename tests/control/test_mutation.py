@@ -1,5 +1,5 @@
-"""Mutation testing in CI: a bounded, deterministic mutmut run over the stopping rules and the
-budget (tests/control/mutation.py). Every mutant must be killed, or be one of the survivors
+"""Mutation testing in CI: a bounded, deterministic mutmut run over the stopping rules, the
+budget and the kill switch (tests/control/mutation.py). Every mutant must be killed, or be one of the survivors
 explained below (equivalent mutants: the change cannot alter behaviour)."""
 
 from __future__ import annotations

@@ -182,7 +182,10 @@ def test_outside_cancellation_delivers_a_typed_result_then_propagates() -> None:
     anyio.run(main)
     (result,) = seen
     assert result.reason is StopReason.INTERNAL_ERROR and result.stop.kind == "Interrupted"
-    assert result.handoff is not None
+    assert result.stop.detail == "cancelled from outside"
+    assert result.stop.condition.name == "interrupted[cancelled]"
+    assert result.handoff is not None and result.handoff.question == (
+        "The run was interrupted: resume it from the handoff, or close it?")
 
 
 # -- run records, capture, evals of the user's own agent -------------------------------------------
@@ -295,3 +298,21 @@ def test_cli_capture_offers_every_stop_reason() -> None:
     from runner.cli._evals import _REASONS
 
     assert _REASONS == [str(r) for r in StopReason]
+
+
+def test_resume_feeds_the_answer_to_the_model_and_names_a_run_it_cannot_resume() -> None:
+    notes: list[tuple[str, ...]] = []
+
+    def decide(state: RunState) -> ToolCall | Finish:
+        notes.append(state.directive.notes if state.directive is not None else ())
+        return refunder(state)
+
+    first = refund_controller().run("refund 250", decide, tools(
+        {"refund": ToolResult.success({"refunded": True})}), run_id="r-9")
+    second = first.resume(approvals={"refund"}, answer="approved by finance")
+    assert second.reason is StopReason.GOAL_MET
+    assert "A person answered: approved by finance" in notes[1]
+    with pytest.raises(ValueError) as e:
+        second.resume()
+    assert str(e.value) == ("run r-9 ended goal_met: only a needs_human result of run()/arun() "
+                            "can be resumed")

@@ -1,0 +1,112 @@
+"""The guard's judgement pinned exactly: amount limits at their boundary, rules without an
+amount argument, the label in a question, plain-code rules in order, their contract and the
+guard's JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.control import (
+    Budget,
+    Guard,
+    PredicateReport,
+    RunController,
+    RunState,
+    SideEffectRule,
+    StopReason,
+    ToolCall,
+)
+from runner.control._conditions import RepeatedEmptyResult
+from runner.control._types import Checkpoint, Phase, ToolResult
+
+R = StopReason
+
+
+def state() -> RunState:
+    return RunState("r", "t")
+
+
+def test_amount_limits_hold_at_their_boundary_and_need_an_amount_argument() -> None:
+    g = Guard(allow={"pay"}, side_effects={"pay": SideEffectRule(
+        amount_arg="amount", max_amount=100, escalate_above=50)})
+    at_max = ToolCall("pay", {"amount": 100}, idempotency_key="k")
+    assert g.judge(at_max, state()) == (
+        R.NEEDS_HUMAN, "pay: amount=100 is over the 50 approval threshold",
+        'Approve pay({"amount":100})? Policy requires a person above 50.')
+    s = state()
+    s.approvals = frozenset({"pay"})
+    assert g.judge(at_max, s) is None  # exactly the maximum is allowed
+    assert g.judge(ToolCall("pay", {"amount": 101}, idempotency_key="k"), s) == (
+        R.POLICY_BLOCK, "pay: amount=101 exceeds the maximum 100", None)
+    # an amount argument without a limit is not checked at all, not even for being a number
+    loose = Guard(allow={"pay"}, side_effects={"pay": SideEffectRule(amount_arg="amount")})
+    assert loose.judge(ToolCall("pay", {"amount": "lots"}, idempotency_key="k"), state()) is None
+
+
+def test_a_question_names_the_call_with_its_arguments_cut_at_sixty_characters() -> None:
+    g = Guard(allow={"pay"}, side_effects={"pay": SideEffectRule(requires_approval=True)})
+    verdict = g.judge(ToolCall("pay", {"note": "x" * 80}, idempotency_key="k"), state())
+    args = '{"note":"' + "x" * 50 + "…"
+    assert len(args) == 60
+    assert verdict == (R.NEEDS_HUMAN, "pay requires approval and none was given",
+                       f"Approve pay({args})? This action needs a person's approval.")
+
+
+def test_plain_code_rules_run_in_order_see_the_state_and_keep_to_their_contract() -> None:
+    seen: list[object] = []
+
+    def quiet(call: ToolCall, s: RunState) -> None:
+        seen.append(s.data.get("who"))
+
+    def no_deletes(call: ToolCall, s: RunState) -> tuple[str, str] | None:
+        return ("policy_block", "no deletes") if call.tool == "delete" else None
+
+    def ask(call: ToolCall, s: RunState) -> tuple[str, str]:
+        return ("needs_human", "Sure?")
+
+    s = state()
+    s.data["who"] = "me"
+    g = Guard(allow={"delete", "get"}, rules=(quiet, no_deletes))
+    assert g.judge(ToolCall("delete"), s) == (R.POLICY_BLOCK, "no deletes", None)
+    assert g.judge(ToolCall("get"), s) is None and seen == ["me", "me"]
+    asking = Guard(allow={"get"}, rules=(ask,))
+    assert asking.judge(ToolCall("get", {"q": 1}), s) == (R.NEEDS_HUMAN, "Sure?",
+                                                          'Sure? Allow get({"q":1})?')
+    bad = Guard(allow={"get"}, rules=(lambda c, s: ("goal_met", "done"),))
+    with pytest.raises(ValueError) as e:
+        bad.judge(ToolCall("get"), s)
+    assert str(e.value) == "a guard rule may only return policy_block or needs_human"
+
+
+def test_guard_json() -> None:
+    g = Guard(allow={"pay", "get"}, side_effects={"pay": SideEffectRule(
+        amount_arg="amount", escalate_above=5)}, approvals={"pay"}, rules=(lambda c, s: None,))
+    assert g.to_json() == {
+        "allow": ["get", "pay"], "approvals": ["pay"], "rules": 1,
+        "side_effects": {"pay": {"amount_arg": "amount", "max_amount": None, "escalate_above": 5,
+                                 "requires_approval": False, "idempotency_arg": "idempotency_key"}}}
+
+
+def test_a_check_result_is_normalised_or_refused_by_name() -> None:
+    assert PredicateReport.of(True) == PredicateReport(satisfied=("check",))
+    assert PredicateReport.of(False, "v") == PredicateReport(missing=("v",))
+    with pytest.raises(TypeError) as e:
+        PredicateReport.of(5)  # type: ignore[arg-type]
+    assert str(e.value) == "a check must return bool or PredicateReport, got int"
+
+
+def test_only_a_rejected_finish_records_its_output() -> None:
+    c = RunController(Budget(max_steps=2, max_tokens=10), validate=lambda s, o: True)
+    res = c.run("t", lambda s: ToolCall("get") if s.step == 0 else None,  # type: ignore[arg-type,return-value]
+                lambda call: ToolResult.success(1))
+    assert "output" not in res.trace[0].to_json()
+
+
+def test_empty_results_that_are_not_json_are_told_apart() -> None:
+    cond = RepeatedEmptyResult(count=2)
+    s = state()
+    call = ToolCall("get")
+    for data in ({1: []}, {2: []}):  # empty, not JSON (int keys), and different
+        point = Checkpoint(Phase.AFTER_TOOL, s, action=call, call=call, result=ToolResult(data=data))
+        assert cond.check(point) is None
+        cond.observe(point)

@@ -1,0 +1,104 @@
+"""The SQLite ledgers pinned exactly: what each refusal and error says, the boundaries of a
+reservation and a settlement (to the micro-dollar), and that reading never creates a file."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from runner.control import IdempotencyLedger, KillSwitch, LedgerError, ToolResult
+from runner.control._errors import DailySpendCeiling
+from runner.control._ledger import Lease, SpendLedger
+
+DAY = "2026-03-14"
+
+
+def test_reading_never_creates_a_ledger(tmp_path: Path) -> None:
+    idem = IdempotencyLedger(tmp_path / "i.sqlite")
+    assert idem.get("k") is None
+    spend = SpendLedger(tmp_path / "s.sqlite")
+    assert spend.usage(DAY) == {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
+    spend.settle(None, DAY, 0.0)  # nothing to settle: nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_each_ledger_records_its_format_and_refuses_the_other(tmp_path: Path) -> None:
+    idem = IdempotencyLedger(tmp_path / "i.sqlite")
+    for key, result in (("k", ToolResult(True, {"v": 1}, "a note", False, 0.25)),
+                        ("f", ToolResult(False, None, "down", True, 0.5))):
+        idem.put(key, b"call", result, "r-1")
+        assert idem.get(key) == (b"call", result)
+    with sqlite3.connect(tmp_path / "i.sqlite") as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
+            "ect.idempotency-ledger/1",)
+    with pytest.raises(LedgerError) as e:
+        SpendLedger(tmp_path / "i.sqlite").usage(DAY)
+    assert str(e.value) == (f"ledger {tmp_path / 'i.sqlite'} is a ect.idempotency-ledger/1 file, "
+                            "not ect.control-ledger/2")
+
+
+def test_unusable_ledger_files_are_named(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(LedgerError) as e:
+        SpendLedger(junk).admit(DAY, None, None)
+    assert str(e.value) == (f"ledger {junk} is not a usable SQLite ect.control-ledger/2 file: "
+                            "file is not a database")
+    with pytest.raises(LedgerError) as o:
+        IdempotencyLedger(tmp_path).put("k", b"c", ToolResult.success(1), "r")  # a directory
+    assert str(o.value) == f"cannot open ledger {tmp_path}: unable to open database file"
+
+
+def test_open_leases_count_against_the_spend_ceiling(tmp_path: Path) -> None:
+    book = SpendLedger(tmp_path / "s.sqlite")
+    book.admit(DAY, None, 1.0)
+    lease, left = book.reserve(DAY, "r-1", 0.5, 1.0)
+    assert lease == Lease(lease.lease_id, DAY, "r-1", 0.5) and left == 1.0  # type: ignore[union-attr]
+    exact, left = book.reserve(DAY, "r-2", 0.5, 1.0)  # exactly what is left: granted
+    assert exact is not None and left == 0.5
+    book.settle(lease, DAY, 0.5)  # 0.5 spent + 0.5 still reserved: the ceiling is reached
+    with pytest.raises(Exception) as e:
+        book.admit(DAY, None, 1.0)
+    assert (e.value.kind, e.value.runs, e.value.spend_usd) == ("spend", 1, 1.0)  # type: ignore[attr-defined]
+    ks = KillSwitch(ledger=tmp_path / "s.sqlite", max_spend_per_day_usd=1.0,
+                    clock=lambda: datetime(2026, 3, 14, 12, tzinfo=UTC))
+    with pytest.raises(DailySpendCeiling) as d:
+        ks.admit()
+    assert str(d.value) == "daily spend ceiling reached: $1.0000 of $1.0000 on 2026-03-14 (UTC)"
+
+
+def test_reservations_to_the_micro_dollar(tmp_path: Path) -> None:
+    book = SpendLedger(tmp_path / "s.sqlite")
+    # no step reserve: a zero lease while anything is left, none when nothing is
+    lease, left = book.reserve(DAY, "r", 0.0, 0.000001)
+    assert lease is not None and lease.amount_usd == 0.0 and left == 0.000001
+    book.settle(lease, DAY, 0.000001)  # one micro-dollar spent is recorded
+    assert book.usage(DAY) == {"runs": 0, "spend_usd": 0.000001, "reserved_usd": 0.0}
+    none, left = book.reserve(DAY, "r", 0.0, 0.000001)
+    assert none is None and left == 0.0
+    book.settle(None, DAY, 0.000001)
+    assert book.usage(DAY)["spend_usd"] == 0.000002
+
+
+def test_a_bad_idempotency_entry_is_named(tmp_path: Path) -> None:
+    idem = IdempotencyLedger(tmp_path / "i.sqlite")
+    idem.put("k", b"call", ToolResult.success(1), "r-1")
+    with sqlite3.connect(tmp_path / "i.sqlite") as con:
+        con.execute("UPDATE keys SET result = ? WHERE key = 'k'", (b'{"ok": true}',))
+    with pytest.raises(LedgerError) as e:
+        idem.get("k")
+    assert str(e.value) == f"idempotency ledger {tmp_path / 'i.sqlite'}: bad entry for 'k'"
+
+
+def test_a_spend_ledger_lease_lives_an_hour_by_default(tmp_path: Path) -> None:
+    import time
+
+    book = SpendLedger(tmp_path / "s.sqlite")
+    lease, _ = book.reserve(DAY, "r", 0.5, 1.0)
+    assert lease is not None
+    with sqlite3.connect(tmp_path / "s.sqlite") as con:
+        (expires,) = con.execute("SELECT expires FROM leases").fetchone()
+    assert 3570 < expires - time.time() <= 3600
