@@ -327,7 +327,7 @@ def analyse_closed_loop(
     e.g. ``simulated.planner.p_premature_finish``) and ``simulator_source`` where they were read;
     with a simulated provider they are written under ``"simulator"`` and every gate's
     ``outcome`` says it holds under them. ``"choices"`` lists the project's own definitions.
-    ``reason_codes`` (from :func:`runner.analysis._strata.reason_codes_per_stratum`, which needs
+    ``reason_codes`` (from :func:`runner.study.reason_codes_by_stratum`, which needs
     the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without).
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and

@@ -16,7 +16,6 @@ from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, Sche
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
 from runner.analysis._static import analyse_static
-from runner.analysis._strata import reason_codes_per_stratum
 from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.loop import Outcome
 from runner.study import (
@@ -25,6 +24,7 @@ from runner.study import (
     StaticRun,
     StaticSpec,
     read_schedule,
+    reason_codes_by_stratum,
     run_static,
     static_provider,
 )
@@ -184,5 +184,6 @@ def report_from_store(
         inputs={**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
         simulator=simulator,
         simulator_source=source,
-        reason_codes=reason_codes_per_stratum(loaded.cells),
+        reason_codes=[{"stratum": e.stratum, "pipeline": e.pipeline, "cells": e.cells,
+                       "codes": e.codes} for e in reason_codes_by_stratum(loaded.cells)],
     )

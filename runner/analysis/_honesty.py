@@ -31,7 +31,7 @@ __all__ = [
 SIMULATOR_NOTE = (
     "The simulator's parameters were chosen by this project, not measured: with the simulated "
     "provider a gate's outcome follows from them, so it shows that the machinery works end to "
-    "end, not how a real model behaves. `ect sweep` shows how the gates move with them."
+    "end, not how a real model behaves. The ect sweep command shows how the gates move with them."
 )
 
 STATIC_SIMULATOR_NOTE = (

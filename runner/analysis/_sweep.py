@@ -87,13 +87,11 @@ class UnknownSimulatorParameter(SweepInvalid):
 
 
 def simulator_parameter_names() -> tuple[str, ...]:
-    """Every simulator parameter by its dotted spec name, in name order."""
-    from runner.policies import CriticBehaviour, PlannerBehaviour
+    """Every simulator parameter by its dotted spec name, in name order (the study's list:
+    :func:`runner.study.simulator_parameters`)."""
+    from runner.study import simulator_parameters
 
-    names = [f"simulated.{table}.{field}"
-             for table, cls in (("planner", PlannerBehaviour), ("critic", CriticBehaviour))
-             for field in cls().to_json()]
-    return tuple(sorted(names))
+    return tuple(simulator_parameters())
 
 
 def _probability(name: str, text: str) -> float:

@@ -57,10 +57,12 @@ def test_report_refuses_the_limited_study(limited_store: tuple[Path, Path], tmp_
 
 
 def test_reason_codes_per_stratum_from_the_records(limited_store: tuple[Path, Path]) -> None:
-    from runner.analysis._strata import reason_codes_per_stratum
+    from dataclasses import asdict
+
+    from runner.study import reason_codes_by_stratum
 
     cells = load_outcomes_from_store(limited_store[0]).cells
-    table = reason_codes_per_stratum(cells)
+    table = [asdict(e) for e in reason_codes_by_stratum(cells)]
     assert sum(e["cells"] for e in table) == len(cells) == 8
     strata = {"clean", "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1"}
     assert {e["stratum"] for e in table} <= strata
