@@ -184,6 +184,5 @@ def report_from_store(
         inputs={**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
         simulator=simulator,
         simulator_source=source,
-        reason_codes=[{"stratum": e.stratum, "pipeline": e.pipeline, "cells": e.cells,
-                       "codes": e.codes} for e in reason_codes_by_stratum(loaded.cells)],
+        reason_codes=[e.to_json() for e in reason_codes_by_stratum(loaded.cells)],
     )

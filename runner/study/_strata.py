@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runner.canonical import JsonObject
+from runner.policies import PIPELINES
 from runner.study._records import CellRecord
+from runner.worlds import CLOSED_LOOP_FAULTS
 
 __all__ = ["StratumReasons", "reason_codes_by_stratum"]
 
@@ -33,6 +36,10 @@ class StratumReasons:
     cells: int
     codes: dict[str, int]
 
+    def to_json(self) -> JsonObject:
+        return {"stratum": self.stratum, "pipeline": self.pipeline, "cells": self.cells,
+                "codes": dict(self.codes)}
+
 
 def _stratum(record: CellRecord) -> str:
     outcome = record.result.outcome
@@ -40,8 +47,6 @@ def _stratum(record: CellRecord) -> str:
 
 
 def _order(stratum: str) -> tuple[int, str]:
-    from runner.worlds import CLOSED_LOOP_FAULTS
-
     if stratum == "clean":
         return (0, "")
     if stratum in CLOSED_LOOP_FAULTS:
@@ -50,8 +55,6 @@ def _order(stratum: str) -> tuple[int, str]:
 
 
 def _pipeline_order(pipeline: str) -> tuple[int, str]:
-    from runner.policies import PIPELINES
-
     return (PIPELINES.index(pipeline), "") if pipeline in PIPELINES else (len(PIPELINES), pipeline)
 
 
