@@ -353,10 +353,10 @@ def _grounded(keys: Sequence[str]) -> Callable[[RunState, Any], PredicateReport]
     def check(state: RunState, output: Any) -> PredicateReport:
         if not isinstance(output, dict):
             return PredicateReport(missing=tuple(keys), detail="the output is not an object")
-        ok = tuple(k for k in keys if k in output and k in state.data
-                   and canonical_bytes(output[k]) == canonical_bytes(state.data[k]))
-        bad = tuple(k for k in keys if k not in ok)
-        return PredicateReport(satisfied=ok, missing=bad,
+        # (only the missing keys matter: the controller reads a finish check's misses and detail)
+        bad = tuple(k for k in keys if k not in output or k not in state.data
+                    or canonical_bytes(output[k]) != canonical_bytes(state.data[k]))
+        return PredicateReport(missing=bad,
                                detail=("not backed by a tool result: " + ", ".join(bad)) if bad else "")
 
     return check
@@ -517,35 +517,45 @@ def _scripted(turns: tuple[Turn | str, ...]) -> Callable[[RunState], Turn]:
     return decide
 
 
+def _served(table: dict[str, tuple[Any, ...]]) -> Callable[[str], Any]:
+    """Per tool, the next entry of its scripted sequence (the last one repeating); None for a
+    tool the table does not name."""
+    served: dict[str, int] = {}
+
+    def nxt(tool: str) -> Any:
+        seq = table.get(tool)
+        if seq is None:
+            return None
+        i = served.get(tool, 0)
+        served[tool] = i + 1
+        return seq[min(i, len(seq) - 1)]
+
+    return nxt
+
+
 def _tool_runner(tools: dict[str, tuple[ToolResult, ...]],
                  ran: list[str]) -> Callable[[ToolCall], ToolResult]:
-    served: dict[str, int] = {}
+    result = _served(tools)
 
     def execute(call: ToolCall) -> ToolResult:
         ran.append(call.tool)
-        seq = tools.get(call.tool)
-        if seq is None:
-            return ToolResult.failure(f"no such tool: {call.tool}")
-        i = served.get(call.tool, 0)
-        served[call.tool] = i + 1
-        return seq[min(i, len(seq) - 1)]
+        res: ToolResult | None = result(call.tool)
+        return ToolResult.failure(f"no such tool: {call.tool}") if res is None else res
 
     return execute
 
 
 def _slow_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
                  ran: list[str]) -> Callable[[ToolCall], Any]:
-    served: dict[str, int] = {}
     fast = _tool_runner(tools, ran)
+    delay = _served(delays)  # the same tools as ``tools``, so served in step with them
 
     async def execute(call: ToolCall) -> ToolResult:
         import anyio
 
-        seq = delays.get(call.tool, ())
-        i = served.get(call.tool, 0)
-        served[call.tool] = i + 1
-        if seq and seq[min(i, len(seq) - 1)] > 0:
-            await anyio.sleep(seq[min(i, len(seq) - 1)])
+        wait: float | None = delay(call.tool)
+        if wait:  # None (no such tool) or 0: no wait
+            await anyio.sleep(wait)
         return fast(call)
 
     return execute
@@ -714,6 +724,10 @@ def capture_case(record: Any, *, case_id: str | None = None,
     trace = r.typed(record["trace"], "$.trace", list, "a list")
     usage = r.typed(record["usage"], "$.usage", list, "a list")
     steps = r.count(record["steps"], "$.steps")
+    if not steps:
+        raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
+    if len(usage) != steps:
+        raise r.fail("$.usage", f"must hold one [tokens, cost_usd] pair per step ({steps})")
     reason = StopReason(expect if expect is not None else record["stop"]["reason"])
 
     by_step: dict[int, dict[str, Any]] = {}
@@ -737,7 +751,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         elif kind == "invalid":
             by_step[step] = {"invalid": rec.get("note", "")}
     last = record.get("last_action")
-    if steps and steps not in by_step and isinstance(last, dict):
+    if isinstance(last, dict):  # the last step's action in full (a trace omits a call's key)
         by_step[steps] = dict(last)
     stop_kind = record["stop"].get("condition", {}).get("type")
     if stop_kind == "FinishGate" and record["stop"]["reason"] == "goal_met":
@@ -745,15 +759,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
         turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
-        if step - 1 < len(usage):
-            tokens, cost = usage[step - 1]
-            if tokens:
-                turn["tokens"] = tokens
-            if cost:
-                turn["cost_usd"] = cost
+        tokens, cost = usage[step - 1]
+        if tokens:
+            turn["tokens"] = tokens
+        if cost:
+            turn["cost_usd"] = cost
         turns.append(turn)
-    if not turns:
-        raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
 
     budget = dict(controls["budget"])
     limits = _clean(dict(budget.pop("tool_limits", {})))
