@@ -16,10 +16,12 @@ import pytest
 from runner.control import (
     Budget,
     CaseResult,
+    Escalate,
     EvalCase,
     EvalCaseError,
     Finish,
     Guard,
+    Invalid,
     RunController,
     RunState,
     SideEffectRule,
@@ -286,7 +288,7 @@ def test_capture_of_a_structured_task_keeps_300_characters() -> None:
 
 def test_capture_of_a_trimmed_record_fills_in_what_is_only_descriptive() -> None:
     rec = record(decide=script(Turn(ToolCall("get", {"q": 1}), tokens=3),
-                               Turn(__import__("runner.control").control.Invalid("bad"), tokens=1),
+                               Turn(Invalid("bad"), tokens=1),
                                Turn(Finish({"v": 1}), tokens=2)))
     for t in rec["trace"]:
         t.pop("note")
@@ -343,3 +345,47 @@ def test_capture_refuses_a_record_whose_usage_does_not_match_its_steps() -> None
     with pytest.raises(EvalCaseError) as e:
         capture_case(rec, source="run.json")
     assert str(e.value) == "run.json: $.usage: must hold one [tokens, cost_usd] pair per step (2)"
+
+
+# -- reading a case ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"budget": []}, "$.budget: must be an object"),
+    ({"budget": {"max_tokens": 9}}, "$.budget: missing field 'max_steps'"),
+    ({"guard": {"side_effects": {}}}, "$.guard: missing field 'allow'"),
+    ({"tool_failure": {"streak": 2}}, "$.tool_failure: unknown field 'streak'"),
+    ({"finish_check": [True]}, "$.finish_check: must be an object"),
+    ({"rules": [{"name": "r", "require": "v"}]}, "$.rules[0].require: must be a list of non-empty strings"),
+    ({"budget": {"max_steps": 3, "max_tokens": 9, "tool_limits": {"total": "2"}}},
+     "$.budget.tool_limits.total: must be an integer"),
+    ({"agent": {"turns": [{"raise": "boom"}, {"finish": 1, "bogus": 1}]}},
+     "$.agent.turns[1]: unknown field 'bogus'"),
+])
+def test_a_malformed_section_is_named_by_its_path(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(EvalCaseError) as e:
+        load(**fields)
+    assert str(e.value) == f"<case>: {message}"
+
+
+def test_the_step_ceiling_itself_is_allowed_and_a_total_tool_limit_is_read() -> None:
+    c = load(budget={"max_steps": 10_000, "max_tokens": 9, "tool_limits": {"total": 2}})
+    assert (c.controller.budget.max_steps, c.controller.budget.tool_limits.total) == (10_000, 2)
+
+
+def test_turns_take_usage_and_an_escalation_needs_no_findings() -> None:
+    c = load(expect_stop="needs_human",
+             agent={"turns": [{"call": {"tool": "get", "idempotency_key": "k"}},
+                              {"escalate": "which order?", "tokens": 5, "cost_usd": 0.5},
+                              {"escalate": "really?", "found": ["order 7"]}]})
+    assert c.turns == (Turn(ToolCall("get", idempotency_key="k")),
+                       Turn(Escalate("which order?"), 5, 0.5),
+                       Turn(Escalate("really?", ("order 7",))))
+
+
+def test_a_rule_without_stop_early_waits_for_a_finish() -> None:
+    res = run_case(load(rules=[{"name": "r", "require": ["v"]}], expect_steps=3,
+                        tools={"get": {"results": [{"data": {"v": 1}}]},
+                               "log": {"results": [{"data": {}}]}},
+                        agent={"turns": [{"call": {"tool": "get"}}, {"call": {"tool": "log"}},
+                                         {"finish": 1}]}))
+    assert res.passed, res.failure_line()
