@@ -255,7 +255,7 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
         max_steps=_at_most(r, r.count(b["max_steps"], "$.budget.max_steps", 1),
                            "$.budget.max_steps", MAX_EVAL_STEPS),
         max_tokens=r.count(b["max_tokens"], "$.budget.max_tokens", 1) if "max_tokens" in b else None,
-        max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
+        max_cost_usd=(_positive(r, b["max_cost_usd"], "$.budget.max_cost_usd")
                       if "max_cost_usd" in b else None),
         tool_limits=limits,
         max_seconds=(_at_most_s(r, _positive(r, b["max_seconds"], "$.budget.max_seconds"),
@@ -273,15 +273,18 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
             p = f"$.guard.side_effects.{tool}"
             s = r.obj(spec, p, set(), {"amount_arg", "max_amount", "escalate_above",
                                        "requires_approval", "idempotency_arg"})
-            side[tool] = SideEffectRule(
-                amount_arg=s.get("amount_arg"),
-                max_amount=r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None,
-                escalate_above=(r.number(s["escalate_above"], p + ".escalate_above")
-                                if "escalate_above" in s else None),
-                requires_approval=r.typed(s.get("requires_approval", False),
-                                          p + ".requires_approval", bool, "a boolean"),
-                idempotency_arg=s.get("idempotency_arg", "idempotency_key"),
-            )
+            max_amount = r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None
+            escalate_above = (r.number(s["escalate_above"], p + ".escalate_above")
+                              if "escalate_above" in s else None)
+            requires_approval = r.typed(s.get("requires_approval", False),
+                                        p + ".requires_approval", bool, "a boolean")
+            try:
+                side[tool] = SideEffectRule(
+                    amount_arg=s.get("amount_arg"), max_amount=max_amount,
+                    escalate_above=escalate_above, requires_approval=requires_approval,
+                    idempotency_arg=s.get("idempotency_arg", "idempotency_key"))
+            except ValueError as e:
+                raise r.fail(p, str(e)) from None
         try:
             guard = Guard(allow=frozenset(r.str_list(g["allow"], "$.guard.allow")),
                           side_effects=side,

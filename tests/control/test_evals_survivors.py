@@ -389,3 +389,28 @@ def test_a_rule_without_stop_early_waits_for_a_finish() -> None:
                         agent={"turns": [{"call": {"tool": "get"}}, {"call": {"tool": "log"}},
                                          {"finish": 1}]}))
     assert res.passed, res.failure_line()
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"rules": [{"name": "r", "require": ["v"]}, {"name": "r", "require": ["w"]}]},
+     "$: stopping rule names must be unique"),
+    # these two escaped as a bare ValueError naming neither the file nor the field
+    ({"budget": {"max_steps": 3, "max_cost_usd": 0}}, "$.budget.max_cost_usd: must be > 0"),
+    ({"guard": {"allow": ["pay"], "side_effects": {"pay": {"max_amount": 3}}}},
+     "$.guard.side_effects.pay: SideEffectRule: an amount limit needs amount_arg"),
+])
+def test_controls_the_controller_refuses_are_named_in_the_case(fields: dict[str, Any],
+                                                                message: str) -> None:
+    with pytest.raises(EvalCaseError) as e:
+        load(**fields)
+    assert str(e.value) == f"<case>: {message}"
+
+
+def test_the_case_sets_the_no_progress_and_tool_failure_thresholds() -> None:
+    same = {"turns": [{"call": {"tool": "get"}}]}
+    res = run_case(load(expect_stop="no_progress", expect_steps=2, no_progress={"repeats": 2},
+                        tools={"get": {"results": [{"data": {"n": 1}}]}}, agent=same))
+    assert res.passed, res.failure_line()
+    res = run_case(load(expect_stop="tool_error", expect_steps=1, tool_failure={"consecutive": 1},
+                        tools={"get": {"results": [{"ok": False}]}}, agent=same))
+    assert res.passed, res.failure_line()
