@@ -49,7 +49,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,8 @@ class _Reader:
         return value
 
     def typed(self, value: Any, path: str, kind: type | tuple[type, ...], what: str) -> Any:
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(path, f"must be {what}")
-        if not isinstance(value, kind):
+        # a bool is an int to isinstance; it passes only where a boolean is asked for
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.fail(path, f"must be {what}")
         return value
 
@@ -158,7 +157,7 @@ class EvalCase:
     expect_not_run: tuple[str, ...] = ()
     expect_kind: str | None = None
     agent_import: str | None = None
-    delays: dict[str, tuple[float, ...]] | None = None
+    delays: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per tool, per call
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -199,19 +198,16 @@ class EvalCase:
         else:
             turns = _turns(r, agent)
         tools, delays = _tools(r, top.get("tools", {}))
-        steps = (r.count(top["expect_steps"], "$.expect_steps", 0)
+        steps = (r.count(top["expect_steps"], "$.expect_steps")
                  if "expect_steps" in top else None)
-        ran = (tuple(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"))
-               if "expect_tools" in top else None)
-        if ran is not None and ran:
-            r.str_list(list(ran), "$.expect_tools")
+        ran = (r.str_list(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"),
+                          "$.expect_tools") if "expect_tools" in top else None)
         not_run = (r.str_list(top["expect_not_run"], "$.expect_not_run")
                    if "expect_not_run" in top else ())
         kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
                 if "expect_kind" in top else None)
         return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top, steps, ran, not_run, kind, agent_import,
-                   delays if any(any(d) for d in delays.values()) else None)
+                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -536,22 +532,11 @@ def _served(table: dict[str, tuple[Any, ...]]) -> Callable[[str], Any]:
     return nxt
 
 
-def _tool_runner(tools: dict[str, tuple[ToolResult, ...]],
-                 ran: list[str]) -> Callable[[ToolCall], ToolResult]:
-    result = _served(tools)
-
-    def execute(call: ToolCall) -> ToolResult:
-        ran.append(call.tool)
-        res: ToolResult | None = result(call.tool)
-        return ToolResult.failure(f"no such tool: {call.tool}") if res is None else res
-
-    return execute
-
-
-def _slow_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
+def _tool_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
                  ran: list[str]) -> Callable[[ToolCall], Any]:
-    fast = _tool_runner(tools, ran)
-    delay = _served(delays)  # the same tools as ``tools``, so served in step with them
+    """The case's scripted tools: each call waits its scripted delay (cancelled at a deadline),
+    then counts as run and gets its scripted result."""
+    result, delay = _served(tools), _served(delays)  # delays names the same tools as tools
 
     async def execute(call: ToolCall) -> ToolResult:
         import anyio
@@ -559,7 +544,9 @@ def _slow_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tup
         wait: float | None = delay(call.tool)
         if wait:  # None (no such tool) or 0: no wait
             await anyio.sleep(wait)
-        return fast(call)
+        ran.append(call.tool)
+        res: ToolResult | None = result(call.tool)
+        return ToolResult.failure(f"no such tool: {call.tool}") if res is None else res
 
     return execute
 
@@ -598,16 +585,9 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
 
 
 def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
-    if case.delays is not None:
-        import anyio
-
-        execute = _slow_runner(case.tool_results, case.delays, ran)
-
-        async def main() -> Any:
-            return await case.controller.arun(case.task, decide, execute, run_id=case.case_id)
-
-        return anyio.run(main)
-    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, ran),
+    # every case has a deadline (MAX_EVAL_SECONDS at most), so run() drives the loop under anyio
+    # and awaits the async tools; a sync decide runs in a worker thread it can abandon
+    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, case.delays, ran),
                                run_id=case.case_id)
 
 

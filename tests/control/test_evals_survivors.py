@@ -49,19 +49,15 @@ def load(**kw: Any) -> EvalCase:
 
 # -- scripted tools -------------------------------------------------------------------------
 
-SLOW = {"slow": {"results": [{"data": {}, "delay_s": 0.001}]}}  # any delay: the async runner
-
-
-@pytest.mark.parametrize("delayed", [False, True])
-def test_an_unknown_tool_fails_with_its_name(delayed: bool) -> None:
-    res = run_case(load(expect_stop="tool_error", tools=SLOW if delayed else {},
+def test_an_unknown_tool_fails_with_its_name() -> None:
+    res = run_case(load(expect_stop="tool_error",
                         agent={"turns": [{"call": {"tool": "nope"}}]}))
     assert (res.passed, res.stop_detail) == (True, "nope failed 2 times in a row: no such tool: nope")
 
 
-def seen_data(delayed: bool) -> list[dict[str, Any]]:
-    """What the agent saw in the folded state before each decision, calling ``get`` four times
-    (different arguments each time) against three scripted results."""
+def test_scripted_results_are_served_in_order_and_the_last_repeats() -> None:
+    # what the agent sees in the folded state before each decision, calling ``get`` four times
+    # (different arguments each time) against three scripted results
     seen: list[dict[str, Any]] = []
 
     def decide(state: RunState) -> Any:
@@ -69,15 +65,10 @@ def seen_data(delayed: bool) -> list[dict[str, Any]]:
         return ToolCall("get", {"i": state.step}) if state.step < 4 else Finish("done")
 
     results = [{"data": {"n": 1}}, {"data": {"n": 2}}, {"data": {"n": 3}}]
-    res = run_case(load(tools={"get": {"results": results}, **(SLOW if delayed else {})},
-                        expect_tools=["get"] * 4), decide=decide)
+    res = run_case(load(tools={"get": {"results": results}}, expect_tools=["get"] * 4),
+                   decide=decide)
     assert res.passed, res.failure_line()
-    return seen
-
-
-@pytest.mark.parametrize("delayed", [False, True])
-def test_scripted_results_are_served_in_order_and_the_last_repeats(delayed: bool) -> None:
-    assert seen_data(delayed) == [{}, {"n": 1}, {"n": 2}, {"n": 3}, {"n": 3}]
+    assert seen == [{}, {"n": 1}, {"n": 2}, {"n": 3}, {"n": 3}]
 
 
 def test_each_call_waits_its_own_scripted_delay() -> None:
@@ -163,16 +154,14 @@ def test_a_time_limit_that_is_not_a_positive_number_is_named(field: str, value: 
 
 # -- your own agent -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("delayed", [False, True])
-def test_your_agent_sees_the_case_id_as_run_id_and_the_case_task(delayed: bool) -> None:
+def test_your_agent_sees_the_case_id_as_run_id_and_the_case_task() -> None:
     seen: list[tuple[str, Any]] = []
 
     def decide(state: RunState) -> Any:
         seen.append((state.run_id, state.task))
         return Finish(1)
 
-    c = EvalCase.from_json(case(id="refund-42", task="Refund order 42",
-                                tools=SLOW if delayed else {}))
+    c = EvalCase.from_json(case(id="refund-42", task="Refund order 42"))
     assert run_case(c, decide=decide).passed
     assert seen == [("refund-42", "Refund order 42")]
 
@@ -414,3 +403,30 @@ def test_the_case_sets_the_no_progress_and_tool_failure_thresholds() -> None:
     res = run_case(load(expect_stop="tool_error", expect_steps=1, tool_failure={"consecutive": 1},
                         tools={"get": {"results": [{"ok": False}]}}, agent=same))
     assert res.passed, res.failure_line()
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"expect_stop": "done"}, "$.expect_stop: must be one of goal_met, step_budget, token_budget, "
+     "tool_limit, no_progress, needs_human, tool_error, policy_block, time_budget, internal_error"),
+    ({"expect_output": [1]}, "$.expect_output: must be an object"),
+    ({"agent": [{"finish": 1}]}, "$.agent: must be an object"),
+    ({"expect_tools": [""]}, "$.expect_tools: must be a list of non-empty strings"),
+    ({"expect_tools": "get"}, "$.expect_tools: must be a list"),
+    ({"expect_steps": True}, "$.expect_steps: must be an integer"),
+    ({"tools": {"get": {"results": [{"ok": 1}]}}}, "$.tools.get.results[0].ok: must be a boolean"),
+])
+def test_a_malformed_top_level_field_is_named(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(EvalCaseError) as e:
+        load(**fields)
+    assert str(e.value) == f"<case>: {message}"
+
+
+def test_a_case_that_imports_its_agent_has_no_scripted_turns_and_keeps_its_json() -> None:
+    obj = case(agent={"import": "runner.control.evals.agents:follows_directive"},
+               expect_stop="tool_error", expect_tools=[])
+    c = EvalCase.from_json(obj)
+    assert (c.turns, c.agent_import, c.raw, c.expect_tools) == (
+        (), "runner.control.evals.agents:follows_directive", obj, ())
+    res = run_case(c)  # its first call is a tool the case does not script
+    assert res.stop_detail == "get_shipment failed 2 times in a row: no such tool: get_shipment"
+    assert res.problems == ("ran tools ['get_shipment', 'get_shipment'], expected []",)
