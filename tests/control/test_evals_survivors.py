@@ -204,6 +204,12 @@ def test_the_wrong_kind_of_stop_and_every_forbidden_tool_are_named() -> None:
     assert res.problems == ("executed a, b, which must not run", "stopped by MaxSteps, expected MaxTime")
 
 
+@dataclasses.dataclass
+class _Stopped:
+    kind: str = "MaxSteps"
+    detail: str = "used all 1 steps"
+
+
 class _Leaky:
     """A run result as a faulty controller could return it: stopped, yet with an output."""
 
@@ -211,7 +217,7 @@ class _Leaky:
     reason = StopReason.STEP_BUDGET
     steps = 1
     handoff = None
-    stop = dataclasses.make_dataclass("S", [("kind", str), ("detail", str)])("MaxSteps", "out")
+    stop = _Stopped()
 
     @property
     def output(self) -> Any:
