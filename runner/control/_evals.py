@@ -49,7 +49,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,8 @@ class _Reader:
         return value
 
     def typed(self, value: Any, path: str, kind: type | tuple[type, ...], what: str) -> Any:
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(path, f"must be {what}")
-        if not isinstance(value, kind):
+        # a bool is an int to isinstance; it passes only where a boolean is asked for
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.fail(path, f"must be {what}")
         return value
 
@@ -158,7 +157,7 @@ class EvalCase:
     expect_not_run: tuple[str, ...] = ()
     expect_kind: str | None = None
     agent_import: str | None = None
-    delays: dict[str, tuple[float, ...]] | None = None
+    delays: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per tool, per call
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -199,19 +198,16 @@ class EvalCase:
         else:
             turns = _turns(r, agent)
         tools, delays = _tools(r, top.get("tools", {}))
-        steps = (r.count(top["expect_steps"], "$.expect_steps", 0)
+        steps = (r.count(top["expect_steps"], "$.expect_steps")
                  if "expect_steps" in top else None)
-        ran = (tuple(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"))
-               if "expect_tools" in top else None)
-        if ran is not None and ran:
-            r.str_list(list(ran), "$.expect_tools")
+        ran = (r.str_list(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"),
+                          "$.expect_tools") if "expect_tools" in top else None)
         not_run = (r.str_list(top["expect_not_run"], "$.expect_not_run")
                    if "expect_not_run" in top else ())
         kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
                 if "expect_kind" in top else None)
         return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top, steps, ran, not_run, kind, agent_import,
-                   delays if any(any(d) for d in delays.values()) else None)
+                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -255,7 +251,7 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
         max_steps=_at_most(r, r.count(b["max_steps"], "$.budget.max_steps", 1),
                            "$.budget.max_steps", MAX_EVAL_STEPS),
         max_tokens=r.count(b["max_tokens"], "$.budget.max_tokens", 1) if "max_tokens" in b else None,
-        max_cost_usd=(r.number(b["max_cost_usd"], "$.budget.max_cost_usd")
+        max_cost_usd=(_positive(r, b["max_cost_usd"], "$.budget.max_cost_usd")
                       if "max_cost_usd" in b else None),
         tool_limits=limits,
         max_seconds=(_at_most_s(r, _positive(r, b["max_seconds"], "$.budget.max_seconds"),
@@ -273,15 +269,18 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
             p = f"$.guard.side_effects.{tool}"
             s = r.obj(spec, p, set(), {"amount_arg", "max_amount", "escalate_above",
                                        "requires_approval", "idempotency_arg"})
-            side[tool] = SideEffectRule(
-                amount_arg=s.get("amount_arg"),
-                max_amount=r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None,
-                escalate_above=(r.number(s["escalate_above"], p + ".escalate_above")
-                                if "escalate_above" in s else None),
-                requires_approval=r.typed(s.get("requires_approval", False),
-                                          p + ".requires_approval", bool, "a boolean"),
-                idempotency_arg=s.get("idempotency_arg", "idempotency_key"),
-            )
+            max_amount = r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None
+            escalate_above = (r.number(s["escalate_above"], p + ".escalate_above")
+                              if "escalate_above" in s else None)
+            requires_approval = r.typed(s.get("requires_approval", False),
+                                        p + ".requires_approval", bool, "a boolean")
+            try:
+                side[tool] = SideEffectRule(
+                    amount_arg=s.get("amount_arg"), max_amount=max_amount,
+                    escalate_above=escalate_above, requires_approval=requires_approval,
+                    idempotency_arg=s.get("idempotency_arg", "idempotency_key"))
+            except ValueError as e:
+                raise r.fail(p, str(e)) from None
         try:
             guard = Guard(allow=frozenset(r.str_list(g["allow"], "$.guard.allow")),
                           side_effects=side,
@@ -353,10 +352,10 @@ def _grounded(keys: Sequence[str]) -> Callable[[RunState, Any], PredicateReport]
     def check(state: RunState, output: Any) -> PredicateReport:
         if not isinstance(output, dict):
             return PredicateReport(missing=tuple(keys), detail="the output is not an object")
-        ok = tuple(k for k in keys if k in output and k in state.data
-                   and canonical_bytes(output[k]) == canonical_bytes(state.data[k]))
-        bad = tuple(k for k in keys if k not in ok)
-        return PredicateReport(satisfied=ok, missing=bad,
+        # (only the missing keys matter: the controller reads a finish check's misses and detail)
+        bad = tuple(k for k in keys if k not in output or k not in state.data
+                    or canonical_bytes(output[k]) != canonical_bytes(state.data[k]))
+        return PredicateReport(missing=bad,
                                detail=("not backed by a tool result: " + ", ".join(bad)) if bad else "")
 
     return check
@@ -517,36 +516,37 @@ def _scripted(turns: tuple[Turn | str, ...]) -> Callable[[RunState], Turn]:
     return decide
 
 
-def _tool_runner(tools: dict[str, tuple[ToolResult, ...]],
-                 ran: list[str]) -> Callable[[ToolCall], ToolResult]:
+def _served(table: dict[str, tuple[Any, ...]]) -> Callable[[str], Any]:
+    """Per tool, the next entry of its scripted sequence (the last one repeating); None for a
+    tool the table does not name."""
     served: dict[str, int] = {}
 
-    def execute(call: ToolCall) -> ToolResult:
-        ran.append(call.tool)
-        seq = tools.get(call.tool)
+    def nxt(tool: str) -> Any:
+        seq = table.get(tool)
         if seq is None:
-            return ToolResult.failure(f"no such tool: {call.tool}")
-        i = served.get(call.tool, 0)
-        served[call.tool] = i + 1
+            return None
+        i = served.get(tool, 0)
+        served[tool] = i + 1
         return seq[min(i, len(seq) - 1)]
 
-    return execute
+    return nxt
 
 
-def _slow_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
+def _tool_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
                  ran: list[str]) -> Callable[[ToolCall], Any]:
-    served: dict[str, int] = {}
-    fast = _tool_runner(tools, ran)
+    """The case's scripted tools: each call waits its scripted delay (cancelled at a deadline),
+    then counts as run and gets its scripted result."""
+    result, delay = _served(tools), _served(delays)  # delays names the same tools as tools
 
     async def execute(call: ToolCall) -> ToolResult:
         import anyio
 
-        seq = delays.get(call.tool, ())
-        i = served.get(call.tool, 0)
-        served[call.tool] = i + 1
-        if seq and seq[min(i, len(seq) - 1)] > 0:
-            await anyio.sleep(seq[min(i, len(seq) - 1)])
-        return fast(call)
+        wait: float | None = delay(call.tool)
+        if wait:  # None (no such tool) or 0: no wait
+            await anyio.sleep(wait)
+        ran.append(call.tool)
+        res: ToolResult | None = result(call.tool)
+        return ToolResult.failure(f"no such tool: {call.tool}") if res is None else res
 
     return execute
 
@@ -585,16 +585,9 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
 
 
 def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
-    if case.delays is not None:
-        import anyio
-
-        execute = _slow_runner(case.tool_results, case.delays, ran)
-
-        async def main() -> Any:
-            return await case.controller.arun(case.task, decide, execute, run_id=case.case_id)
-
-        return anyio.run(main)
-    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, ran),
+    # every case has a deadline (MAX_EVAL_SECONDS at most), so run() drives the loop under anyio
+    # and awaits the async tools; a sync decide runs in a worker thread it can abandon
+    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, case.delays, ran),
                                run_id=case.case_id)
 
 
@@ -714,6 +707,10 @@ def capture_case(record: Any, *, case_id: str | None = None,
     trace = r.typed(record["trace"], "$.trace", list, "a list")
     usage = r.typed(record["usage"], "$.usage", list, "a list")
     steps = r.count(record["steps"], "$.steps")
+    if not steps:
+        raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
+    if len(usage) != steps:
+        raise r.fail("$.usage", f"must hold one [tokens, cost_usd] pair per step ({steps})")
     reason = StopReason(expect if expect is not None else record["stop"]["reason"])
 
     by_step: dict[int, dict[str, Any]] = {}
@@ -737,7 +734,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         elif kind == "invalid":
             by_step[step] = {"invalid": rec.get("note", "")}
     last = record.get("last_action")
-    if steps and steps not in by_step and isinstance(last, dict):
+    if isinstance(last, dict):  # the last step's action in full (a trace omits a call's key)
         by_step[steps] = dict(last)
     stop_kind = record["stop"].get("condition", {}).get("type")
     if stop_kind == "FinishGate" and record["stop"]["reason"] == "goal_met":
@@ -745,15 +742,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
         turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
-        if step - 1 < len(usage):
-            tokens, cost = usage[step - 1]
-            if tokens:
-                turn["tokens"] = tokens
-            if cost:
-                turn["cost_usd"] = cost
+        tokens, cost = usage[step - 1]
+        if tokens:
+            turn["tokens"] = tokens
+        if cost:
+            turn["cost_usd"] = cost
         turns.append(turn)
-    if not turns:
-        raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
 
     budget = dict(controls["budget"])
     limits = _clean(dict(budget.pop("tool_limits", {})))
