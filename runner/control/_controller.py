@@ -455,7 +455,8 @@ class RunController:
                 earlier = state._idempotency[key][1]
                 state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
                                               dict(call.args), earlier,
-                                              f"idempotency key {key!r} already executed"))
+                                              f"idempotency key {key!r} already executed",
+                                              idempotency_key=call.idempotency_key))
                 if self.fold is not None:  # the earlier result is this call's result
                     _call("fold", self.fold, state, call, earlier)
                 return Verdict(VerdictKind.DEDUPLICATED, call=call, result=earlier)
@@ -579,7 +580,8 @@ class RunController:
                     self.idempotency.put(key, fingerprint, result, state.run_id)
                 except ControlError as e:
                     raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
-        state.trace.append(StepRecord(state.step, "tool", call.tool, dict(call.args), result))
+        state.trace.append(StepRecord(state.step, "tool", call.tool, dict(call.args), result,
+                                      idempotency_key=call.idempotency_key))
         self._invalidate_facts(state, call)
         if self.fold is not None:
             _call("fold", self.fold, state, call, result)

@@ -20,7 +20,7 @@ Case fields (unknown fields are refused)::
     expect_not_run optional: tools that must never execute (side effects not done)
     expect_kind    optional: the type name of the condition that fired (e.g. "MaxTime")
     budget         {"max_steps", "max_tokens"?, "max_cost_usd"?, "max_seconds"?,
-                    "tool_timeout_s"?, "tool_limits"?:
+                    "tool_timeout_s"?, "tool_timeouts"?: {tool: seconds}, "tool_limits"?:
                     {"per_tool"?, "default"?, "side_effect_default"?, "total"?}}
     guard          {"allow": [...], "side_effects"?: {tool: {"amount_arg"?, "max_amount"?,
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
@@ -234,7 +234,8 @@ def _at_most_s(r: _Reader, x: float, path: str) -> float:
 
 def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
     b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
-              {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s"})
+              {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s",
+               "tool_timeouts"})
     tl = r.obj(b.get("tool_limits", {}), "$.budget.tool_limits", set(),
                {"per_tool", "default", "side_effect_default", "total"})
     per_tool = r.typed(tl.get("per_tool", {}), "$.budget.tool_limits.per_tool", dict, "an object")
@@ -259,6 +260,9 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                      if "max_seconds" in b else MAX_EVAL_SECONDS),
         tool_timeout_s=(_positive(r, b["tool_timeout_s"], "$.budget.tool_timeout_s")
                         if "tool_timeout_s" in b else None),
+        tool_timeouts={k: _positive(r, v, f"$.budget.tool_timeouts.{k}") for k, v in
+                       r.typed(b.get("tool_timeouts", {}), "$.budget.tool_timeouts", dict,
+                               "an object").items()},
     )
     guard = None
     if "guard" in top:
@@ -684,6 +688,20 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
 
 
+_REASONS = tuple(str(x) for x in StopReason)
+
+
+def _fields(r: _Reader, value: Any, path: str, required: tuple[str, ...]) -> dict[str, Any]:
+    """``value`` as an object holding every ``required`` field (others are left alone: a run
+    record carries more than a replay reads)."""
+    if not isinstance(value, dict):
+        raise r.fail(path, "must be an object")
+    for key in required:
+        if key not in value:
+            raise r.fail(path, f"missing field {key!r}")
+    return value
+
+
 def capture_case(record: Any, *, case_id: str | None = None,
                  expect: StopReason | str | None = None, source: str = "<record>") -> dict[str, Any]:
     """Turn a run record (``RunResult.to_json()``, format ``ect.run-record/1``) into an eval
@@ -700,10 +718,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
     r = _Reader(source)
     if not isinstance(record, dict) or record.get("format") != "ect.run-record/1":
         raise r.fail("$.format", "must be 'ect.run-record/1' (a RunResult.to_json() record)")
-    for key in ("run_id", "stop", "steps", "trace", "controls", "usage", "task"):
-        if key not in record:
-            raise r.fail("$", f"missing field {key!r}")
-    controls = r.typed(record["controls"], "$.controls", dict, "an object")
+    _fields(r, record, "$", ("run_id", "stop", "steps", "trace", "controls", "usage", "task"))
+    stop = _fields(r, record["stop"], "$.stop", ("reason",))
+    if stop["reason"] not in _REASONS:
+        raise r.fail("$.stop.reason", "must be one of " + ", ".join(_REASONS))
+    controls = _fields(r, record["controls"], "$.controls",
+                       ("budget", "no_progress", "tool_failure"))
     trace = r.typed(record["trace"], "$.trace", list, "a list")
     usage = r.typed(record["usage"], "$.usage", list, "a list")
     steps = r.count(record["steps"], "$.steps")
@@ -711,7 +731,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
     if len(usage) != steps:
         raise r.fail("$.usage", f"must hold one [tokens, cost_usd] pair per step ({steps})")
-    reason = StopReason(expect if expect is not None else record["stop"]["reason"])
+    reason = StopReason(expect if expect is not None else stop["reason"])
 
     by_step: dict[int, dict[str, Any]] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
@@ -719,64 +739,92 @@ def capture_case(record: Any, *, case_id: str | None = None,
     verdicts: list[bool] = []
     for i, rec in enumerate(trace):
         p = f"$.trace[{i}]"
-        rec = r.typed(rec, p, dict, "an object")
-        kind, step = rec.get("kind"), r.count(rec.get("step"), p + ".step")
+        rec = _fields(r, rec, p, ("step", "kind"))
+        kind, step = rec["kind"], r.count(rec["step"], p + ".step", 1)
         if kind in ("tool", "deduplicated"):
-            by_step.setdefault(step, {"call": {"tool": rec["tool"], "args": rec["args"] or {}}})
+            _fields(r, rec, p, ("tool", "args"))
+            tool = r.typed(rec["tool"], p + ".tool", str, "a string")
+            args = {} if rec["args"] is None else rec["args"]  # (a call with no arguments)
+            call = {"tool": tool, "args": r.typed(args, p + ".args", dict, "an object")}
+            key = rec.get("idempotency_key")
+            if key is not None:
+                call["idempotency_key"] = r.typed(key, p + ".idempotency_key", str, "a string")
+            by_step.setdefault(step, {"call": call})
             if kind == "tool":
                 res = r.typed(rec.get("result"), p + ".result", dict, "an object")
-                tools.setdefault(rec["tool"], []).append(
+                tools.setdefault(tool, []).append(
                     {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd") if k in res})
-                ran.append(rec["tool"])
+                ran.append(tool)
         elif kind == "finish_rejected":
             by_step[step] = {"finish": rec.get("output")}
             verdicts.append(False)
         elif kind == "invalid":
-            by_step[step] = {"invalid": rec.get("note", "")}
+            by_step[step] = {"invalid": r.typed(rec.get("note", ""), p + ".note", str, "a string")}
+        else:
+            raise r.fail(p + ".kind", "must be one of tool, deduplicated, finish_rejected, invalid")
     last = record.get("last_action")
     if isinstance(last, dict):  # the last step's action in full (a trace omits a call's key)
         by_step[steps] = dict(last)
-    stop_kind = record["stop"].get("condition", {}).get("type")
-    if stop_kind == "FinishGate" and record["stop"]["reason"] == "goal_met":
+    condition = stop.get("condition")
+    if (isinstance(condition, dict) and condition.get("type") == "FinishGate"
+            and stop["reason"] == "goal_met"):
         verdicts.append(True)
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
         turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
-        tokens, cost = usage[step - 1]
+        pair = usage[step - 1]
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise r.fail(f"$.usage[{step - 1}]", "must be a [tokens, cost_usd] pair")
+        tokens = r.count(pair[0], f"$.usage[{step - 1}][0]")
+        cost = r.number(pair[1], f"$.usage[{step - 1}][1]")
         if tokens:
             turn["tokens"] = tokens
         if cost:
             turn["cost_usd"] = cost
         turns.append(turn)
 
-    budget = dict(controls["budget"])
-    limits = _clean(dict(budget.pop("tool_limits", {})))
+    budget = dict(r.typed(controls["budget"], "$.controls.budget", dict, "an object"))
+    limits = _clean(dict(r.typed(budget.pop("tool_limits", {}), "$.controls.budget.tool_limits",
+                                 dict, "an object")))
+    notes = []
+    seconds = budget.get("max_seconds")
+    if isinstance(seconds, (int, float)) and seconds > MAX_EVAL_SECONDS:
+        # an eval case runs for MAX_EVAL_SECONDS at most; a scripted replay waits for no model
+        budget["max_seconds"] = MAX_EVAL_SECONDS
+        notes.append(f" (its wall-clock budget of {seconds:g} s is capped at "
+                     f"{MAX_EVAL_SECONDS:g} s for the replay)")
     case: dict[str, Any] = {
         "format": EVAL_FORMAT,
         "id": case_id or f"captured_{record['run_id']}",
         "description": (f"captured from run {record['run_id']}, which stopped "
-                        f"{record['stop']['reason']}: {record['stop'].get('detail', '')}"),
+                        f"{stop['reason']}: {stop.get('detail', '')}" + "".join(notes)),
         "task": record["task"] if isinstance(record["task"], str) else display(record["task"], 300),
         "expect_stop": str(reason),
-        "budget": {**_clean({k: v for k, v in budget.items() if k != "tool_timeouts"}),
-                   "tool_limits": limits},
+        "budget": {**_clean(budget), "tool_limits": limits},
         "no_progress": controls["no_progress"],
         "tool_failure": controls["tool_failure"],
         "tools": {name: {"results": res} for name, res in tools.items()},
         "agent": {"turns": turns},
     }
+    if not case["budget"].get("tool_timeouts"):  # a run without a deadline records none
+        case["budget"].pop("tool_timeouts", None)
     if expect is None:
         case["expect_steps"] = steps
         case["expect_tools"] = ran
     guard = controls.get("guard")
     if guard:
-        case["guard"] = {"allow": guard["allow"], "approvals": guard["approvals"],
-                         "side_effects": {t: _clean(v) for t, v in guard["side_effects"].items()}}
-    rules = controls.get("rules") or []
-    if rules:
+        g = _fields(r, guard, "$.controls.guard", ("allow", "approvals", "side_effects"))
+        side = r.typed(g["side_effects"], "$.controls.guard.side_effects", dict, "an object")
+        case["guard"] = {"allow": g["allow"], "approvals": g["approvals"], "side_effects": {
+            t: _clean(r.typed(v, f"$.controls.guard.side_effects.{t}", dict, "an object"))
+            for t, v in side.items()}}
+    rules = r.typed(controls.get("rules") or [], "$.controls.rules", list, "a list")
+    rules = [_fields(r, x, f"$.controls.rules[{i}]", ("name", "predicates", "stop_early"))
+             for i, x in enumerate(rules)]
+    if any(x["predicates"] for x in rules):
         case["rules"] = [{"name": x["name"], "require": x["predicates"],
                           "stop_early": x["stop_early"]} for x in rules if x["predicates"]]
-    if controls.get("validate") or not case.get("rules"):
+    if controls.get("validate") or "rules" not in case:
         case["finish_check"] = {"verdicts": verdicts or [False]}
     EvalCase.from_json(case, source)  # what we write must load
     return case

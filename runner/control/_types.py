@@ -244,6 +244,7 @@ class StepRecord:
     result: ToolResult | None = None
     note: str = ""
     output: Any = None  # the rejected finish's output (finish_rejected), for replay
+    idempotency_key: str | None = None  # the call's own key (tool, deduplicated), for replay
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
@@ -265,6 +266,8 @@ class StepRecord:
             "result": self.result.to_json() if self.result is not None else None,
             "note": self.note,
             **({"output": self.output} if self.kind == "finish_rejected" else {}),
+            **({"idempotency_key": self.idempotency_key}
+               if self.idempotency_key is not None else {}),
         }
 
 
