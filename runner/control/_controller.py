@@ -188,6 +188,13 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
+# The stack level of the UnmeteredUsage warning, so it points at the line that called run()
+# (_meter, _step, _run_sync, run, the caller) or arun() (_meter, _drive, arun, the caller).
+# no mutate: mutmut's trampolines add stack frames, so only a test outside mutmut can check them
+_RUN_DEPTH = 5  # pragma: no mutate
+_ARUN_DEPTH = 4  # pragma: no mutate
+
+
 class RunController:
     """Enforces budgets, deadlines, guards, no-progress, stopping rules, escalation and the
     kill switch.
@@ -739,7 +746,7 @@ class RunController:
 
     def _step(self, state: RunState, action: Any, execute: Callable[[ToolCall], Any],
               validate: Callable[[Any], Any]) -> None:
-        self._meter(state, action, 5)  # _meter, _step, _run_sync, run, its caller
+        self._meter(state, action, _RUN_DEPTH)
         try:
             verdict = self.on_action(state, action)
         except TypeError as e:
@@ -810,7 +817,7 @@ class RunController:
                     except Exception as e:
                         self._fail(state, _user_error("decide", e))
                         break
-                    self._meter(state, action, 4)  # _meter, _drive, arun, its caller
+                    self._meter(state, action, _ARUN_DEPTH)
                     try:
                         verdict = self.on_action(state, action)
                     except TypeError as e:
