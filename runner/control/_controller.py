@@ -708,7 +708,8 @@ class RunController:
             warnings.warn(UnmeteredUsage(
                 f"run {state.run_id}: decide returned a plain action, so no token usage or "
                 "cost was counted against the budget; return Turn(action, tokens=..., "
-                "cost_usd=...) to meter it"), stacklevel=depth)
+                "cost_usd=...) to meter it"),
+                stacklevel=depth)  # pragma: no mutate (see _RUN_DEPTH)
 
     def run(self, task: Any, decide: Decide, execute: Execute, *, run_id: str | None = None,
             data: dict[str, Any] | None = None) -> RunResult[Any]:
