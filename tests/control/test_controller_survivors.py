@@ -698,3 +698,63 @@ def test_dollar_figures_are_reported_to_the_nano_dollar() -> None:
     assert res.to_json()["usage"] == [[0, 0.1], [0, 0.2], [0, 0.0]]
     tiny = c.run("t", lambda s: Turn(Finish(s.step), cost_usd=4e-10), tools({}))
     assert tiny.cost_usd == 1e-9  # three steps of 0.4 nano-dollars
+
+
+# -- run() given async callables: each says which callable needs arun() --------------------------
+AWAITABLE = "returned an awaitable: use `await controller.arun(...)`"
+
+
+def test_run_names_the_async_callable_that_needs_arun() -> None:
+    async def async_decide(state: RunState) -> Finish:
+        return Finish(1)
+
+    async def async_execute(call: ToolCall) -> ToolResult:
+        return OK
+
+    async def async_validate(state: RunState, output: object) -> bool:
+        return True
+
+    c = RunController(Budget(max_steps=3, max_tokens=100), validate=lambda s, o: True)
+    with pytest.raises(TypeError) as e:
+        c.run("t", async_decide, tools({}))
+    assert str(e.value) == f"decide {AWAITABLE}"
+    res = c.run("t", script(ToolCall("x")), async_execute)
+    assert (res.reason, res.stop.detail) == (R.TOOL_ERROR, f"x failed fatally: TypeError: execute {AWAITABLE}")
+    checked = RunController(Budget(max_steps=1, max_tokens=100), validate=async_validate)
+    res = checked.run("t", script(Finish(1)), tools({}))
+    assert res.reason is R.STEP_BUDGET
+    assert [r.note for r in res.trace] == [
+        f"missing finish_check (the finish check raised TypeError: validate {AWAITABLE})"]
+
+
+# -- resuming keeps the driver's kind: run() resumes synchronously, arun() asynchronously --------
+def _asks_twice(state: RunState) -> Escalate | Finish:
+    return Escalate(f"go on? ({state.step})") if state.step < 2 else Finish(state.step)
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_a_run_result_resumes_synchronously_every_time(timed: bool) -> None:
+    c = RunController(budget(timed), validate=lambda s, o: True)
+    first = c.run("t", _asks_twice, tools({}))
+    second = first.resume(answer="yes")
+    assert isinstance(second, RunResult) and second.reason is R.NEEDS_HUMAN
+    third = second.resume(answer="yes")
+    assert isinstance(third, RunResult) and (third.reason, third.output) == (R.GOAL_MET, 2)
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_an_arun_result_resumes_asynchronously_every_time(timed: bool) -> None:
+    async def main() -> RunResult[Any]:
+        c = RunController(budget(timed), validate=lambda s, o: True)
+        first = await c.arun("t", _asks_twice, tools({}))
+        second = first.resume(answer="yes")
+        assert isinstance(second, Awaitable)
+        second = await second
+        assert second.reason is R.NEEDS_HUMAN
+        third = second.resume(answer="yes")
+        assert isinstance(third, Awaitable)
+        out: RunResult[Any] = await third
+        return out
+
+    third = anyio.run(main)
+    assert (third.reason, third.output) == (R.GOAL_MET, 2)
