@@ -198,21 +198,29 @@ async def _forever(*args: object) -> Any:
 
 
 def _timed(**kw: Any) -> RunController:
-    return RunController(Budget(max_steps=5, max_tokens=1000, max_seconds=0.05), **kw)
+    return RunController(Budget(max_steps=5, max_tokens=1000, max_seconds=0.2), **kw)
+
+
+def _now(action: Any) -> Callable[[RunState], Awaitable[Any]]:
+    """An async decide returning ``action`` at once (no worker thread to wait for)."""
+    async def decide(state: RunState) -> Any:
+        return action
+
+    return decide
 
 
 @pytest.mark.parametrize(("decide", "execute", "validate", "doing"), [
     (_forever, tools({}), lambda s, o: True, "waiting for decide"),
-    (script(ToolCall("search")), _forever, lambda s, o: True, "in search"),
-    (script(Finish(1)), tools({}), _forever, "in validate"),
+    (_now(ToolCall("search")), _forever, lambda s, o: True, "in search"),
+    (_now(Finish(1)), tools({}), _forever, "in validate"),
 ])
 def test_the_time_budget_names_what_it_cancelled(decide: Any, execute: Any, validate: Any,
                                                  doing: str) -> None:
     for how in ("run", "arun"):  # a timed run() drives the loop in anyio too
         res = drive(how, _timed(validate=validate), decide, execute)
         assert res.stop.to_json() == {
-            "reason": "time_budget", "condition": {"type": "MaxTime", "name": "max_seconds=0.05"},
-            "detail": f"the 0.05-second time budget ran out {doing}", "step": res.steps}
+            "reason": "time_budget", "condition": {"type": "MaxTime", "name": "max_seconds=0.2"},
+            "detail": f"the 0.2-second time budget ran out {doing}", "step": res.steps}
 
 
 def test_a_tool_past_its_own_timeout_is_cancelled_and_named() -> None:
