@@ -183,8 +183,16 @@ class _Failed(Exception):
 
 
 def _first_line(e: BaseException) -> str:
+    """``Type: first line of the message`` (the type alone for an empty message)."""
     first = (str(e).splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first}".rstrip(": ")
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+# The stack level of the UnmeteredUsage warning, so it points at the line that called run()
+# (_meter, _step, _run_sync, run, the caller) or arun() (_meter, _drive, arun, the caller).
+# no mutate: mutmut's trampolines add stack frames, so only a test outside mutmut can check them
+_RUN_DEPTH = 5  # pragma: no mutate
+_ARUN_DEPTH = 4  # pragma: no mutate
 
 
 class RunController:
@@ -263,10 +271,6 @@ class RunController:
         if self.stop_when is None:
             return None
         stop: Stop | None = _call("stop_when", self.stop_when.check, point)
-        if stop is not None and stop.reason is StopReason.GOAL_MET:
-            raise _Failed(ContractViolation("stop_when"),
-                          "stop_when cannot end a run with goal_met (only a checked finish or "
-                          "an early-stop rule can)")
         return stop
 
     def _timed(self, point: Checkpoint) -> Stop | None:
@@ -282,10 +286,11 @@ class RunController:
             raise RuntimeError(f"run {state.run_id} already stopped ({state.stop.reason})")
 
     def _end(self, state: RunState, stop: Stop, output: Any = _NO_OUTPUT) -> Stop:
-        if stop.reason is StopReason.GOAL_MET and output is _NO_OUTPUT:
-            raise RuntimeError("goal_met needs an output")
-        if stop.reason is not StopReason.GOAL_MET and output is not _NO_OUTPUT:
-            raise RuntimeError("only goal_met carries an output")
+        if stop.reason is StopReason.GOAL_MET and output is _NO_OUTPUT:  # a condition's own stop
+            name = stop.condition.name
+            raise _Failed(ContractViolation(name),
+                          f"{name} cannot end a run with goal_met (only a checked finish or an "
+                          "early-stop rule can)")
         state.stop = stop
         state._output = output
         state.proposal = None
@@ -301,18 +306,15 @@ class RunController:
         if ks is not None and not state._alerted and ks.alert_due(state.cost_usd):
             state._alerted = True
             assert ks.cost_alert_usd is not None
-            ks.on_cost_alert(CostAlert(state.run_id, round(state.cost_usd, 9), ks.cost_alert_usd))
+            ks.on_cost_alert(CostAlert(state.run_id, _usd(state.cost_usd), ks.cost_alert_usd))
 
     def _settle(self, state: RunState) -> None:
         """Release the step's lease and add what was spent since the last settlement."""
-        ks = self.kill_switch
-        if ks is None or state._admission is None:
+        if state._admission is None:
             return
-        spent = round(state.cost_usd - state._settled_usd, 9)
+        ks, admission = state._admission
         lease, state._lease = state._lease, None
-        if lease is None and spent <= 0:
-            return
-        ks.settle(state._admission, lease, spent)
+        ks.settle(admission, lease, _usd(state.cost_usd - state._settled_usd))
         state._settled_usd = state.cost_usd
 
     def _flag(self, state: RunState) -> Stop | None:
@@ -325,12 +327,12 @@ class RunController:
 
     def _reserve(self, state: RunState) -> Stop | None:
         """Reserve this step's spend under the daily ceiling (a lease); refuse if none is left."""
-        ks = self.kill_switch
-        if ks is None or state._admission is None:
+        if state._admission is None:
             return None
+        ks, admission = state._admission
         try:
             self._settle(state)
-            lease, left = ks.reserve(state._admission, state.run_id)
+            lease, left = ks.reserve(admission, state.run_id)
         except ControlError as e:  # the ledger is unusable: fail closed
             raise _Failed(UserCodeError("kill_switch.ledger"), str(e)) from None
         if left is None:
@@ -341,7 +343,7 @@ class RunController:
                         f"today's spend ceiling leaves ${left:.4f}; a step reserves ${want:.4f}",
                         state.step)
         state._lease = lease
-        state.daily_remaining_usd = round(state.cost_usd + left, 9)
+        state.daily_remaining_usd = _usd(state.cost_usd + left)
         return None
 
     def _rules_first(self, state: RunState) -> tuple[Stop | None, list[str]]:
@@ -378,7 +380,7 @@ class RunController:
         state.started_at = self.clock()
         state._limits = (self.budget, self.clock)
         if admission is not None:
-            state._admission = admission
+            state._admission = (self.kill_switch, admission)  # the kill switch that admitted it
             state.daily_remaining_usd = admission.remaining_usd
         return state
 
@@ -482,7 +484,7 @@ class RunController:
         if self.idempotency is None or self.guard is None:
             return
         key = self.guard.idempotency_key(call)
-        if key is None or key in state._idempotency:
+        if key is None:
             return
         try:
             earlier = self.idempotency.get(key)
@@ -526,7 +528,6 @@ class RunController:
             checks.append((rule, rep))
         if report is not None:
             if not isinstance(report, PredicateReport | bool):
-                state.proposal = None
                 return self._fail(state, _contract("validate", report))
             checks.append((self._gate, PredicateReport.of(report, "finish_check")))
         if not checks:
@@ -637,12 +638,12 @@ class RunController:
         goal = stop.reason is StopReason.GOAL_MET
         return RunResult.build(
             stop=stop,
-            output=state._output if goal else _NO_OUTPUT,
+            output=state._output,  # _end left _NO_OUTPUT unless goal_met
             run_id=state.run_id,
             steps=state.step,
             tool_calls=state.tool_calls,
             tokens=state.tokens,
-            cost_usd=round(state.cost_usd, 9),
+            cost_usd=_usd(state.cost_usd),
             trace=tuple(state.trace),
             data=dict(state.data),
             handoff=None if goal else build_handoff(state, stop),
@@ -669,7 +670,7 @@ class RunController:
     def _record(self, state: RunState) -> dict[str, Any]:
         return {"task": _replayable(state.task), "controls": self.describe(),
                 "last_action": _action_json(state.last_action),
-                "usage": [[t, round(c, 9)] for t, c in state.usage]}
+                "usage": [[t, _usd(c)] for t, c in state.usage]}
 
     # -- resuming after a human decision ----------------------------------------------------
     def reopen(self, state: RunState, *, approvals: frozenset[str] | set[str] = frozenset(),
@@ -697,7 +698,9 @@ class RunController:
         if not self.rules and self.validate is None:
             raise ValueError("a run needs a finish check: pass validate= or rules=")
 
-    def _meter(self, state: RunState, action: Any) -> None:
+    def _meter(self, state: RunState, action: Any, depth: int) -> None:
+        """Count a decision that reported no usage; warn once per run, ``depth`` frames up
+        (at the line that called run() or arun())."""
         if isinstance(action, Turn) or (self.budget.max_tokens is None
                                         and self.budget.max_cost_usd is None):
             return
@@ -707,7 +710,8 @@ class RunController:
             warnings.warn(UnmeteredUsage(
                 f"run {state.run_id}: decide returned a plain action, so no token usage or "
                 "cost was counted against the budget; return Turn(action, tokens=..., "
-                "cost_usd=...) to meter it"), stacklevel=4)
+                "cost_usd=...) to meter it"),
+                stacklevel=depth)  # pragma: no mutate (see _RUN_DEPTH)
 
     def run(self, task: Any, decide: Decide, execute: Execute, *, run_id: str | None = None,
             data: dict[str, Any] | None = None) -> RunResult[Any]:
@@ -741,11 +745,11 @@ class RunController:
                 self._end(state, _interrupted(state, "ctrl-c"))
         finally:
             self._settle(state)
-        return self.result(state, _resume=self._resumer(state, decide, execute, False))
+        return self.result(state, _resume=self._resumer(state, decide, execute))
 
     def _step(self, state: RunState, action: Any, execute: Callable[[ToolCall], Any],
               validate: Callable[[Any], Any]) -> None:
-        self._meter(state, action)
+        self._meter(state, action, _RUN_DEPTH)
         try:
             verdict = self.on_action(state, action)
         except TypeError as e:
@@ -782,7 +786,7 @@ class RunController:
         self._check_runnable()
         state = self.start(task, run_id=run_id, data=data)
         try:
-            return await self._drive(state, decide, execute, self.budget.timed)
+            return await self._drive(state, decide, execute, self.budget.timed, from_async=True)
         except anyio.get_cancelled_exc_class():
             # no mutate: nothing below awaits, so the shield is defensive and False behaves alike
             with anyio.CancelScope(shield=True):  # pragma: no mutate
@@ -794,7 +798,7 @@ class RunController:
             raise
 
     async def _drive(self, state: RunState, decide: Decide, execute: Execute,
-                     threaded: bool) -> RunResult[Any]:
+                     threaded: bool, *, from_async: bool = False) -> RunResult[Any]:
         async def invoke(fn: Callable[..., Any], *args: Any) -> Any:
             # no mutate: a coroutine function sent to a thread returns its coroutine, awaited below
             if threaded and not inspect.iscoroutinefunction(fn):  # pragma: no mutate
@@ -804,9 +808,9 @@ class RunController:
             return await value if inspect.isawaitable(value) else value
 
         deadline = self._time
-        doing = "before the run"
+        doing: str  # what was under way when the deadline passed (set before every await)
         try:
-            with anyio.fail_after(_left(state)) if deadline is not None else _nothing():
+            with anyio.fail_after(_left(state)):
                 while state.stop is None:
                     if self.check_before_model(state) is not None:
                         break
@@ -816,7 +820,7 @@ class RunController:
                     except Exception as e:
                         self._fail(state, _user_error("decide", e))
                         break
-                    self._meter(state, action)
+                    self._meter(state, action, _ARUN_DEPTH)
                     try:
                         verdict = self.on_action(state, action)
                     except TypeError as e:
@@ -827,13 +831,13 @@ class RunController:
                         assert call is not None
                         doing = f"in {call.tool}"
                         limit = self.budget.timeout_for(call.tool)
-                        raw: Any = None
+                        raw: Any
                         try:
-                            with anyio.move_on_after(limit) if limit is not None else _nothing() as scope:
+                            with anyio.move_on_after(limit) as scope:
                                 raw = await invoke(execute, call)
                         except Exception as e:  # a crashing tool is a fatal tool failure
                             raw = _crashed(e)
-                        if scope is not None and scope.cancelled_caught:
+                        if scope.cancelled_caught:
                             assert limit is not None
                             self._end(state, Stop(StopReason.TIME_BUDGET,
                                                   ToolTimeout(call.tool, limit),
@@ -855,21 +859,19 @@ class RunController:
                                 self._fail(state, _contract("validate", None))
                                 break
                         self._decide_finish(state, verdict.finish, report)
-                    doing = "between steps"
         except TimeoutError:
             if state.stop is None:
                 assert deadline is not None
-                self._end(state, deadline.expired(Checkpoint(Phase.BEFORE_MODEL, state), doing))
+                # no mutate: MaxTime.expired reads only the step from its checkpoint, not the phase
+                point = Checkpoint(Phase.BEFORE_MODEL, state)  # pragma: no mutate
+                self._end(state, deadline.expired(point, doing))
         except KeyboardInterrupt:
             if state.stop is None:
                 self._end(state, _interrupted(state, "ctrl-c"))
-        finally:
-            if state.stop is not None:
-                self._settle(state)
-        return self.result(state, _resume=self._resumer(state, decide, execute, not threaded))
+        return self.result(state, _resume=self._resumer(state, decide, execute, from_async))
 
     def _resumer(self, state: RunState, decide: Decide, execute: Execute,
-                 is_async: bool) -> Callable[..., Any] | None:
+                 is_async: bool = False) -> Callable[..., Any] | None:
         if state.stop is None or state.stop.reason is not StopReason.NEEDS_HUMAN:
             return None
 
@@ -877,30 +879,22 @@ class RunController:
                    answer: str | None = None) -> Any:
             self.reopen(state, approvals=approvals, answer=answer)
             if is_async:
-                return self._drive(state, decide, execute, self.budget.timed)
+                return self._drive(state, decide, execute, self.budget.timed, from_async=True)
             return self._run_sync(state, decide, execute)
 
         return resume
 
 
-class _NoScope:
-    cancelled_caught = False
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _nothing() -> Any:
-    return _NoScope()
-
-
-def _left(state: RunState) -> float:
+def _left(state: RunState) -> float | None:
+    """The seconds left of the run's time budget (None: no time budget)."""
     left = state.remaining
-    assert left is not None and left.seconds is not None  # pragma: no mutate (for mypy only)
+    assert left is not None  # pragma: no mutate (for mypy only)
     return left.seconds
+
+
+def _usd(amount: float) -> float:
+    """A dollar figure rounded to the nano-dollar, so float noise (0.1 + 0.2) never shows."""
+    return round(amount, 9)
 
 
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -959,9 +953,7 @@ def _crashed(e: Exception) -> ToolResult:
 
 
 def _check_failed(e: Exception) -> PredicateReport:
-    first = (str(e).splitlines() or [""])[0]
-    return PredicateReport(missing=("finish_check",),
-                           detail=f"the finish check raised {type(e).__name__}: {first}".rstrip(": "))
+    return PredicateReport(missing=("finish_check",), detail=f"the finish check raised {_first_line(e)}")
 
 
 def _sync(value: Any, what: str) -> Any:
