@@ -786,18 +786,18 @@ def capture_case(record: Any, *, case_id: str | None = None,
     budget = dict(r.typed(controls["budget"], "$.controls.budget", dict, "an object"))
     limits = _clean(dict(r.typed(budget.pop("tool_limits", {}), "$.controls.budget.tool_limits",
                                  dict, "an object")))
-    notes = []
+    capped = ""
     seconds = budget.get("max_seconds")
     if isinstance(seconds, (int, float)) and seconds > MAX_EVAL_SECONDS:
         # an eval case runs for MAX_EVAL_SECONDS at most; a scripted replay waits for no model
         budget["max_seconds"] = MAX_EVAL_SECONDS
-        notes.append(f" (its wall-clock budget of {seconds:g} s is capped at "
-                     f"{MAX_EVAL_SECONDS:g} s for the replay)")
+        capped = (f" (its wall-clock budget of {seconds:g} s is capped at "
+                  f"{MAX_EVAL_SECONDS:g} s for the replay)")
     case: dict[str, Any] = {
         "format": EVAL_FORMAT,
         "id": case_id or f"captured_{record['run_id']}",
         "description": (f"captured from run {record['run_id']}, which stopped "
-                        f"{stop['reason']}: {stop.get('detail', '')}" + "".join(notes)),
+                        f"{stop['reason']}: {stop.get('detail', '')}{capped}"),
         "task": record["task"] if isinstance(record["task"], str) else display(record["task"], 300),
         "expect_stop": str(reason),
         "budget": {**_clean(budget), "tool_limits": limits},

@@ -69,7 +69,8 @@ def display(value: Any, limit: int = 120) -> str:
     try:
         text = canonical_bytes(value).decode("utf-8")  # pragma: no mutate (codec names ignore case)
     except FormatError:
-        text = json.dumps(value, default=repr, ensure_ascii=False, sort_keys=True)  # noqa: TID251
+        text = json.dumps(value, default=repr, sort_keys=True,  # noqa: TID251 - display only
+                          ensure_ascii=False)  # pragma: no mutate (None is as falsy as False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -20,6 +20,7 @@ from runner.control import (
     EvalCaseError,
     Finish,
     Guard,
+    Invalid,
     RunController,
     SideEffectRule,
     StopReason,
@@ -196,6 +197,17 @@ def test_a_malformed_record_is_named_by_its_path(rec: dict[str, Any], message: s
     with pytest.raises(EvalCaseError) as e:
         capture_case(rec, source="run.json")
     assert str(e.value) == f"run.json: {message}"
+
+
+def test_an_invalid_reply_whose_note_is_not_text_is_named() -> None:
+    ctl = RunController(Budget(max_steps=3, max_tokens=100), validate=lambda s, o: True)
+    rec = ctl.run("x", script(Turn(Invalid("bad json"), tokens=1), Turn(Finish(1), tokens=1)),
+                  tools({}), run_id="r-3").to_json()
+    assert capture_case(rec)["agent"]["turns"][0] == {"invalid": "bad json", "tokens": 1}
+    rec["trace"][0]["note"] = {"text": "bad json"}
+    with pytest.raises(EvalCaseError) as e:
+        capture_case(rec, source="run.json")
+    assert str(e.value) == "run.json: $.trace[0].note: must be a string"
 
 
 def test_the_cli_names_a_malformed_record_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
