@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -64,3 +65,18 @@ def merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
     """Fold: merge object results into the run state."""
     if result.ok and isinstance(result.data, dict):
         state.data.update(result.data)
+
+
+def edited(record: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A deep copy of ``record`` with the field at ``path`` set to ``value`` (the class
+    ``KeyError`` as the value deletes the field)."""
+    out = copy.deepcopy(record)
+    *parents, last = path
+    node = out
+    for key in parents:
+        node = node[key]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return out

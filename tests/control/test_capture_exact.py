@@ -5,7 +5,6 @@ field of the replay is caught (tests/control/mutation.py)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from runner.control import (
     capture_case,
     run_case,
 )
-from tests.control.conftest import merge, script, tools
+from tests.control.conftest import edited, merge, script, tools
 
 
 def rich_record(allow_last: bool = True) -> dict[str, Any]:
@@ -141,12 +140,7 @@ def test_capture_fills_a_step_with_no_recorded_action_and_keeps_a_structured_tas
 
 
 def broken(path: str, value: Any) -> dict[str, Any]:
-    record = copy.deepcopy(RECORD)
-    if value is KeyError:
-        del record[path]
-    else:
-        record[path] = value
-    return record
+    return edited(RECORD, (path,), value)
 
 
 RECORD = rich_record()

@@ -5,7 +5,6 @@ idempotency key of every side-effect call, not only the last one."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from runner.control import (
     run_case,
 )
 from runner.control._evals import MAX_EVAL_SECONDS
-from tests.control.conftest import merge, script, tools
+from tests.control.conftest import edited, merge, script, tools
 
 
 def record(budget: Budget | None = None) -> dict[str, Any]:
@@ -142,17 +141,7 @@ def test_a_wall_clock_budget_longer_than_an_eval_may_run_is_capped_and_said() ->
 
 
 def edit(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    """A copy of the record with the field at ``path`` set to ``value`` (KeyError: deleted)."""
-    rec = copy.deepcopy(RECORD)
-    *parents, last = path
-    node = rec
-    for key in parents:
-        node = node[key]
-    if value is KeyError:
-        del node[last]
-    else:
-        node[last] = value
-    return rec
+    return edited(RECORD, path, value)
 
 
 RECORD = record()
