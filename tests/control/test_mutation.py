@@ -1,6 +1,8 @@
-"""Mutation testing in CI: a bounded, deterministic mutmut run over the stopping rules, the
-budget and the kill switch (tests/control/mutation.py). Every mutant must be killed, or be one of the survivors
-explained below (equivalent mutants: the change cannot alter behaviour)."""
+"""Mutation testing in CI: a bounded, deterministic mutmut run over nine of the thirteen modules
+of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, conditions,
+budget, guards, kill switch, ledger, handoff, result and types). Every mutant must be killed, or
+be one of the survivors explained below (equivalent mutants: the change cannot alter
+behaviour)."""
 
 from __future__ import annotations
 
