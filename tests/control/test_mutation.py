@@ -1,6 +1,6 @@
-"""Mutation testing in CI: a bounded, deterministic mutmut run over nine of the thirteen modules
-of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, conditions,
-budget, guards, kill switch, ledger, handoff, result and types). Every mutant must be killed, or
+"""Mutation testing in CI: a bounded, deterministic mutmut run over seven of the thirteen modules
+of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, budget, kill
+switch, guards, ledger, handoff and result). Every mutant must be killed, or
 be one of the survivors explained below (equivalent mutants: the change cannot alter
 behaviour)."""
 
