@@ -103,16 +103,23 @@ class _Reader:
     def fail(self, path: str, msg: str) -> EvalCaseError:
         return EvalCaseError(f"{self.source}: {path}: {msg}")
 
-    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> dict[str, Any]:
+    def has(self, value: Any, path: str, required: Sequence[str]) -> dict[str, Any]:
+        """``value`` as an object holding every ``required`` field (the first one missing, in
+        that order, is named); other fields are left alone."""
         if not isinstance(value, dict):
             raise self.fail(path, "must be an object")
-        missing = required - set(value)
-        if missing:
-            raise self.fail(path, f"missing field {sorted(missing)[0]!r}")
-        unknown = set(value) - required - optional
+        for key in required:
+            if key not in value:
+                raise self.fail(path, f"missing field {key!r}")
+        return value
+
+    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> dict[str, Any]:
+        """An object with every ``required`` field and nothing beyond ``optional``."""
+        out = self.has(value, path, sorted(required))
+        unknown = set(out) - required - optional
         if unknown:
             raise self.fail(path, f"unknown field {sorted(unknown)[0]!r}")
-        return value
+        return out
 
     def typed(self, value: Any, path: str, kind: type | tuple[type, ...], what: str) -> Any:
         # a bool is an int to isinstance; it passes only where a boolean is asked for
@@ -124,6 +131,12 @@ class _Reader:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise self.fail(path, "must be a list of non-empty strings")
         return tuple(value)
+
+    def reason(self, value: Any, path: str) -> StopReason:
+        try:
+            return StopReason(value)
+        except ValueError:
+            raise self.fail(path, "must be one of " + ", ".join(StopReason)) from None
 
     def count(self, value: Any, path: str, minimum: int = 0) -> int:
         n = self.typed(value, path, int, "an integer")
@@ -171,10 +184,7 @@ class EvalCase:
         case_id = r.typed(top["id"], "$.id", str, "a string")
         task = r.typed(top["task"], "$.task", str, "a string")
         description = r.typed(top.get("description", ""), "$.description", str, "a string")
-        try:
-            expect = StopReason(top["expect_stop"])
-        except ValueError:
-            raise r.fail("$.expect_stop", "must be one of " + ", ".join(StopReason)) from None
+        expect = r.reason(top["expect_stop"], "$.expect_stop")
         expect_output = None
         if "expect_output" in top:
             eo = r.obj(top["expect_output"], "$.expect_output", set(), {"equals", "subset"})
@@ -688,19 +698,6 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
 
 
-_REASONS = tuple(str(x) for x in StopReason)
-
-
-def _fields(r: _Reader, value: Any, path: str, required: tuple[str, ...]) -> dict[str, Any]:
-    """``value`` as an object holding every ``required`` field (others are left alone: a run
-    record carries more than a replay reads)."""
-    if not isinstance(value, dict):
-        raise r.fail(path, "must be an object")
-    for key in required:
-        if key not in value:
-            raise r.fail(path, f"missing field {key!r}")
-    return value
-
 
 def capture_case(record: Any, *, case_id: str | None = None,
                  expect: StopReason | str | None = None, source: str = "<record>") -> dict[str, Any]:
@@ -718,12 +715,10 @@ def capture_case(record: Any, *, case_id: str | None = None,
     r = _Reader(source)
     if not isinstance(record, dict) or record.get("format") != "ect.run-record/1":
         raise r.fail("$.format", "must be 'ect.run-record/1' (a RunResult.to_json() record)")
-    _fields(r, record, "$", ("run_id", "stop", "steps", "trace", "controls", "usage", "task"))
-    stop = _fields(r, record["stop"], "$.stop", ("reason",))
-    if stop["reason"] not in _REASONS:
-        raise r.fail("$.stop.reason", "must be one of " + ", ".join(_REASONS))
-    controls = _fields(r, record["controls"], "$.controls",
-                       ("budget", "no_progress", "tool_failure"))
+    r.has(record, "$", ("run_id", "stop", "steps", "trace", "controls", "usage", "task"))
+    stop = r.has(record["stop"], "$.stop", ("reason",))  # (a record carries more than a replay reads)
+    recorded = r.reason(stop["reason"], "$.stop.reason")
+    controls = r.has(record["controls"], "$.controls", ("budget", "no_progress", "tool_failure"))
     trace = r.typed(record["trace"], "$.trace", list, "a list")
     usage = r.typed(record["usage"], "$.usage", list, "a list")
     steps = r.count(record["steps"], "$.steps")
@@ -731,7 +726,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         raise r.fail("$.steps", "the run made no decision: there is nothing to replay")
     if len(usage) != steps:
         raise r.fail("$.usage", f"must hold one [tokens, cost_usd] pair per step ({steps})")
-    reason = StopReason(expect if expect is not None else stop["reason"])
+    reason = StopReason(expect) if expect is not None else recorded
 
     by_step: dict[int, dict[str, Any]] = {}
     tools: dict[str, list[dict[str, Any]]] = {}
@@ -739,10 +734,10 @@ def capture_case(record: Any, *, case_id: str | None = None,
     verdicts: list[bool] = []
     for i, rec in enumerate(trace):
         p = f"$.trace[{i}]"
-        rec = _fields(r, rec, p, ("step", "kind"))
+        rec = r.has(rec, p, ("step", "kind"))
         kind, step = rec["kind"], r.count(rec["step"], p + ".step", 1)
         if kind in ("tool", "deduplicated"):
-            _fields(r, rec, p, ("tool", "args"))
+            r.has(rec, p, ("tool", "args"))
             tool = r.typed(rec["tool"], p + ".tool", str, "a string")
             args = {} if rec["args"] is None else rec["args"]  # (a call with no arguments)
             call = {"tool": tool, "args": r.typed(args, p + ".args", dict, "an object")}
@@ -767,7 +762,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         by_step[steps] = dict(last)
     condition = stop.get("condition")
     if (isinstance(condition, dict) and condition.get("type") == "FinishGate"
-            and stop["reason"] == "goal_met"):
+            and recorded is StopReason.GOAL_MET):
         verdicts.append(True)
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
@@ -797,7 +792,7 @@ def capture_case(record: Any, *, case_id: str | None = None,
         "format": EVAL_FORMAT,
         "id": case_id or f"captured_{record['run_id']}",
         "description": (f"captured from run {record['run_id']}, which stopped "
-                        f"{stop['reason']}: {stop.get('detail', '')}{capped}"),
+                        f"{recorded}: {stop.get('detail', '')}{capped}"),
         "task": record["task"] if isinstance(record["task"], str) else display(record["task"], 300),
         "expect_stop": str(reason),
         "budget": {**_clean(budget), "tool_limits": limits},
@@ -813,13 +808,13 @@ def capture_case(record: Any, *, case_id: str | None = None,
         case["expect_tools"] = ran
     guard = controls.get("guard")
     if guard:
-        g = _fields(r, guard, "$.controls.guard", ("allow", "approvals", "side_effects"))
+        g = r.has(guard, "$.controls.guard", ("allow", "approvals", "side_effects"))
         side = r.typed(g["side_effects"], "$.controls.guard.side_effects", dict, "an object")
         case["guard"] = {"allow": g["allow"], "approvals": g["approvals"], "side_effects": {
             t: _clean(r.typed(v, f"$.controls.guard.side_effects.{t}", dict, "an object"))
             for t, v in side.items()}}
     rules = r.typed(controls.get("rules") or [], "$.controls.rules", list, "a list")
-    rules = [_fields(r, x, f"$.controls.rules[{i}]", ("name", "predicates", "stop_early"))
+    rules = [r.has(x, f"$.controls.rules[{i}]", ("name", "predicates", "stop_early"))
              for i, x in enumerate(rules)]
     if any(x["predicates"] for x in rules):
         case["rules"] = [{"name": x["name"], "require": x["predicates"],
