@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from itertools import repeat
 
 from runner.store._errors import ProofInvalid
 
@@ -36,6 +37,7 @@ __all__ = [
 HASH_SIZE = 32
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 _sha256 = hashlib.sha256
+_digest = type(_sha256()).digest  # the unbound ``.digest``: maps over hash objects in C
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -75,10 +77,56 @@ class Accumulator:
     def root(self) -> bytes:
         if not self._stack:
             return EMPTY_ROOT
-        r = self._stack[-1]
-        for h in reversed(self._stack[:-1]):
-            r = _sha256(b"\x01" + h + r).digest()
-        return r
+        return _fold(self._stack)
+
+    def extend(self, leaves: Sequence[bytes], roots_at: Collection[int] = ()) -> dict[int, bytes]:
+        """Append ``leaves`` in order, exactly as one :meth:`append` each, and return the root
+        of every tree size in ``roots_at`` that the tree passes through (``size < k <= size +
+        len(leaves)``), as :meth:`root` would have returned it at that size.
+
+        Built a level at a time: every node of a level is hashed in one pass over the level
+        (no Python-level loop per leaf), so a batch costs about one sha256 call per leaf.
+        """
+        start = self.size
+        end = start + len(leaves)
+        if end == start:
+            return {}
+        # The pending perfect subtrees of the old tree, by height (the stack is largest first).
+        pending = dict(zip((h for h in reversed(range(start.bit_length())) if start >> h & 1),
+                           self._stack, strict=True))
+        levels: list[tuple[int, list[bytes]]] = []  # per height: (index of the first node, nodes)
+        nodes = list(leaves)
+        for height in range(end.bit_length()):
+            base = start >> height
+            if height in pending:  # a left sibling waiting for its right half
+                nodes.insert(0, pending[height])
+                base -= 1
+            levels.append((base, nodes))
+            pairs = iter(nodes)
+            nodes = list(map(_digest, map(_sha256, map(b"".join, zip(repeat(b"\x01"), pairs,
+                                                                        pairs)))))
+        self._stack = [levels[h][1][-1] for h in reversed(range(end.bit_length())) if end >> h & 1]
+        self.size = end
+        roots: dict[int, bytes] = {}
+        for k in sorted(set(roots_at)):
+            if start < k <= end:
+                parts, offset = [], 0
+                for h in reversed(range(k.bit_length())):
+                    if k >> h & 1:
+                        base, level = levels[h]
+                        parts.append(level[(offset >> h) - base])
+                        offset += 1 << h
+                roots[k] = _fold(parts)
+        return roots
+
+
+def _fold(subtrees: list[bytes]) -> bytes:
+    """The RFC tree's root from its perfect subtrees' roots (largest first), folded from the
+    right."""
+    r = subtrees[-1]
+    for h in reversed(subtrees[:-1]):
+        r = _sha256(b"\x01" + h + r).digest()
+    return r
 
 
 def root(leaves: Sequence[bytes]) -> bytes:
