@@ -10,7 +10,6 @@ is removed on any failure before the rename.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +50,8 @@ def atomic_write(
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
+    import secrets  # here, not at the top: it loads `random`, which reading never needs
+
     tmp = directory / f".{target.name}.tmp-{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     try:

@@ -13,7 +13,6 @@ import errno
 import os
 import re
 import stat
-import tomllib
 from typing import Any
 
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES
@@ -132,6 +131,8 @@ def loads_toml(data: bytes, *, max_depth: int = MAX_DEPTH, what: str = "TOML") -
             raise FormatError(
                 f"{what}: line {lineno} has more than {MAX_TOML_DOTS_PER_LINE} dotted parts"
             )
+    import tomllib  # here, not at the top: `ect verify` and `ect --help` never parse TOML
+
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from runner.canonical import JsonObject
+if TYPE_CHECKING:  # an annotation only: `ect --help` does not import the library
+    from runner.canonical import JsonObject
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_OK,

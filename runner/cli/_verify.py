@@ -16,6 +16,11 @@ if TYPE_CHECKING:  # the verifier is imported by the command itself: `ect --help
 __all__ = ["COMMANDS", "verify_command"]
 
 
+COMPILED_FROM_BYTES = 256 * 1024
+"""From this size of the three files together, ``ect verify`` decodes them with the compiled
+(msgspec) parser; below it, with the pure-Python reference parser, which decides identically and
+on small files finishes before msgspec would have loaded (docs/formats.md, "Bounds")."""
+
 MAX_VERIFY_INPUT_BYTES = 16 * 1024 * 1024
 """Each of the three files ``ect verify`` reads is at most 16 MiB (docs/formats.md, "Bounds"):
 that bounds the verifier's time and memory on hostile input. A larger file is malformed input
@@ -138,7 +143,10 @@ def verify_command(
             ((contract, "contract"), (ledger, "ledger"), (certificate, "certificate"))]
     too_big = [n for n, data in zip(("contract", "ledger", "certificate"), read, strict=True)
                if data is None]
-    decision, checks = verify_bytes(*(b"" if d is None else d for d in read), explain=explain)
+    texts = [b"" if d is None else d for d in read]
+    # The compiled parser pays for loading msgspec only on large files (same decision either way).
+    decision, checks = verify_bytes(*texts, explain=explain,
+                                    compiled=sum(map(len, texts)) >= COMPILED_FROM_BYTES)
     if too_big:
         decision = _oversized(decision, too_big)
     sys.stdout.write(canonical_bytes(decision.to_json()).decode("utf-8") + "\n")

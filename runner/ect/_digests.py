@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from runner.canonical import canonical_bytes, digest, digest_bytes
@@ -60,6 +61,12 @@ def _plain_receipt(r: Receipt) -> bool:
     return types <= _STR_OR_NONE
 
 
+_MSGSPEC_FROM_RECEIPTS = 1000
+"""A ledger of plain receipts is encoded by msgspec (the same bytes as RFC 8785, faster) when
+msgspec is loaded already or the ledger has at least this many receipts; a one-shot
+``ect verify`` of a small ledger does not load msgspec for it."""
+
+
 def _ledger_sort_key(receipt: Receipt) -> tuple[str, bytes]:
     # Sorted by receipt_id; equal ids (a binding failure, but still hashable) by their bytes,
     # so the digest never depends on the order receipts arrived in.
@@ -74,7 +81,11 @@ def ledger_digest(ledger: Ledger) -> str:
     else:
         ordered = sorted(ledger.receipts, key=_ledger_sort_key)
     payload = {"task_id": ledger.task_id, "receipts": [r.to_json() for r in ordered]}
-    if type(ledger.task_id) is str and all(_plain_receipt(r) for r in ordered):
+    if (
+        type(ledger.task_id) is str
+        and ("msgspec" in sys.modules or len(ordered) >= _MSGSPEC_FROM_RECEIPTS)
+        and all(_plain_receipt(r) for r in ordered)
+    ):
         try:
             import msgspec  # imported on first use: `import runner.ect` stays light
 

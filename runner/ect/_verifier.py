@@ -634,14 +634,26 @@ def _loads_all(texts: Sequence[bytes | str]) -> tuple[list[Any], list[Reason]]:
 
 
 def verify_bytes(
-    contract: bytes | str, ledger: bytes | str, certificate: bytes | str, *, explain: bool = False
+    contract: bytes | str,
+    ledger: bytes | str,
+    certificate: bytes | str,
+    *,
+    explain: bool = False,
+    compiled: bool = True,
 ) -> tuple[Decision, list[Check]]:
     """Verify three JSON documents as read from files (what ``ect verify`` does). Never raises.
 
     Text that is not strict JSON (truncated, duplicate keys, NaN, 1e400, bad UTF-8, nesting
     deeper than 64) is ``continue`` with ``adapter.malformed_json``. Returns the decision and,
     when ``explain``, the check rows.
+
+    ``compiled=False`` parses with the pure-Python reference parser only: the same decision and
+    rows (the compiled parser only ever accepts what the reference accepts, producing the same
+    objects), without loading msgspec -- what a one-shot process on small files wants, since
+    loading it costs more than it saves there.
     """
+    if not compiled:
+        return _verify_bytes_reference(contract, ledger, certificate, explain=explain)
     try:
         # The compiled fast path accepts only what the reference parser accepts, producing the
         # same typed objects; on any doubt it declines and the reference path below decides
