@@ -69,8 +69,17 @@ check: install-test
 	$(VPY) -m ruff check runner tests benchmarks
 	$(VPY) -m mypy
 
+# Every benchmark prints its headline (ours vs the baseline measured in the same run) last;
+# after all of them ran, the headlines are printed again together.
 bench: install-test
-	for b in benchmarks/*.py; do $(VPY) $$b || exit 1; done
+	@heads=$$(mktemp); out=$$(mktemp); trap 'rm -f "$$heads" "$$out" "$$out.rc"' EXIT; \
+	for b in benchmarks/*.py; do \
+		echo "== $$b"; \
+		{ $(VPY) -u $$b; echo $$? > "$$out.rc"; } | tee "$$out"; \
+		[ "$$(cat "$$out.rc")" = 0 ] || { echo "$$b failed" >&2; exit 1; }; \
+		tail -n 1 "$$out" >> "$$heads"; \
+	done; \
+	echo "== headlines"; cat "$$heads"
 
 clean-venv:
 	rm -rf $(VENV)
