@@ -10,7 +10,8 @@ import os
 import re
 import sqlite3
 import struct
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from hashlib import sha256 as _sha256
 from itertools import repeat
@@ -139,6 +140,7 @@ def check_connection(
     public_key: Ed25519PublicKey | None = None,
     external: Path | None = None,
     require_external: bool = True,
+    reopen: Callable[[], sqlite3.Connection] | None = None,
 ) -> CheckResult:
     """Verify the store behind ``conn``; raise the first damage found, else describe it.
 
@@ -146,11 +148,70 @@ def check_connection(
     stored checkpoint and the external checkpoint (signatures and chain head), both journals.
     Full adds step 0 (SQLite integrity_check), re-hashes every body, recomputes the Merkle root at
     every checkpoint, checks every stored checkpoint's signature and every blob (step 8).
+
+    ``reopen`` opens another read-only connection to the same file. With it, full verification
+    runs step 0 on that connection in a thread while this one makes the other steps (SQLite
+    works without the GIL), and still reports what the steps in order would: when step 0 finds
+    damage, that is the error, whatever the later steps found.
     """
     try:
-        return _check(conn, path, full, public_key, external, require_external)
+        if not (full and reopen is not None):
+            return _check(conn, path, full, public_key, external, require_external, True)
+        step0 = _IntegrityCheck(reopen)
+        step0.start()
+        try:
+            res = _check(conn, path, full, public_key, external, require_external, False)
+        except Exception:
+            step0.settle(conn, path)
+            raise
+        step0.settle(conn, path)
+        return res
     except (sqlite3.Error, UnicodeDecodeError) as e:
         raise unreadable(e, path) from e
+
+
+def _integrity_check(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+    """Step 0: SQLite's integrity_check (not quick_check: it also proves every index matches
+    its table)."""
+    rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    if rows != ["ok"]:
+        raise FileCorrupt(f"{path}: SQLite integrity_check: {'; '.join(map(str, rows[:3]))}")
+
+
+class _IntegrityCheck(threading.Thread):
+    """Step 0 on a connection of its own, beside the other steps."""
+
+    def __init__(self, reopen: Callable[[], sqlite3.Connection]) -> None:
+        super().__init__(name="ect-store-integrity-check", daemon=True)
+        self._reopen = reopen
+        self._opened = False
+        self._rows: list[Any] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            conn = self._reopen()
+        except BaseException:  # no second connection: settle() checks on the first one
+            return
+        self._opened = True
+        try:
+            self._rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        except BaseException as e:  # raised by settle(), in the caller's thread
+            self._error = e
+        finally:
+            conn.close()
+
+    def settle(self, conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
+        """Wait for step 0 and raise what it found (as the first step would have)."""
+        self.join()
+        if not self._opened:
+            _integrity_check(conn, path)
+        elif self._error is not None:
+            raise self._error
+        elif self._rows != ["ok"]:
+            raise FileCorrupt(
+                f"{path}: SQLite integrity_check: {'; '.join(map(str, self._rows[:3]))}"
+            )
 
 
 def _check(
@@ -160,13 +221,12 @@ def _check(
     public_key: Ed25519PublicKey | None,
     external: Path | None,
     require_external: bool,
+    step0: bool,
 ) -> CheckResult:
-    # 0. The file itself (full only: costs a pass over every page and index).
-    if full:
-        # integrity_check (not quick_check): it also proves every index matches its table.
-        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
-        if rows != ["ok"]:
-            raise FileCorrupt(f"{path}: SQLite integrity_check: {'; '.join(map(str, rows[:3]))}")
+    # 0. The file itself (full only: costs a pass over every page and index), unless a thread
+    # of check_connection does it beside the other steps.
+    if full and step0:
+        _integrity_check(conn, path)
     check_identity(conn, path)
     # 1. Schema: exactly the tables, index and append-only triggers a new store has.
     diffs = schema_differences(conn)

@@ -157,7 +157,8 @@ def verify_store(
         return _damaged(e, full)
     try:
         try:
-            res = check_connection(conn, target, full=full, public_key=public_key, external=ext)
+            res = check_connection(conn, target, full=full, public_key=public_key, external=ext,
+                                   reopen=lambda: _open_ro(target, busy_timeout_s))
         except StoreDamaged as e:
             return _damaged(e, full)
     finally:

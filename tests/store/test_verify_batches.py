@@ -5,7 +5,9 @@ relative to a batch boundary."""
 from __future__ import annotations
 
 import hashlib
+import random
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from runner.store import (
     Store,
     StoreReport,
     _check,
+    _verify,
     checkpoint_path,
     generate_key,
     merkle,
@@ -179,3 +182,49 @@ def test_gap_names_the_missing_record(sealed: Path) -> None:
         rep = verify_store(sealed, full=full)
         assert (rep.damage, rep.first_bad_seq, rep.detail) == (
             "tamper", 9, "record 9 is missing (next stored is 10)")
+
+
+def test_integrity_check_runs_beside_the_other_steps(
+    sealed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    real_run = _check._IntegrityCheck.run
+
+    def run(self: _check._IntegrityCheck) -> None:
+        threads.append(threading.current_thread().name)
+        real_run(self)
+
+    monkeypatch.setattr(_check._IntegrityCheck, "run", run)
+    assert verify_store(sealed, full=True).ok
+    assert threads == ["ect-store-integrity-check"]
+    assert verify_store(sealed).ok  # quick verification has no step 0
+    assert threads == ["ect-store-integrity-check"]
+
+
+def test_damage_found_beside_the_other_steps_is_reported_as_in_order(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Byte flips anywhere in the file: the report of full verification with step 0 in its own
+    thread equals the report with every step in order on one connection (step 0 first)."""
+    real = _verify.check_connection
+
+    def in_order(*args: Any, reopen: Any = None, **kwargs: Any) -> Any:
+        return real(*args, **kwargs)
+
+    data = template.read_bytes()
+    rng = random.Random(30)
+    kinds: set[str | None] = set()
+    for k in range(30):
+        buf = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(100, len(buf))
+            buf[at] ^= 1 << rng.randrange(8)
+        path = tmp_path / f"m{k}.db"
+        path.write_bytes(bytes(buf))
+        shutil.copyfile(checkpoint_path(template), checkpoint_path(path))
+        beside = _report(verify_store(path, full=True))
+        with monkeypatch.context() as m:
+            m.setattr(_verify, "check_connection", in_order)
+            assert _report(verify_store(path, full=True)) == beside, k
+        kinds.add(beside[1])
+    assert "corrupt" in kinds and len(kinds) >= 2, kinds
