@@ -7,6 +7,7 @@ the command's own work.
 
 Baseline (measured in the same run, interleaved round by round so load on a shared machine hits
 all three alike): `python -I -c pass` with the same interpreter, the floor of any Python CLI.
+For scale, the table also times `python -c 'import click'`, the start of any click program.
 Target: each command at most 4x the baseline. The headline is the worse of the two ratios, from
 the median wall time of each command over the rounds.
 
@@ -83,6 +84,9 @@ def main() -> None:
         "ect verify (aggregation example)": ([*ect, *verify], 0, env, REPO),
     }
     ours = list(commands)[1:]
+    # Not ours, for scale: the start of any click program (what `ect --help` cannot go below).
+    commands["for scale: python -c 'import click'"] = (
+        [sys.executable, "-I", "-c", "import click"], 0, env, REPO)
     if args.before is not None:
         # `python -m` puts the working directory first on sys.path: run from that checkout.
         where = args.before.resolve()
