@@ -12,7 +12,7 @@ study cell does, through the executor interface the run loop uses (``LocalExecut
 The sides take turns in rounds so load from other processes hits each alike. Also measured:
 the per-call latency with one call in flight, local vs Ray, interleaved (what Ray adds to each
 call), and the Ray hop alone (an empty actor call: scheduling, serialisation, the round trip).
-Target (DESIGN §10): 2 nodes >= 1.8x one node. All "nodes" here share this machine's cores, so the 2-node figure is bounded by the cores that
+Target (docs/distributed.md): 2 nodes >= 1.8x one node. All "nodes" here share this machine's cores, so the 2-node figure is bounded by the cores that
 are free, not by Ray: see docs/distributed.md for how to read it.
 
 Usage: python benchmarks/distributed.py [--calls N] [--rounds R]

@@ -1,4 +1,4 @@
-"""Verifier throughput: certificate checks per second on one core (DESIGN §10).
+"""Verifier throughput: certificate checks per second on one core (README.md, Development).
 
 Workload: the worked aggregation example of docs/formats.md (10-receipt ledger, 2-slot
 certificate, complete). One *check* is what `ect verify` does after reading the files:

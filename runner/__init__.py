@@ -1,6 +1,6 @@
 """ect-runner: Evidence-Carrying Termination and the sandboxed closed-loop study runner.
 
-Subpackages, each importing only from those before it (DESIGN §2)::
+Subpackages, each importing only from those before it (tests/test_layering.py checks it)::
 
     canonical -> ect -> worlds -> sandbox -> store -> providers -> control
       -> integrations -> policies -> loop -> study -> analysis -> view -> cli

@@ -1,4 +1,4 @@
-"""DESIGN §2: each subpackage of runner/ imports only from those before it (no cycles)."""
+"""Layering: each subpackage of runner/ imports only from those before it (no cycles)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Analysis: the static study, the closed-loop hypotheses, tables and reports (DESIGN §9)."""
+"""Analysis: the static study, the closed-loop hypotheses, tables and reports (docs/analysis.md)."""
 
 from runner.analysis._closed import (
     analyse_closed_loop,

@@ -1,4 +1,5 @@
-"""Statistics for the prespecified endpoints (DESIGN §9; the ECT paper's "Endpoints and Inference").
+"""Statistics for the prespecified endpoints (docs/analysis.md; the ECT paper's "Endpoints and
+Inference").
 
 - exact two-sided McNemar test on paired binary indicators (scipy's exact binomial test on the
   discordant pairs);

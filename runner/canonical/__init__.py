@@ -1,4 +1,4 @@
-"""Canonical JSON (RFC 8785), domain-separated digests and strict JSON parsing (DESIGN §3.1).
+"""Canonical JSON (RFC 8785), domain-separated digests and strict JSON parsing (docs/formats.md §1).
 
 Everything that is hashed or signed goes through :func:`canonical_bytes` and :func:`digest`;
 nothing in digest code calls ``json.dumps``.

@@ -10,7 +10,7 @@ from runner.canonical._jcs import canonical_bytes
 
 __all__ = ["DOMAINS", "Domain", "digest", "digest_bytes", "is_digest", "raw_digest"]
 
-# The domains of DESIGN §3.1. Part of the wire format: adding one is a format change.
+# The domains of docs/formats.md §1. Part of the wire format: adding one is a format change.
 Domain = Literal[
     "ect/task-descriptor/v1",
     "ect/ledger/v1",

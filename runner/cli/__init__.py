@@ -1,4 +1,4 @@
-"""The ``ect`` command line: a thin layer over the library (DESIGN §2).
+"""The ``ect`` command line: a thin layer over the library (README.md).
 
 Each command module builds one library object, calls one method, and maps the error root to an
 exit code and a one-line message (see :mod:`runner.cli._common`).

@@ -1,4 +1,4 @@
-"""``ect verify``: the ECT verifier on three JSON files (DESIGN §3.2, docs/formats.md)."""
+"""``ect verify``: the ECT verifier on three JSON files (docs/formats.md)."""
 
 from __future__ import annotations
 

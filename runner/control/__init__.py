@@ -1,4 +1,4 @@
-"""Stop controls for any agent loop (DESIGN §1, §8; issue 9).
+"""Stop controls for any agent loop (docs/control.md).
 
 Every run ends for a reason chosen in advance: exactly one typed :class:`StopReason`, carried by
 a :class:`RunResult` whose output exists only for ``goal_met``. Budgets bound the run; stopping

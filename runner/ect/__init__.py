@@ -2,7 +2,7 @@
 
 An agent may return ``complete`` only when a typed certificate binds every required slot to
 valid, in-scope receipts and a deterministic replay of the closed transform language
-reconstructs every claimed value (DESIGN §3; docs/formats.md).
+reconstructs every claimed value (docs/formats.md).
 """
 
 from runner.ect._digests import (

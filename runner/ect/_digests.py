@@ -1,4 +1,4 @@
-"""The ECT digests of DESIGN §3.1/§3.2, all through :func:`runner.canonical.digest`."""
+"""The ECT digests of docs/formats.md §1-5, all through :func:`runner.canonical.digest`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The closed transform language's vocabulary: op names and exact parameter schemas (DESIGN §3.4).
+"""The closed transform language's vocabulary: op names and exact parameter schemas
+(docs/formats.md §7).
 
 This module knows nothing about receipts; it only says which ``(op, params)`` pairs are
 well formed. Replay lives in :mod:`runner.ect._transforms`.

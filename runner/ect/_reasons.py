@@ -1,4 +1,4 @@
-"""Reason codes, :class:`Reason` and :class:`Decision` (DESIGN §3.2, §3.3)."""
+"""Reason codes, :class:`Reason` and :class:`Decision` (docs/formats.md §6, §8)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from runner.ect._errors import WireFormatError
 
 __all__ = ["CHECK_FAMILIES", "REASON_CODES", "Decision", "Reason"]
 
-# Check families in the order the verifier runs them (DESIGN §3.3).
+# Check families in the order the verifier runs them (docs/formats.md §8).
 CHECK_FAMILIES: tuple[str, ...] = (
     "adapter",
     "binding",

@@ -1,4 +1,4 @@
-"""Exact replay of the closed transform language over cited receipts (DESIGN §3.4).
+"""Exact replay of the closed transform language over cited receipts (docs/formats.md §7).
 
 Arithmetic is exact: every number is lifted to a :class:`fractions.Fraction` (a float converts
 exactly), sums, means, differences and ratios are computed as rationals, and the result is

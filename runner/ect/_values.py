@@ -1,4 +1,4 @@
-"""The one comparison of a claimed value with the value it should be (DESIGN §3.2).
+"""The one comparison of a claimed value with the value it should be (docs/formats.md).
 
 ``tolerance.abs`` applies to numbers only; lists and strings compare exactly. The verifier's
 replay check (:mod:`runner.ect._verifier`), the study's outcome scoring against the gold answer
@@ -29,7 +29,8 @@ def _is_number(v: object) -> bool:
 def values_match(
     claimed: object, replayed: object, exact: Fraction | None = None, tolerance: int | float = 0
 ) -> bool:
-    """Whether a claimed value matches a replayed (or gold) one (DESIGN §3.2 ``tolerance.abs``).
+    """Whether a claimed value matches a replayed (or gold) one (docs/formats.md §3,
+    ``tolerance.abs``).
 
     The one comparison of a claimed value with the value it should be: the verifier's replay
     check, the study's scoring against gold and the static postconditions arm all call it.

@@ -1,4 +1,4 @@
-"""The ECT verifier: Algorithm 1 of the ECT paper as specified in DESIGN §3.3, fail closed.
+"""The ECT verifier: Algorithm 1 of the ECT paper as specified in docs/formats.md §8, fail closed.
 
 Steps (numbered as in the comments below; the paper's order):
 
@@ -524,7 +524,7 @@ def _run(
 
 
 def verify(contract: Contract, ledger: Ledger, certificate: Certificate) -> Decision:
-    """Decide ``complete`` or ``continue`` for typed inputs (DESIGN §3.3). Never raises."""
+    """Decide ``complete`` or ``continue`` for typed inputs (docs/formats.md §8). Never raises."""
     return _run(contract, ledger, certificate, frozenset())[0]
 
 

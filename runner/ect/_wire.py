@@ -1,4 +1,4 @@
-"""Typed, frozen wire objects of ECT with strict ``from_json`` / ``to_json`` (DESIGN §3.2).
+"""Typed, frozen wire objects of ECT with strict ``from_json`` / ``to_json`` (docs/formats.md).
 
 Every ``from_json`` fails closed: unknown fields, missing fields and wrong types raise
 :class:`WireFormatError` naming the path (``certificate.claims[1].transform.params: ...``).
@@ -240,7 +240,7 @@ def _str_tuple(obj: Any, path: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Descriptor:
-    """The frozen task descriptor; its digest is the *descriptor digest* (DESIGN §3.2)."""
+    """The frozen task descriptor; its digest is the *descriptor digest* (docs/formats.md)."""
 
     task_id: str
     family: str
@@ -280,7 +280,7 @@ class Descriptor:
 
 @dataclass(frozen=True, slots=True)
 class Transform:
-    """One op of the closed transform language with its exact params (DESIGN §3.4).
+    """One op of the closed transform language with its exact params (docs/formats.md §7).
 
     ``from_json`` checks the shape only (``op`` a string, ``params`` an object); whether the
     op exists and the params are exactly right is checked by :func:`runner.ect.check_transform`

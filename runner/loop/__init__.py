@@ -1,4 +1,4 @@
-"""The closed-loop trajectory engine and its independent outcome scoring (DESIGN §8)."""
+"""The closed-loop trajectory engine and its independent outcome scoring (docs/protocol.md)."""
 
 from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
 from runner.loop._scoring import score

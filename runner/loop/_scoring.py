@@ -1,4 +1,4 @@
-"""Outcome scoring (DESIGN §8), deliberately independent of the ECT verifier's code.
+"""Outcome scoring (docs/protocol.md, part 2), deliberately independent of the ECT verifier's code.
 
 It judges a finished trajectory against the dual-oracle gold answer and the recorded trace: a
 claim is *supported* when its slot is required, its value equals the gold value (within the

@@ -1,4 +1,5 @@
-"""The trajectory engine (DESIGN §8): one closed-loop cell from a checkpoint to one typed stop.
+"""The trajectory engine (docs/protocol.md, part 2): one closed-loop cell from a checkpoint to one
+typed stop.
 
 It drives :class:`runner.control.RunController` step by step, so budgets, the per-tool limits,
 the side-effect guard and the stop reasons are the stop-control library's, not a second

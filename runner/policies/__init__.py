@@ -1,5 +1,5 @@
 """Termination policies: the static arms, the closed-loop pipelines, planner I/O, frozen prompts
-and the simulated planner/critic behaviour (DESIGN §8; the ECT paper's policies)."""
+and the simulated planner/critic behaviour (docs/protocol.md, part 2; the ECT paper's policies)."""
 
 from runner.policies._actions import (
     ESCALATE_TOOL,

@@ -1,4 +1,4 @@
-"""The four closed-loop termination pipelines (DESIGN §8, issue 7 item 2).
+"""The four closed-loop termination pipelines (docs/protocol.md, part 2).
 
 A pipeline is asked only when the planner proposes to finish: ``await pipeline.on_finish(state,
 action)`` returns one :class:`PipelineDecision`. Pipelines are cheap and keep per-cell state

@@ -1,4 +1,4 @@
-"""Frozen prompt files and their digests (DESIGN §8: prompts are hashed into the study lock).
+"""Frozen prompt files and their digests (docs/protocol.md: prompts are hashed into the study lock).
 
 A prompt's digest is ``"sha256:" + sha256(file bytes)``: a plain file hash, checkable with
 ``sha256sum``, because prompts are text files rather than JSON objects.

@@ -1,4 +1,4 @@
-"""What the planner and the critics see, rendered into requests (DESIGN §8).
+"""What the planner and the critics see, rendered into requests (docs/protocol.md, part 2).
 
 Every request carries its view twice: a short human-readable summary, and the whole view as one
 canonical JSON block between ``<ect-view>`` tags, so a model (or the simulated responder, which

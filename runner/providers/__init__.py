@@ -1,4 +1,4 @@
-"""Model providers behind one async interface (DESIGN §7).
+"""Model providers behind one async interface (docs/providers.md).
 
 Adapters: :class:`GeminiProvider` (the real google-genai client, pinned down),
 :class:`OpenAICompatProvider` (chat completions over httpx) and :class:`SimulatedProvider`

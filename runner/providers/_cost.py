@@ -1,4 +1,4 @@
-"""Token prices: usage × a price table from the study spec (DESIGN §7)."""
+"""Token prices: usage × a price table from the study spec (docs/providers.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gemini through the real google-genai client, pinned down (DESIGN §7).
+"""Gemini through the real google-genai client, pinned down (docs/providers.md).
 
 Explicit API key only; ``vertexai=False``; ``api_version="v1beta"``; a timeout always set; SDK
 retries off (``HttpRetryOptions(attempts=1)``: our :class:`RetryPolicy` decides); both a sync

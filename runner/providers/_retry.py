@@ -1,6 +1,6 @@
 """The retry policy, as data fixed in the study lock, and the transport-failure classifier.
 
-The protocol (DESIGN §7): exactly one identical retry, and only after a transport failure before
+The protocol (docs/providers.md): exactly one identical retry, and only after a transport failure before
 any response byte (connection refused, reset or closed before a response head arrived, or the
 request could not be written). Everything else — any HTTP status including 429 and 5xx, a
 timeout once the request was delivered, a break after the response began, an unparseable body —

@@ -1,4 +1,4 @@
-"""The simulated provider: the embedded, deterministic, offline default (DESIGN §7).
+"""The simulated provider: the embedded, deterministic, offline default (docs/providers.md).
 
 Given the same request (which carries the cell's seed in ``metadata``) it returns the same bytes,
 every time, in every process: the responder gets a ``random.Random`` seeded from

@@ -1,4 +1,4 @@
-"""The typed provider interface: requests, responses, attempt records, results (DESIGN §7).
+"""The typed provider interface: requests, responses, attempt records, results (docs/providers.md).
 
 Every value here is a frozen dataclass with ``to_json()``; the JSON forms are what the attempt
 journal and the store keep. Nothing here ever holds the credential.

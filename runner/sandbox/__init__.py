@@ -1,4 +1,4 @@
-"""Deny-default sandbox for every synthetic tool call (DESIGN §5).
+"""Deny-default sandbox for every synthetic tool call (docs/sandbox.md).
 
 Backends: ``bwrap`` (Linux: bubblewrap + seccomp + Landlock + rlimits) and ``sandbox-exec``
 (macOS: the pinned ``worker.sb``). :func:`select_backend` picks the platform's own and raises

@@ -1,4 +1,4 @@
-"""Hash-chained, append-only run store with signed checkpoints and manifests (DESIGN §6).
+"""Hash-chained, append-only run store with signed checkpoints and manifests (docs/store.md).
 
 One SQLite file per run: records (record 0 is the header) in a hash chain, an RFC 6962 Merkle
 tree over their leaves, signed checkpoints inside the file and beside it, an attempt journal

@@ -1,4 +1,4 @@
-"""Signed final manifest (``ect export``) and its offline verification (DESIGN §6).
+"""Signed final manifest (``ect export``) and its offline verification (docs/store.md).
 
 The manifest file is the canonical JSON of::
 

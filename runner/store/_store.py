@@ -1,4 +1,4 @@
-"""The run store: one SQLite file, an append-only hash chain of records (DESIGN §6)."""
+"""The run store: one SQLite file, an append-only hash chain of records (docs/store.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The study: spec, canonical schedule, lock, preflight and execution (DESIGN §8).
+"""The study: spec, canonical schedule, lock, preflight and execution (docs/study.md).
 
 ``ect schedule build|lock``, ``ect preflight``, ``ect run``, ``ect resume``, ``ect export`` and
 ``ect replay`` are thin layers over this package.

@@ -1,4 +1,4 @@
-"""Executing a locked study: run, resume, export, replay (DESIGN §6, §8).
+"""Executing a locked study: run, resume, export, replay (docs/store.md, docs/study.md).
 
 Cells may run concurrently but are committed strictly in canonical order, each one atomically
 (``Store.append`` returns only after COMMIT). Every provider attempt is journaled before it is
@@ -145,7 +145,7 @@ class RunSettings:
     max_calls: int | None = None
     sandbox_backend: str | None = None
     # A signed checkpoint after every committed cell: deleting committed cells is then always
-    # detectable against the external checkpoint (DESIGN §6), at ~1 ms a cell.
+    # detectable against the external checkpoint (docs/store.md), at ~1 ms a cell.
     checkpoint_every: int = 1
     # Where sandboxed tool calls run: "local" (this machine) or "ray" (a Ray cluster at
     # ray_address, default $RAY_ADDRESS or "auto"); never part of a cell's result.

@@ -1,4 +1,4 @@
-"""``ect export``: the signed final manifest, only for a complete and valid store (DESIGN §6)."""
+"""``ect export``: the signed final manifest, only for a complete and valid store (docs/store.md)."""
 
 from __future__ import annotations
 

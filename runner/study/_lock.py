@@ -1,4 +1,4 @@
-"""The study lock: digests of everything that defines a run (DESIGN §8).
+"""The study lock: digests of everything that defines a run (docs/study.md).
 
 The lock pins the spec bytes, the schedule bytes, the task manifest, the prompts, the frozen
 generation config, the stop rules in force, the sandbox pins and the source tree. A lock is never rewritten silently:

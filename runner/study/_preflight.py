@@ -1,4 +1,4 @@
-"""Path-bound preflight (DESIGN §8): every check must pass before any provider use.
+"""Path-bound preflight (docs/study.md): every check must pass before any provider use.
 
 Checks, in order (cheap first; the sandbox probes run only when everything before them passed):
 

@@ -1,5 +1,5 @@
 """The study's records as typed, frozen values: schedule rows, cell results, audit groups and
-cell records (DESIGN §6, §8).
+cell records (docs/store.md, docs/study.md).
 
 Every writer (``run``) and every reader (``resume``, ``replay``, ``export``, the analysis) goes
 through these types, so a record's shape is defined once. ``from_json`` is strict: every field

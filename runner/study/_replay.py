@@ -1,4 +1,4 @@
-"""``ect replay``: re-score every cell from the store alone (DESIGN §6 "Blobs").
+"""``ect replay``: re-score every cell from the store alone (docs/store.md, "Blobs").
 
 For each committed cell the trajectory is run again with the same code, but the provider is a
 replay of the stored raw responses (each request the engine rebuilds must hash to the recorded

@@ -1,4 +1,4 @@
-"""Synthetic worlds, tools, six task families, dual oracles, faults and checkpoints (DESIGN §4).
+"""Synthetic worlds, tools, six task families, dual oracles, faults and checkpoints (docs/protocol.md).
 
 The benchmark half of the ECT study: every gold answer comes from two independent oracles
 (SQL over SQLite, pure Python), never from a model; every fault is a controlled intervention on

@@ -1,4 +1,4 @@
-"""The trusted adapter: one tool call and its response in, typed receipts out (DESIGN §3.2).
+"""The trusted adapter: one tool call and its response in, typed receipts out (docs/formats.md).
 
 Normalisation rules (part of the protocol; docs/protocol.md repeats them):
 

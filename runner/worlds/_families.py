@@ -1,7 +1,7 @@
 """The six task families: parameters chosen from a world, the contract, and both gold oracles.
 
-Every family has two required slots (DESIGN §4). Parameters are drawn from a :class:`Stream`
-named by the task id, among candidates that satisfy the family's preconditions:
+Every family has two required slots (docs/protocol.md, "Task families"). Parameters are drawn
+from a :class:`Stream` named by the task id, among candidates that satisfy the family's preconditions:
 
 * no missing value inside a metric scope (except the abstention window, which is all null);
 * at least one *corrected* cell inside the metric scope, so that fault U1 (a stale read of a
@@ -199,7 +199,7 @@ def _slot(
 
 
 def build_contract(task_id: str, family: str, world: World, params: dict[str, Any]) -> Contract:
-    """The trusted contract ``R_t`` of a task (DESIGN §3.2)."""
+    """The trusted contract ``R_t`` of a task (docs/formats.md)."""
     store = ("store",)
     p = params
     slots: dict[str, SlotSpec]

@@ -1,7 +1,7 @@
 """Fault operators, the static grid (432 snapshots) and the closed-loop checkpoints (48).
 
 Every operator starts from a clean, dual-oracle-admitted task and changes only what its
-definition says (DESIGN §4; docs/protocol.md has the table). The *incomplete base* of a task is
+definition says (docs/protocol.md has the table). The *incomplete base* of a task is
 its clean plan with the last metric evidence missing: the last planned call is dropped, or, when
 it is a ``get_series`` over several days, shortened by its last day. The *recovery call* is the
 ``get_metric`` that fetches exactly what is missing.

@@ -1,4 +1,4 @@
-"""Worlds generated from their id alone (DESIGN §4).
+"""Worlds generated from their id alone (docs/protocol.md, part 1).
 
 A world is a hierarchy of 3 regions -> 9..12 stores and, for every store, 28 days (2026-03-01 ..
 2026-03-28) of three daily integer metrics: ``units``, ``revenue`` (cents) and ``returns``.

@@ -1,4 +1,4 @@
-"""The synthetic tools of DESIGN §4: pure, deterministic functions over a world snapshot.
+"""The synthetic tools of docs/protocol.md: pure, deterministic functions over a world snapshot.
 
 SELF-CONTAINED AND STDLIB-ONLY. This file is bound read-only into the tool sandbox and loaded by
 file path by a worker running under ``python -I -S``; it must never import anything from

@@ -1,4 +1,4 @@
-"""The closed transform language (DESIGN §3.4): each op on normal, tie and empty inputs."""
+"""The closed transform language (docs/formats.md §7): each op on normal, tie and empty inputs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one comparison of a claimed value with the value it should be (DESIGN §3.2:
+"""The one comparison of a claimed value with the value it should be (docs/formats.md §3:
 ``tolerance.abs`` applies to numbers only; lists and strings compare exactly)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The verifier of DESIGN §3.3: one scenario per reason code, order, ablation, fail-closed."""
+"""The verifier of docs/formats.md §8: one scenario per reason code, order, ablation, fail-closed."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A two-slot lookup task ("units" and "revenue" of store S01 on one day), each slot answered by
 ``identity`` over one ``get_metric`` receipt. Builders return real runner.ect / runner.worlds
 objects; fault variants are built by editing the clean certificate, trace or ledger exactly as
-the fault operators of DESIGN §4 describe.
+the fault operators of docs/protocol.md ("Faults") describe.
 """
 
 from __future__ import annotations

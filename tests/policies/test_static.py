@@ -185,7 +185,7 @@ def _with_tolerance(gold_units: object, claimed_units: object, tol: int) -> fx.F
 
 
 def test_postconditions_tolerance_applies_to_numbers_only() -> None:
-    # DESIGN §3.2: "tolerance.abs applies to numbers only; lists and strings compare exactly".
+    # docs/formats.md §3: "tolerance.abs applies to numbers only; lists and strings compare exactly".
     assert decide("postconditions", _with_tolerance(5, 6, 1)).decision == "complete"
     assert decide("postconditions", _with_tolerance(5, 7, 1)).decision == "continue"
     # A list within the tolerance element by element is still a different list.

@@ -1,4 +1,4 @@
-"""Manifest export of the cells the caller read, signed, verifiable offline (DESIGN §6).
+"""Manifest export of the cells the caller read, signed, verifiable offline (docs/store.md).
 
 Matching records against the schedule is the study's job (tests/study/test_records.py); the
 store checks only that it was handed one well-formed entry per committed record."""

@@ -1,5 +1,5 @@
 """The store's basic contract on real SQLite files: pragmas, schema, records, attempts, blobs,
-keys, checkpoints (DESIGN §6; INTERFACES runner.store)."""
+keys, checkpoints (docs/store.md)."""
 
 from __future__ import annotations
 

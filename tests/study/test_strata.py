@@ -37,7 +37,7 @@ from tests.study.support import REPO
 
 V2 = REPO / "schedules" / "v2.toml"
 
-# The check each fault is named for (DESIGN §4's fault list, Algorithm 1's check families):
+# The check each fault is named for (docs/protocol.md's fault list, docs/formats.md's check families):
 # a reason-code prefix the verifier gives when that check fails. F8 (a repeated call while a
 # recovery is available) is matched by the pipeline's recovery-availability rule, which gives
 # no verifier reason code, so it has no entry.
