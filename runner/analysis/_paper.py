@@ -61,7 +61,8 @@ def static_paper_vs_run(r: Mapping[str, Any]) -> list[JsonObject]:
             _row("Table 2", sec, label, f"U/{v['unsafe_den']}", p["U"], v["unsafe"]),
             _row("Table 2", sec, label, f"C/{v['clean_den']}", p["C"], v["clean_noncomplete"]),
             _row("Table 2", sec, label, f"S/{v['stuck_den']}", p["S"], v["stuck"]),
-            _row("Table 2", sec, label, "macro-F1", p["macro_f1"], v["macro_f1"]),
+            _row("Table 2", sec, label, "macro-F1", f"{p['macro_f1']:.3f}",
+                 f"{v['macro_f1']:.3f}"),
         ]
     t3, sec = paper["table3"], paper["table3"]["section"]
     by_check = {e["check"]: e for e in r["table3"]}
@@ -106,8 +107,10 @@ def closed_paper_vs_run(r: Mapping[str, Any]) -> list[JsonObject]:
             out.append(_row("Table 4", sec, label, f"{key}/{v[key + '_den']}",
                             f"{p[key]}/{p[key + '_den']}", f"{v[key]}/{v[key + '_den']}"))
         out += [
-            _row("Table 4", sec, label, "turns (mean)", p["mean_turns"], v["mean_turns"]),
-            _row("Table 4", sec, label, "calls (mean)", p["mean_calls"], v["mean_calls"]),
+            _row("Table 4", sec, label, "turns (mean)", f"{p['mean_turns']:.2f}",
+                 f"{v['mean_turns']:.2f}"),
+            _row("Table 4", sec, label, "calls (mean)", f"{p['mean_calls']:.2f}",
+                 f"{v['mean_calls']:.2f}"),
         ]
     h2, p2, sec = r["h2"], paper["h2"], paper["h2"]["section"]
     out += [
