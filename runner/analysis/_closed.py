@@ -27,6 +27,7 @@ from typing import Any
 from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
 from runner.analysis._errors import InventoryIncomplete
 from runner.analysis._honesty import choices_json, gate_text, simulator_json
+from runner.analysis._paper import PAPER_NOTE, closed_paper_vs_run
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.canonical import JsonObject
 from runner.errors import AnalysisError
@@ -364,7 +365,7 @@ def analyse_closed_loop(
     }
 
     primary_tasks = sorted({r.task_id for r in primary})
-    return {
+    results: JsonObject = {
         "format": "ect.analysis.closed_loop/1",
         "provider": provider.to_json(),
         "provider_line": provider.describe(),
@@ -401,3 +402,5 @@ def analyse_closed_loop(
         "trust_boundary": trust,
         "per_fault": strata,
     }
+    results["paper_vs_run"] = {"note": PAPER_NOTE, "rows": closed_paper_vs_run(results)}
+    return results

@@ -61,7 +61,9 @@ CHOICES: tuple[Choice, ...] = (
         key="simulator_parameters",
         what="the simulated provider's behaviour (planner and critic probabilities)",
         ours="every probability of the simulated planner and critics was chosen by this project "
-        "(the [simulated] tables of the study spec and of the static spec); no figure computed "
+        "by two stated rules, not fitted to any table (SLIP 0.05: an action contradicting what "
+        "the actor can see; COIN 0.5: a disposition nothing in the view settles), the same "
+        "value for one behaviour in the study spec and the static spec; no figure computed "
         "with the simulated provider is a model measurement",
         paper="Model-path evaluation uses Gemini 2.5 Flash at temperature 0.2 (seed 2705 for "
         "the full-trace critic)",
@@ -114,6 +116,90 @@ CHOICES: tuple[Choice, ...] = (
         paper="Prespecified single-check ablations. Residual checks and unmatched cases are "
         "retained.",
         applies_to=("static",),
+    ),
+    Choice(
+        key="draft_certificate",
+        what="the draft certificate a closed-loop checkpoint shows the planner",
+        ours="every checkpoint carries the certificate the agent drafted before it (the honest "
+        "one on a clean checkpoint; on an incomplete one every slot claimed with the fault's "
+        "tempting receipts cited), and a draft claim's value is computed only from what the "
+        "agent observed (the replay over what it cites, else over the receipts that showed a "
+        "value), never from the gold answer; docs/protocol.md has the rule fault by fault",
+        paper="Each task starts from both a supported clean checkpoint and a recoverably "
+        "incomplete checkpoint.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="supported",
+        what='"supported" (S, and every premature unsupported termination U)',
+        ours="a completion is supported only if the project's verifier answers complete for "
+        "the final certificate against the final ledger and every required value equals the "
+        "dual-oracle gold answer; the same judge for every pipeline, whatever the pipeline "
+        "itself accepted",
+        paper="S is supported completion over both conditions; the primary outcome is "
+        "premature unsupported termination from the incomplete checkpoint.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="unseen_fault_operators",
+        what="the operators of the unseen faults U1-U3 and the trust-boundary challenge T1",
+        ours="U1: a stale read of a corrected cell (superseded value, marked invalid by the "
+        "adapter); U2: a duplicate read of a fetched cell; U3: a note suggesting other "
+        "transform parameters (k + 1); T1: the recovery call answered twice with two "
+        "different valid values (no call can settle it: needs_human)",
+        paper="Twelve faults are assigned twice: the original eight, three prespecified unseen "
+        "contract faults, and one separately reported trust-boundary challenge.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="fault_assignment",
+        what="which closed-loop tasks carry which fault",
+        ours="a fixed table (runner.worlds.fault_assignment): every fault on two tasks in "
+        "different worlds and families, U3 on the two families whose transforms have a k",
+        paper="Twelve faults are assigned twice.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="controller_stuck_rule",
+        what="the critic core's stuck rule and the faithful controller's one-attempt recovery",
+        ours="the critic core answers stuck when the last call repeats the one before it; the "
+        "controller turns the first stuck into continue with a recovery directive (one "
+        "attempt), and a later stuck stands",
+        paper="The critic-core arm does not reproduce the enclosing controller's one-attempt "
+        "stuck recovery.",
+        applies_to=("static", "closed_loop"),
+    ),
+    Choice(
+        key="weak_arms",
+        what="the completion-token, self-check and heuristic arms",
+        ours="completion token: complete iff the agent signalled completion; self-check: with "
+        "a completion signal, one model call that sees only the task and its own answer "
+        "(approved or revise); heuristic: complete iff the agent signalled completion and "
+        "some call reported transport success",
+        paper="Completion token, self-check, and heuristic arms diagnose common weak signals; "
+        "the heuristic is not claimed source-equivalent to either inspected production "
+        "fallback.",
+        applies_to=("static",),
+    ),
+    Choice(
+        key="simulated_planner_knowledge",
+        what="what the simulated planner knows about the tools",
+        ours="the simulated planner knows exactly which calls answer each slot it cannot yet "
+        "support (runner.worlds.plan_calls over the contract), so its gathering never "
+        "explores; a real model must work this out from the prompt and the tool schemas",
+        paper="Four termination-policy pipelines use the same planner configuration, prompt, "
+        "synthetic tools, checkpoint, and three seeds.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="simulated_draws",
+        what="how the simulated provider's draws are paired across pipelines",
+        ours="common random numbers: a draw depends only on the request as a model receives "
+        "it and the generation seed (never the cell id or pipeline), so the four pipelines' "
+        "first planner action in a task, checkpoint and seed group is the same",
+        paper="Each arm makes an independent planner call, so realized proposals may differ; "
+        "the estimand is a policy pipeline under matched nominal inputs.",
+        applies_to=("static", "closed_loop"),
     ),
 )
 """Every definition this project chose where the paper leaves it open, with the paper's words."""

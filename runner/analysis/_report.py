@@ -104,6 +104,27 @@ def _honesty_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[lis
     return out
 
 
+def _paper_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """The paper's figures beside this run's (results.json ``paper_vs_run``)."""
+    block = r.get("paper_vs_run")
+    if not block:
+        return []
+    rows = [[e["table"], e["row"], e["measure"], _cell(e["paper"]), _cell(e["run"]),
+             e["section"]] for e in block["rows"]]
+    return [(
+        "Paper vs this run",
+        ["Table", "Row", "Measure", "Paper", "This run", "Paper section"],
+        rows,
+        block["note"],
+    )]
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
 # --------------------------------------------------------------------------- static study
 
 
@@ -224,6 +245,7 @@ def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             rowsr,
             "Every reason family ECT reported on the condition's snapshots.",
         ),
+        *_paper_tables(r),
         *_honesty_tables(r),
     ]
 
@@ -411,10 +433,13 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
     return [
         ("Table 4: closed-loop primary scope", head4, rows4, note4),
         (
-            "Confirmatory gates",
+            "Gates (prespecified rules)",
             headh,
             rowsh,
-            "Task-cluster bootstrap retaining both conditions, all policies and seeds.",
+            "Task-cluster bootstrap retaining both conditions, all policies and seeds."
+            + (" On the simulated provider a gate is met or not under the simulator's "
+               "parameters: it is not a finding about a model." if r["provider"]["simulated"]
+               else ""),
         ),
         (
             "Secondary paired estimates (all primary rows)",
@@ -429,6 +454,7 @@ def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list
             "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside the primary scope.",
         ),
         *_reason_code_tables(r),
+        *_paper_tables(r),
         *_honesty_tables(r),
     ]
 
@@ -530,6 +556,7 @@ _CSS = (
     ".sim{background:#fff4e5;border:2px solid #c2410c}.real{background:#e6f4ea;border:2px solid #1e7b34}"
     ".gates{display:flex;gap:10px;flex-wrap:wrap}.gate{padding:6px 12px;border-radius:4px;color:#fff;font-weight:600}"
     ".pass{background:#1e7b34}.fail{background:#b42318}"
+    ".neutral{background:#52606d}"
     ".figs{display:flex;flex-wrap:wrap;gap:18px}.chart{background:#fff;border:1px solid #e5e7eb;border-radius:4px}"
     "table{border-collapse:collapse;margin:8px 0 4px;font-size:13px}"
     "th,td{border:1px solid #d9dee4;padding:4px 8px;text-align:left}th{background:#f3f4f6}"
@@ -574,7 +601,8 @@ def _html(
           if r.get("simulator") else []),
         '<div class="gates">'
         + "".join(
-            f'<span class="gate {"pass" if ok else "fail"}">{escape(name)}: {escape(text)}</span>'
+            f'<span class="gate {_gate_class(ok, prov["simulated"])}">'
+            f'{escape(name)}: {escape(text)}</span>'
             for name, ok, text in gates
         )
         + "</div>",
@@ -591,6 +619,14 @@ def _html(
     parts.append('<div id="sentinel" hidden data-ready="no"></div>')
     parts.append("</body></html>")
     return ("\n".join(parts) + "\n").encode("utf-8")
+
+
+def _gate_class(ok: bool, simulated: bool) -> str:
+    """A gate's badge colour: pass/fail colours only for a real provider's gates; a simulated
+    gate (met or not under the simulator's parameters) is shown in one neutral colour."""
+    if simulated:
+        return "neutral"
+    return "pass" if ok else "fail"
 
 
 def _markdown(

@@ -18,6 +18,7 @@ from runner.analysis._honesty import (
     simulator_json,
     static_gate_text,
 )
+from runner.analysis._paper import PAPER_NOTE, static_paper_vs_run
 from runner.analysis._stats import (
     cluster_bootstrap_diff,
     cluster_bootstrap_mean,
@@ -323,7 +324,7 @@ def analyse_static(
     h1["depends_on_simulator"] = False
     h1["outcome"] = static_gate_text(bool(h1["passed"]), provider.simulated)
 
-    return {
+    results: JsonObject = {
         "format": "ect.analysis.static/1",
         "provider": provider.to_json(),
         "provider_line": provider.describe(),
@@ -356,3 +357,5 @@ def analyse_static(
         ),
         "choices": choices_json(),
     }
+    results["paper_vs_run"] = {"note": PAPER_NOTE, "rows": static_paper_vs_run(results)}
+    return results

@@ -1,20 +1,28 @@
-"""Outcome scoring (docs/protocol.md, part 2), deliberately independent of the ECT verifier's code.
+"""Outcome scoring (docs/protocol.md, part 2): one judge of "supported" for every pipeline.
 
-It judges a finished trajectory against the dual-oracle gold answer and the recorded trace: a
-claim is *supported* when its slot is required, its value equals the gold value (within the
-contract's numeric tolerance; lists and strings exactly: :func:`runner.ect.values_match`, the
-wire format's one comparison), and every receipt it cites exists in the final ledger, succeeded
-and was validated. It never calls :mod:`runner.ect`'s verifier, so a verifier bug cannot hide
-in its own scoring.
+A proposal is *fully supported* (the ECT paper's definition, the same judge for every pipeline)
+when both hold:
+
+1. the project's verifier (:func:`runner.ect.verify_json`) answers ``complete`` for it against
+   the trusted contract and the ledger it was proposed on (every required slot present, every
+   cited receipt valid, successful and in scope, cardinality met, every value replayed);
+2. every required slot has exactly one claim whose value equals the dual-oracle gold value
+   (within the contract's numeric tolerance; lists and strings exactly:
+   :func:`runner.ect.values_match`), citing only receipts of that ledger that succeeded and
+   validated: a check written apart from the verifier, so a verifier bug cannot pass a wrong
+   value.
+
+A pipeline's own acceptance is never the judge: the critic core's fast path or a critic can
+accept a proposal the verifier rejects, and that completion is then unsupported.
 
 Definitions (one cell):
 
-- ``supported_completion``: the run stopped ``goal_met`` and every required slot has exactly one
-  supported claim.
+- ``supported_completion``: the run stopped ``goal_met`` and its final certificate is fully
+  supported against the final ledger.
 - ``premature_unsupported``: an *incomplete* checkpoint's run stopped ``goal_met`` without
   supported completion (the primary endpoint).
 - ``clean_false_continuation``: on a *clean* checkpoint, the pipeline answered anything but
-  ``complete`` to a proposal that was fully supported.
+  ``complete`` to a proposal that was fully supported (against the ledger of that decision).
 - ``recoverable_stuck``: the paper's rule only: the termination pipeline itself answered
   ``stuck`` (its last verdict; the run then ended ``no_progress``) while a recovery was still
   possible (an incomplete checkpoint whose recovery calls fit in the calls left). A
@@ -32,7 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.canonical import JsonObject
-from runner.ect import Receipt, values_match
+from runner.ect import CERTIFICATE_FORMAT, Ledger, Receipt, values_match, verify_json
 from runner.loop._outcome import CellIdentity, Outcome
 from runner.loop._trajectory import Trajectory
 from runner.worlds import in_scope
@@ -77,10 +85,28 @@ def _usable(receipt: Receipt | None) -> bool:
     return receipt is not None and receipt.exec_status == "ok" and receipt.validation == "valid"
 
 
-def _fully_supported(trajectory: Trajectory, certificate: Any) -> bool:
-    required = set(trajectory.checkpoint.task.descriptor.required_slots)
+def _fully_supported(trajectory: Trajectory, certificate: Any, ledger: Ledger) -> bool:
+    """The verifier says ``complete`` against ``ledger`` and every value equals gold."""
+    if not isinstance(certificate, dict):
+        return False
+    task = trajectory.checkpoint.task
+    required = set(task.descriptor.required_slots)
     slots, unsupported = _supported_slots(trajectory, certificate)
-    return unsupported == 0 and required <= slots
+    if unsupported or not required <= slots:
+        return False
+    wire = {"format": CERTIFICATE_FORMAT, **certificate}
+    return verify_json(task.contract.to_json(), ledger.to_json(), wire).decision == "complete"
+
+
+def _ledger_at(trajectory: Trajectory, decision_index: int) -> Ledger:
+    """The ledger as it was when decision ``decision_index`` was made (receipts of the
+    checkpoint's calls and of the calls executed at earlier decisions)."""
+    base = len(trajectory.checkpoint.trace)
+    executed = sum(1 for d in trajectory.decisions
+                   if d.verdict == "executed" and d.index < decision_index)
+    calls = {c.call_id for c in trajectory.trace[: base + executed]}
+    return Ledger(trajectory.ledger.task_id,
+                  tuple(r for r in trajectory.ledger.receipts if r.call_id in calls))
 
 
 def _recovered(trajectory: Trajectory) -> bool:
@@ -118,13 +144,15 @@ def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
     goal = trajectory.stop_reason.value == "goal_met"
-    supported = goal and _fully_supported(trajectory, trajectory.final_certificate)
+    supported = goal and _fully_supported(trajectory, trajectory.final_certificate,
+                                          trajectory.ledger)
     _, unsupported_claims = _supported_slots(trajectory, trajectory.final_certificate)
     false_continuation = False
     if cp.kind == "clean":
         for d in trajectory.decisions:
             if (d.verdict.startswith("finish_") and d.verdict != "finish_complete"
-                    and _fully_supported(trajectory, d.action.get("certificate"))):
+                    and _fully_supported(trajectory, d.action.get("certificate"),
+                                         _ledger_at(trajectory, d.index))):
                 false_continuation = True
                 break
     calls_left = max(0, trajectory.calls_budget - trajectory.tool_calls)

@@ -1,8 +1,12 @@
 """The simulated provider: the embedded, deterministic, offline default (docs/providers.md).
 
-Given the same request (which carries the cell's seed in ``metadata``) it returns the same bytes,
-every time, in every process: the responder gets a ``random.Random`` seeded from
-``sha256("ect/simulated/v1" || canonical(request))``. It speaks the same typed interface as the
+Given the same request it returns the same bytes, every time, in every process: the responder
+gets a ``random.Random`` seeded from ``sha256("ect/simulated/v2" || canonical(wire request))``,
+where the wire request is everything a real model receives (role, system prompt, messages, tools,
+response schema and the generation config, whose ``seed`` is the cell's seed) and *not* the
+request's ``metadata`` (cell id, pipeline, decision: bookkeeping that never reaches a model). So
+the draws are common random numbers: one request with one generation seed is answered the same
+way whichever cell or pipeline sends it, as a model with a fixed seed would. It speaks the same typed interface as the
 HTTP adapters: one attempt record per call (observer ``begin``/``end`` awaited around it) and a
 raw exchange whose bytes are the canonical request JSON and the canonical response JSON.
 
@@ -47,7 +51,8 @@ __all__ = [
     "simulated_rng",
 ]
 
-_DOMAIN = b"ect/simulated/v1\n"
+_DOMAIN = b"ect/simulated/v1\n"  # response ids (over the whole request, metadata included)
+_DRAW_DOMAIN = b"ect/simulated/v2\n"  # the responder's draws (over the wire request only)
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,17 @@ class SimulatedReply:
 Responder = Callable[[ProviderRequest, random.Random], SimulatedReply]
 
 
-def simulated_rng(request_bytes: bytes) -> random.Random:
-    """The responder's generator for a canonical request (which includes metadata.seed)."""
-    seed = int.from_bytes(hashlib.sha256(_DOMAIN + request_bytes).digest(), "big")
+def _wire_bytes(request: ProviderRequest) -> bytes:
+    """Canonical bytes of what a model receives: the request without its ``metadata``."""
+    body = request.to_json()
+    del body["metadata"]
+    return canonical_bytes(body)
+
+
+def simulated_rng(request: ProviderRequest) -> random.Random:
+    """The responder's generator: a function of the wire request (generation seed included)
+    only, never of ``metadata`` (cell id, pipeline), so draws are common random numbers."""
+    seed = int.from_bytes(hashlib.sha256(_DRAW_DOMAIN + _wire_bytes(request)).digest(), "big")
     return random.Random(seed)
 
 
@@ -111,7 +124,7 @@ class SimulatedProvider:
             slot = await log.begin(request_bytes, retry=False)
         except ObserverFailed as e:
             raise e.original from None
-        reply = self.responder(request, simulated_rng(request_bytes))
+        reply = self.responder(request, simulated_rng(request))
         if not isinstance(reply, SimulatedReply):
             raise TypeError("a responder must return a SimulatedReply")
         response: ProviderResponse | None = None

@@ -37,6 +37,7 @@ from runner.worlds._grid import (
     closed_loop_checkpoints,
     fault_assignment,
     naive_certificate,
+    observed_value,
     static_grid,
 )
 from runner.worlds._manifest import (
@@ -109,6 +110,7 @@ __all__ = [
     "ledger_from_trace",
     "manifest_counts",
     "naive_certificate",
+    "observed_value",
     "oracle_python",
     "oracle_sql",
     "plan_calls",

@@ -51,6 +51,7 @@ __all__ = [
     "closed_loop_checkpoints",
     "fault_assignment",
     "naive_certificate",
+    "observed_value",
     "static_grid",
 ]
 
@@ -395,6 +396,47 @@ def fault_assignment() -> dict[str, list[str]]:
     return out
 
 
+def _seen(receipts: Sequence[Receipt], op: str) -> list[Receipt]:
+    """The cited receipts that showed a value: successful and valid, and, unless the transform
+    is ``all_null`` (whose inputs are nulls), not null. A failed call shows no value."""
+    out = [r for r in receipts if r.exec_status == "ok" and r.validation == "valid"]
+    return out if op == "all_null" else [r for r in out if r.value is not None]
+
+
+def _with_metrics_only(receipts: Sequence[Receipt]) -> list[Receipt]:
+    """Membership receipts only for entities that also have a metric value among ``receipts``."""
+    measured = {r.scope.entity for r in receipts if r.scope.attribute != "parent"}
+    return [r for r in receipts if r.scope.attribute != "parent" or r.scope.entity in measured]
+
+
+def observed_value(transform: Transform, cited: Sequence[Receipt]) -> Any:
+    """What a premature agent computes for a claim from the receipts it cites, and nothing else.
+
+    First the replay over everything cited (what the verifier will check). When that fails, the
+    agent works with what it actually saw: the cited receipts that showed a value (a failed call,
+    an invalid read and a null are skipped), membership receipts only for stores it has a metric
+    for, and, when fewer than ``k`` entities or groups are left, the ranking of those there are.
+    When even that gives nothing (a window or a dated operand it has no value for) the claim's
+    value is ``null``. The result depends only on ``transform`` and the cited receipts' values,
+    so a draft never carries a value its evidence does not give.
+    """
+    try:
+        return replay(transform, cited)
+    except ReplayError:
+        pass
+    pool = _with_metrics_only(_seen(cited, transform.op))
+    k = transform.params.get("k")
+    ks = range(k, 0, -1) if isinstance(k, int) and not isinstance(k, bool) else (None,)
+    for n in ks:
+        t = transform if n is None else Transform(transform.op, dict(transform.params, k=n))
+        try:
+            return replay(t, pool)
+        except ReplayError as e:
+            if n is None or e.code != "replay.arity":
+                return None
+    return None
+
+
 def naive_certificate(
     task: Task,
     ledger: Ledger,
@@ -408,8 +450,9 @@ def naive_certificate(
     Each slot cites its usable receipts plus those named in ``include`` (stale, failed,
     duplicated, conflicting, wrong-entity or wrong-date evidence) that the slot would need: an
     included receipt goes to every slot whose scope covers its own cell, or, when ``stand_in``
-    names the cell it was fetched in place of, that cell. The value is the replay over what the
-    claim cites, or the gold value when that replay fails.
+    names the cell it was fetched in place of, that cell. The value is what the premature agent
+    computes from what it saw (:func:`observed_value` over what the claim cites): never the gold
+    answer, which no agent can see.
     """
     overrides = transform_overrides or {}
     wanted = set(include)
@@ -427,10 +470,7 @@ def naive_certificate(
                 cited.append(r)
         cited.sort(key=lambda r: r.receipt_id)
         transform = overrides.get(slot, spec.transforms[0])
-        try:
-            value = replay(transform, cited)
-        except ReplayError:
-            value = task.gold[slot]
+        value = observed_value(transform, cited)
         claims.append(Claim(slot, value, tuple(r.receipt_id for r in cited), transform))
     return Certificate(
         task_id=task.task_id,
@@ -534,9 +574,13 @@ class _F6(_Fault):
     code = "F6"
 
     def stage(self, s: _Staging) -> None:
-        first_slot = next(iter(s.task.contract.slots))
-        draft = str(_altered(s.task.gold[first_slot], s.task.world_id))
-        s.steps.append(_note("draft_answer", draft, s.task))
+        # The note records the altered draft value (computed from what the agent saw: the
+        # note adds no receipt, so the draft over this ledger is the final one).
+        ledger = ledger_from_trace(s.task.task_id, _retrace(s.task.world_id, s.steps))
+        claims = naive_certificate(s.task, ledger).claims
+        bad = next(a for a, c in zip(self.claims(s.task, ledger, claims), claims, strict=True)
+                   if a != c)
+        s.steps.append(_note("draft_answer", str(bad.value), s.task))
 
     def claims(self, task: Task, ledger: Ledger, claims: tuple[Claim, ...]) -> tuple[Claim, ...]:
         i = next((i for i, c in enumerate(claims) if c.evidence), 0)

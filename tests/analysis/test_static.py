@@ -183,7 +183,7 @@ def test_spec_is_strict(tmp_path: Path) -> None:
         (text.replace("seed = 2705", "seed = -1", 1), "seed"),
         (text + "\n[extra]\nx = 1\n", "unknown key"),
         (text.replace('format = "ect.static-spec/1"', 'format = "x"'), "format"),
-        (text.replace("p_accept_unsupported = 0.2 ", "p_accept_unsupported = 2 "), "in \\[0, 1\\]"),
+        (text.replace("p_accept_unsupported = 0.05 ", "p_accept_unsupported = 2 "), "in \\[0, 1\\]"),
         (text.replace("[price]", "[pricing]"), "unknown key"),
     ):
         with pytest.raises(StudyError, match=msg):

@@ -41,8 +41,19 @@ def test_ect_static_reproduces_table2_and_h1_shapes(study: tuple[Path, Any]) -> 
     assert data["h1"]["depends_on_simulator"] is False
     sim = data["simulator"]
     assert sim["chosen_by"] == "this project"
-    assert sim["parameters"]["simulated.critic.p_accept_unsupported"] == 0.2
-    assert "simulated.critic.p_accept_unsupported=0.2" in res.output
+    assert sim["parameters"]["simulated.critic.p_accept_unsupported"] == 0.05
+    assert "simulated.critic.p_accept_unsupported=0.05" in res.output
+    # The paper's Table 2, Table 3 and H1 beside this run's, in every output; no pass colour.
+    paper = data["paper_vs_run"]
+    assert {e["table"] for e in paper["rows"]} == {"Table 2", "Table 3", "H1"}
+    u_ect = next(e for e in paper["rows"]
+                 if e["table"] == "Table 2" and e["row"] == "ECT" and e["measure"] == "U/288")
+    assert (u_ect["paper"], u_ect["run"]) == (0, data["table2"]["ect"]["unsafe"])
+    assert all(e["section"].startswith("Static Results and Ablations") for e in paper["rows"])
+    for name in ("tables.md", "report.html"):
+        assert "Paper vs this run" in (out / name).read_text()
+    html = (out / "report.html").read_text()
+    assert 'class="gate neutral"' in html and 'class="gate pass"' not in html
     assert {c["key"] for c in data["choices"]} >= {"h4_gate", "f4_perturbation",
                                                     "critic_core_fast_paths"}
     t2 = data["table2"]

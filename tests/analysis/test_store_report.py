@@ -229,6 +229,26 @@ def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path:
             "critic_core_fast_paths"} <= set(choices)
     assert all(c["paper"] and c["ours"] for c in choices.values())
     assert choices["h4_gate"]["ours"].startswith("ECT's successful recovery events")
+    # Every choice the issue of an honest instrument named is listed with the paper's words.
+    assert {"draft_certificate", "supported", "unseen_fault_operators", "fault_assignment",
+            "controller_stuck_rule", "weak_arms", "simulated_planner_knowledge",
+            "simulated_draws"} <= set(choices)
+    # No word stronger than the run can carry, and no pass colour for a simulated gate.
+    for text in outputs:
+        assert "onfirmatory" not in text and "proves" not in text
+    assert 'class="gate neutral"' in outputs[2] and 'class="gate pass"' not in outputs[2]
+    # The paper's Table 4 and H2-H4 beside this run's (the paper's figures are data).
+    rows = data["paper_vs_run"]["rows"]
+    assert {e["table"] for e in rows} == {"Table 4", "H2", "H3", "H4"}
+    ect_u = next(e for e in rows if e["table"] == "Table 4" and e["row"] == "ECT"
+                 and e["measure"].startswith("U/"))
+    assert ect_u["paper"] == "0/66"
+    assert ect_u["run"] == f"{data['table4']['ect']['U']}/{data['table4']['ect']['U_den']}"
+    h4 = [e for e in rows if e["table"] == "H4"]
+    assert h4[0]["paper"] == "18/66" and h4[-1]["run"] == data["h4"]["outcome"]
+    assert all(e["section"].startswith("Closed-Loop Confirmation") for e in rows)
+    for text in outputs[1:3]:
+        assert "Paper vs this run" in text
     # ect report counts reason codes per fault stratum and pipeline from the cell records.
     strata = data["reason_codes"]
     assert sum(e["cells"] for e in strata) == 576

@@ -114,6 +114,19 @@ def test_citing_a_receipt_that_does_not_exist_is_unsupported() -> None:
     assert not out.supported_completion and out.unsupported_claims == 1
 
 
+def test_gold_values_on_usable_receipts_are_unsupported_when_the_verifier_rejects() -> None:
+    """The verifier is the judge: gold values citing successful, valid receipts are still not
+    supported when the certificate does not verify against the final ledger (here it is bound
+    to another ledger; in the study, e.g. a resubmitted draft citing a duplicate read)."""
+    cert = _honest(CLEAN)
+    cert["ledger_digest"] = "sha256:" + "0" * 64
+    out = score(_trajectory(CLEAN, StopReason.GOAL_MET, certificate=cert,
+                            decisions=[_finish(1, cert, "finish_complete")],
+                            verdicts=["complete"]), _row(CLEAN))
+    assert out.unsupported_claims == 0  # every value equals gold on usable receipts ...
+    assert not out.supported_completion and not out.postcondition_ok  # ... yet it fails verify
+
+
 def test_duplicate_claims_for_a_slot_are_not_a_supported_completion() -> None:
     cert = _honest(CLEAN)
     cert["claims"].append(dict(cert["claims"][0]))

@@ -142,3 +142,27 @@ def test_example_from_schema_shapes():
     ]
     assert example_from_schema({"type": ["null", "number"], "minimum": 1.5}) == 1.5
     assert default_responder(make_request(), None).function_calls[0].name == "get_metric"
+
+
+def test_draws_are_common_random_numbers_across_cells_and_pipelines():
+    """Metadata never reaches a model, so it never moves a draw: the same request with the
+    same generation seed gets the same reply whichever cell or pipeline sends it; another
+    generation seed (on the wire) is another draw."""
+    import dataclasses
+
+    base = make_request(seed=5)
+    replies = set()
+    for cell in ("w10-lookup-0:clean:s0:ect", "w10-lookup-0:clean:s0:controller"):
+        for extra in ({}, {"critic": "full_trace", "decision": 2}):
+            request = dataclasses.replace(base, metadata={"cell_id": cell, "seed": 5, **extra})
+            result = anyio.run(SimulatedProvider(noisy_responder).generate, request)
+            replies.add(canonical_bytes([result.response.text,
+                                         [c.to_json() for c in result.response.function_calls]]))
+    assert len(replies) == 1
+    seeds = [dataclasses.replace(base, generation=dataclasses.replace(base.generation, seed=s))
+             for s in range(6, 12)]
+    moved = set()
+    for r in seeds:
+        reply = anyio.run(SimulatedProvider(noisy_responder).generate, r).response
+        moved.add(canonical_bytes([reply.text, [c.to_json() for c in reply.function_calls]]))
+    assert len(moved) > 1

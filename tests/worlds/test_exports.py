@@ -54,6 +54,7 @@ EXPECTED = {
     "static_grid",
     "closed_loop_checkpoints",
     "fault_assignment",
+    "observed_value",
     # manifest and export
     "TASK_MANIFEST_FORMAT",
     "task_manifest",

@@ -1,0 +1,146 @@
+"""The ECT paper's own figures beside the run's: the "paper vs this run" tables.
+
+The paper's figures are data, not code: ``runner/analysis/paper.toml`` holds Table 2, Table 3,
+H1, Table 4 and H2-H4 as the paper prints them, each with the section it comes from. Every
+results.json carries ``"paper_vs_run"`` (rows of table, row, measure, the paper's figure, this
+run's, the section), and tables.md and report.html render it, so a reader sees where this run
+(on the simulated provider: the simulator's parameters) departs from the paper.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from typing import Any
+
+from runner.analysis._common import POLICY_LABELS
+from runner.canonical import JsonObject
+from runner.errors import AnalysisError
+
+__all__ = ["PAPER_NOTE", "closed_paper_vs_run", "paper_figures", "static_paper_vs_run"]
+
+PAPER_NOTE = (
+    "The paper's figures come from its own runs (Gemini 2.5 Flash); this run's come from the "
+    "provider named above. On the simulated provider the side by side shows where the "
+    "simulator, with its parameters, departs from the paper; it does not test the paper."
+)
+
+
+@functools.cache
+def paper_figures() -> JsonObject:
+    """The paper's figures (``runner/analysis/paper.toml``), parsed once."""
+    text = resources.files("runner.analysis").joinpath("paper.toml").read_text(encoding="utf-8")
+    doc = tomllib.loads(text)
+    if doc.get("format") != "ect.paper-figures/1":
+        raise AnalysisError("runner/analysis/paper.toml: unexpected format")
+    return doc
+
+
+def _row(table: str, section: str, row: str, measure: str, paper: Any, run: Any) -> JsonObject:
+    return {"table": table, "row": row, "measure": measure, "paper": paper, "run": run,
+            "section": section}
+
+
+def _gate(passed: bool) -> str:
+    return "passed" if passed else "not passed"
+
+
+def static_paper_vs_run(r: Mapping[str, Any]) -> list[JsonObject]:
+    """Table 2, Table 3 and H1: the paper's figures beside this run's."""
+    paper = paper_figures()
+    out: list[JsonObject] = []
+    t2, sec = paper["table2"], paper["table2"]["section"]
+    for policy, p in t2["policies"].items():
+        v = r["table2"].get(policy)
+        if v is None:
+            continue
+        label = POLICY_LABELS.get(policy, policy)
+        out += [
+            _row("Table 2", sec, label, f"U/{v['unsafe_den']}", p["U"], v["unsafe"]),
+            _row("Table 2", sec, label, f"C/{v['clean_den']}", p["C"], v["clean_noncomplete"]),
+            _row("Table 2", sec, label, f"S/{v['stuck_den']}", p["S"], v["stuck"]),
+            _row("Table 2", sec, label, "macro-F1", f"{p['macro_f1']:.3f}",
+                 f"{v['macro_f1']:.3f}"),
+        ]
+    t3, sec = paper["table3"], paper["table3"]["section"]
+    by_check = {e["check"]: e for e in r["table3"]}
+    for check, p in t3["checks"].items():
+        e = by_check.get(check)
+        if e is None or e.get("target_fault") is None:
+            continue
+        out.append(_row("Table 3", sec, f"{e['label']} ({p['fault']})",
+                        f"effect {p['measure']}/{e['den']}", p["effect"], e["effect"]))
+    h1, p1, sec = r["h1"], paper["h1"], paper["h1"]["section"]
+    out += [
+        _row("H1", sec, "ECT vs critic core", "unsafe complete (ECT, critic core)",
+             f"{p1['ect_unsafe']}, {p1['critic_unsafe']}",
+             f"{h1['ect_unsafe']}, {h1['critic_unsafe']}"),
+        _row("H1", sec, "ECT vs critic core", "McNemar b (ECT, critic core)",
+             f"{p1['b_ect']}, {p1['b_critic']}", f"{h1['b_ect']}, {h1['b_critic']}"),
+        _row("H1", sec, "ECT vs critic core", "exact McNemar p", p1["mcnemar_p"],
+             h1["mcnemar_p"]),
+        _row("H1", sec, "ECT vs critic core", "UCR difference, pp [95% task-cluster]",
+             _est(p1["diff_pp"], p1["ci_pp"]), _est(h1["diff_pp"], h1["ci_pp"])),
+        _row("H1", sec, "ECT vs critic core", "gate", _gate(bool(p1["passed"])),
+             h1.get("outcome", _gate(bool(h1["passed"])))),
+    ]
+    return out
+
+
+def _est(x: float, ci: list[float]) -> str:
+    return f"{x:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def closed_paper_vs_run(r: Mapping[str, Any]) -> list[JsonObject]:
+    """Table 4 and H2-H4: the paper's figures beside this run's."""
+    paper = paper_figures()
+    out: list[JsonObject] = []
+    t4, sec = paper["table4"], paper["table4"]["section"]
+    for policy, p in t4["policies"].items():
+        v = r["table4"].get(policy)
+        if v is None:
+            continue
+        label = POLICY_LABELS.get(policy, policy)
+        for key in ("U", "S", "FC", "R"):
+            out.append(_row("Table 4", sec, label, f"{key}/{v[key + '_den']}",
+                            f"{p[key]}/{p[key + '_den']}", f"{v[key]}/{v[key + '_den']}"))
+        out += [
+            _row("Table 4", sec, label, "turns (mean)", f"{p['mean_turns']:.2f}",
+                 f"{v['mean_turns']:.2f}"),
+            _row("Table 4", sec, label, "calls (mean)", f"{p['mean_calls']:.2f}",
+                 f"{v['mean_calls']:.2f}"),
+        ]
+    h2, p2, sec = r["h2"], paper["h2"], paper["h2"]["section"]
+    out += [
+        _row("H2", sec, "ECT vs controller", "premature unsupported (ECT, controller)",
+             f"{p2['ect']}/{p2['den']}, {p2['controller']}/{p2['den']}",
+             f"{h2['sum_treatment']:g}/{h2['n_treatment']}, "
+             f"{h2['sum_comparator']:g}/{h2['n_comparator']}"),
+        _row("H2", sec, "ECT vs controller", "difference, pp [95% task-cluster]",
+             _est(p2["diff_pp"], p2["ci_pp"]), _est(h2["diff_pp"], h2["ci_pp"])),
+        _row("H2", sec, "ECT vs controller", "gate", _gate(bool(p2["passed"])),
+             h2.get("outcome", _gate(bool(h2["passed"])))),
+    ]
+    h3, p3, sec = r["h3"], paper["h3"], paper["h3"]["section"]
+    out += [
+        _row("H3", sec, "ECT vs controller", "supported completion (ECT, controller)",
+             f"{p3['ect']}/{p3['den']}, {p3['controller']}/{p3['den']}",
+             f"{h3['sum_treatment']:g}/{h3['n_treatment']}, "
+             f"{h3['sum_comparator']:g}/{h3['n_comparator']}"),
+        _row("H3", sec, "ECT vs controller", "difference, pp [95% task-cluster]",
+             _est(p3["diff_pp"], p3["ci_pp"]), _est(h3["diff_pp"], h3["ci_pp"])),
+        _row("H3", sec, "ECT vs controller", "gate", _gate(bool(p3["passed"])),
+             h3.get("outcome", _gate(bool(h3["passed"])))),
+    ]
+    h4, p4, sec = r["h4"], paper["h4"], paper["h4"]["section"]
+    out += [
+        _row("H4", sec, "ECT", "recoveries / eligible incomplete",
+             f"{p4['recoveries']}/{p4['eligible']}", f"{h4['recoveries']}/{h4['eligible']}"),
+        _row("H4", sec, "ECT", "recovered, then supported", p4["recovered_then_supported"],
+             h4["recovered_then_supported"]),
+        _row("H4", sec, "ECT", "gate", _gate(bool(p4["passed"])),
+             h4.get("outcome", _gate(bool(h4["passed"])))),
+    ]
+    return out
