@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,20 +42,33 @@ from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError
 from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
-from runner.sandbox._layers import HostFacts, assess
-from runner.sandbox._linux import CallCgroups, CallGroup, landlock_abi, userns_restrictions
+from runner.sandbox._layers import HostFacts, assess, seccomp_passthrough
+from runner.sandbox._linux import (
+    CallCgroups,
+    CallGroup,
+    HostIds,
+    landlock_abi,
+    userns_restrictions,
+)
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
 
-__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_UID", "BwrapBackend", "interpreter"]
+__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID", "BwrapBackend",
+           "interpreter"]  # fmt: skip
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
-# The host uid and gid a root parent runs the sandbox as: a fixed id with no account, no files
-# and no other processes, so nothing on the host shares its per-uid quotas or owns what it could
-# reach by DAC. (Not 65534: "nobody" is shared by NFS squashing and other daemons.)
-SANDBOX_HOST_ID = 64_999
+# The host uids (and equal gids) a root parent runs calls as, one per call, leased for the call's
+# life (runner/sandbox/_linux.py HostIds): ids with no account, no files and no other processes,
+# so no per-uid quota, keyring or DAC right is shared with the host or between concurrent calls.
+# (Not 65534: "nobody" is shared by NFS squashing and other daemons.)
+SANDBOX_HOST_IDS = range(64_936, 65_000)
+SANDBOX_HOST_ID = SANDBOX_HOST_IDS[0]  # the first id leased (the self-check's)
+# A bind's bytes are copied into a memfd per call (so no host path shows in mountinfo):
+# directory binds are bounded in files and bytes.
+MAX_BIND_FILES = 512
+MAX_BIND_BYTES = 256 << 20
 WORKER_PATH = "/ect/worker.py"
 # Landlock ABI 1 (Linux 5.13) provides the one guarantee no other layer gives: execute only
 # beneath the read-only binds. Everything else has a layer on any kernel bwrap runs on
@@ -123,7 +137,8 @@ class BwrapBackend(WorkerRunMixin):
         allow_weaker_landlock_unsafe: accept a kernel on which a guarantee has no layer left
             (today: no Landlock at all, so nothing stops exec from the scratch ``/tmp``).
             Weaker; ``describe()`` records it and which guarantee is missing.
-        host_id: the unprivileged host uid and gid the sandbox runs as when the parent is root.
+        host_ids: the unprivileged host uids (and equal gids) a root parent runs calls as, one
+            per call, leased for its life (default ``SANDBOX_HOST_IDS``); no account may use them.
         emulate_landlock_abi: apply this older Landlock ABI's rule set even on a newer kernel
             (to test what an older kernel gets); recorded in ``describe()``.
 
@@ -141,11 +156,12 @@ class BwrapBackend(WorkerRunMixin):
         bwrap: str = "/usr/bin/bwrap",
         policy_root: Path = REPO_ROOT,
         allow_weaker_landlock_unsafe: bool = False,
-        host_id: int = SANDBOX_HOST_ID,
+        host_ids: range = SANDBOX_HOST_IDS,
         emulate_landlock_abi: int | None = None,
     ) -> None:
-        if isinstance(host_id, bool) or not isinstance(host_id, int) or not 0 < host_id < 2**32 - 1:
-            raise ValueError(f"host_id must be a non-root uid, got {host_id!r}")
+        if not isinstance(host_ids, range) or len(host_ids) == 0 or host_ids.step != 1 \
+                or host_ids.start <= 0 or host_ids.stop > 2**32 - 1:
+            raise ValueError(f"host_ids must be a non-empty range of non-root ids, got {host_ids!r}")
         if not sys.platform.startswith("linux"):
             raise SandboxUnavailable(f"the bwrap backend needs Linux, not {sys.platform}")
         found = shutil.which(bwrap)
@@ -178,10 +194,13 @@ class BwrapBackend(WorkerRunMixin):
         self.landlock_abi = (self.kernel_landlock_abi if emulate_landlock_abi is None
                              else min(self.kernel_landlock_abi, int(emulate_landlock_abi)))
         self.drops_root = os.geteuid() == 0
-        self.host_uid = host_id if os.geteuid() == 0 else os.geteuid()
-        self.host_gid = host_id if os.geteuid() == 0 else os.getegid()
+        self.ids = HostIds(host_ids) if self.drops_root else None
+        self.host_uid = host_ids[0] if self.drops_root else os.geteuid()
+        self.host_gid = host_ids[0] if self.drops_root else os.getegid()
         self.cgroups = CallCgroups.detect()
         self.seccomp_policy = policy_summary(source)
+        # planned: refuse a kernel that cannot give a guarantee before starting anything; the
+        # record is rebuilt from what the self-check's worker reports it applied (see _record)
         self.guarantees, self.missing = assess(HostFacts(
             landlock_abi=self.landlock_abi,
             cgroups=f"v{self.cgroups.version}" if self.cgroups else None,
@@ -204,7 +223,49 @@ class BwrapBackend(WorkerRunMixin):
             raise SandboxUnavailable(
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
             )
+        self.applied: dict[str, Any] = {}
+        self.check()
+
+    def check(self) -> dict[str, Any]:
+        """Run the self-check and rebuild the record (``layers()``) from what its worker reports
+        it applied. Raises SandboxUnavailable if a guarantee has no layer left in force."""
         self.applied = self._smoke()
+        facts = self._applied_facts(self.applied)
+        self.guarantees, self.missing = assess(facts)
+        accepted = {"exec"} if self.allow_weaker_landlock_unsafe else set()
+        if set(self.missing) - accepted:
+            from runner.sandbox._layers import GUARANTEES
+
+            texts = "; ".join(g.text for g in GUARANTEES if g.key in self.missing)
+            raise SandboxUnavailable(f"the sandbox self-check left no layer in force for: {texts}")
+        return self.applied
+
+    def _applied_facts(self, a: Mapping[str, Any]) -> HostFacts:
+        """The layer facts of a worker's ``check`` report."""
+        joined = set(a.get("cgroups_joined") or [])
+        controllers: set[str] = set()
+        if self.cgroups is not None and joined:
+            if self.cgroups.version == 2:
+                controllers = {"pids", "memory", *(("cpu",) if self.cgroups.cpu else ())}
+            else:
+                controllers = joined
+                if not {"cpu", "cpuacct"} <= joined:
+                    controllers.discard("cpu")
+        uid_map = a.get("uid_map") or [0, 0, 1]
+        ids = a.get("ids") or [0, 0, 0]
+        host_uid = int(uid_map[1]) + int(ids[0]) - int(uid_map[0])
+        caps = a.get("capabilities") or {}
+        rl = a.get("rlimits") or {}
+        return HostFacts(
+            landlock_abi=int(a.get("abi") or 0),
+            seccomp=a.get("seccomp") == "2",
+            cgroups=f"v{self.cgroups.version}" if self.cgroups is not None and joined else None,
+            cgroup_controllers=frozenset(controllers),
+            host_uid=host_uid,
+            per_call_ids=self.ids is not None and host_uid in self.ids.ids,
+            rlimits=frozenset(k for k, v in rl.items() if v is not None),
+            capabilities_empty=bool(caps) and all(int(v, 16) == 0 for v in caps.values()),
+        )
 
     def _smoke(self) -> dict[str, Any]:
         """Start one real sandbox so a host that cannot run it fails here, plainly, not mid-study."""
@@ -251,27 +312,52 @@ class BwrapBackend(WorkerRunMixin):
         }
 
     def layers(self) -> dict[str, Any]:
-        """The isolation layers actually in force here, for the preflight report, run header and
-        manifest: a reader of a result knows what isolation produced it."""
-        bounds = (self.cgroups.bounds() if self.cgroups is not None else
-                  {"processes": "rlimit RLIMIT_NPROC (per host uid)",
-                   "memory": "rlimit RLIMIT_AS per process (no per-call cgroup: "
-                             + ("no writable pids+memory cgroup)" if os.geteuid() == 0
-                                else "unprivileged parent without cgroup delegation)"),
-                   "swap": "not bounded"})  # fmt: skip
+        """The isolation layers in force here, for the preflight report, run header and manifest:
+        built from what the self-check's worker reported it applied (read back from the kernel
+        inside the sandbox), never from what this backend planned."""
+        a = self.applied
+        facts = self._applied_facts(a)
+        rl = a.get("rlimits") or {}
+        v = f"cgroup-v{self.cgroups.version}" if self.cgroups is not None else ""
+        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0
+                    else "unprivileged parent without cgroup delegation")  # fmt: skip
+        bounds = {
+            "processes": (f"{v} pids.max" if facts.cgroup("pids") else
+                          "rlimit RLIMIT_NPROC (per host uid)" if facts.rlimit("nproc")
+                          and facts.host_uid != 0 else "not bounded"),
+            "memory": (f"{v} per-call memory limit" if facts.cgroup("memory") else
+                       f"rlimit RLIMIT_AS per process (no per-call cgroup: {why_none})"
+                       if facts.rlimit("address_space_bytes") else "not bounded"),
+            "swap": ((f"{v} none allowed" if self.cgroups is not None and self.cgroups.swap_bounded
+                      else "not bounded (no swap accounting on this host)")
+                     if facts.cgroup("memory") else "not bounded"),
+            "cpu": ((self.cgroups.bounds().get("cpu", "") if self.cgroups is not None else "")
+                    if facts.cgroup("cpu") else
+                    "rlimit RLIMIT_CPU per process (no per-call cpu cgroup), and the wall clock"
+                    if facts.rlimit("cpu_s") else "the wall clock only"),
+        }  # fmt: skip
         return {
-            "landlock_abi": self.landlock_abi,
+            "landlock_abi": facts.landlock_abi,
             "kernel_landlock_abi": self.kernel_landlock_abi,
             "emulated_landlock_abi": self.emulate_landlock_abi,
-            "landlock_applied": self.applied.get("abi"),
-            "seccomp": {"mode": "filter" if self.applied.get("seccomp") == "2" else
-                        f"status {self.applied.get('seccomp')!r}",
-                        **self.seccomp_policy},
-            "cgroups": f"v{self.cgroups.version}" if self.cgroups is not None else None,
+            "landlock_applied": a.get("abi"),
+            "seccomp": {"mode": "filter" if a.get("seccomp") == "2" else
+                        f"status {a.get('seccomp')!r}",
+                        **self.seccomp_policy,
+                        "kernel_passthrough": seccomp_passthrough(self.arch, os.uname().release)},
+            "cgroups": facts.cgroups,
+            "cgroup_controllers": sorted(facts.cgroup_controllers or ()),
             "bounds": bounds,
-            "host_uid": self.host_uid,
-            "host_gid": self.host_gid,
-            "uid_map": self.applied.get("uid_map"),
+            "host_uid": facts.host_uid,
+            "host_gid": int((a.get("ids") or [0, 0])[1]) if self.drops_root else self.host_gid,
+            "host_ids": ({"per_call": True, "range": self.ids.describe()} if self.ids is not None
+                         else {"per_call": False, "range": None,
+                               "shared": "the parent's uid (non-root parent)"}),
+            "uid_map": a.get("uid_map"),
+            "capabilities": a.get("capabilities"),
+            "no_new_privs": a.get("no_new_privs"),
+            "keyring": a.get("keyring"),
+            "rlimits": rl,
             "guarantees": self.guarantees,
             "missing_guarantees": self.missing,
             "allow_weaker_landlock_unsafe": self.allow_weaker_landlock_unsafe,
@@ -293,11 +379,15 @@ class BwrapBackend(WorkerRunMixin):
             "devices": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"],
         }
 
-    def bwrap_argv(self, limits: Limits, ro_binds: Sequence[tuple[int, str]], seccomp_fd: int,
-                   worker_fd: int, prefix_fd: int | None = None) -> list[str]:  # fmt: skip
-        """bwrap's argv. ``ro_binds`` and ``prefix_fd`` are descriptors the parent opened
-        (``O_PATH``): bwrap, running as the unprivileged host id, needs no access to their paths,
-        and no path can be swapped between the check and the mount."""
+    def bwrap_argv(self, limits: Limits, ro_binds: Sequence[tuple[int, str] | tuple[int, str, int]],
+                   seccomp_fd: int, worker_fd: int, prefix_fd: int | None = None,
+                   proc_data: Sequence[tuple[int, str]] = ()) -> list[str]:  # fmt: skip
+        """bwrap's argv. ``ro_binds`` are ``(fd, dest[, mode])``: a memfd holding a copy of the
+        file the parent read (``--ro-bind-data``, so the mount table names no host path and no
+        path can be swapped between the check and the mount), or ``-1`` for a directory of a
+        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, which
+        keeps its own path. ``proc_data`` are files laid over ``/proc`` entries (the per-call
+        ``boot_id``, the masked ``key-users``)."""
         if self.drops_root:
             # Root parent: no user namespace (it could only map the sandbox to host root). bwrap,
             # as root, makes the other namespaces; the command keeps only CAP_SETPCAP, CAP_SETUID and
@@ -335,17 +425,28 @@ class BwrapBackend(WorkerRunMixin):
         # for the destination, so they are made explicitly: readable, not writable
         made = {"/", "/ect"}
         argv += ["--perms", "0555", "--dir", "/ect"]
-        for _, dest in ro_binds:
-            for parent in reversed(Path(dest).parents):
+        for bind in ro_binds:
+            for parent in reversed(Path(bind[1]).parents):
                 if str(parent) not in made:
                     made.add(str(parent))
                     argv += ["--perms", "0555", "--dir", str(parent)]
         argv += ["--perms", "0444", "--ro-bind-data", str(worker_fd), WORKER_PATH]
-        for fd, dest in ro_binds:
-            argv += ["--ro-bind-fd", str(fd), dest]
+        for bind in ro_binds:
+            fd, dest = bind[0], bind[1]
+            mode = bind[2] if len(bind) > 2 else 0o444
+            if fd < 0:
+                if dest not in made:
+                    made.add(dest)
+                    argv += ["--perms", "0555", "--dir", dest]
+            else:
+                argv += ["--perms", f"{mode:04o}", "--ro-bind-data", str(fd), dest]
+        proc_over = []
+        for fd, dest in proc_data:
+            proc_over += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
         argv += [
             "--proc", "/proc",
             *self._proc_covers(),
+            *proc_over,
             # only the four devices a tool may need (bwrap's --dev would add pts, shm, tty, full)
             "--perms", "0555", "--dir", "/dev",
             "--dev-bind", "/dev/null", "/dev/null",
@@ -384,6 +485,57 @@ class BwrapBackend(WorkerRunMixin):
 
     # -- running --------------------------------------------------------------------------------
 
+    def _copy_binds(self, ro_binds: Sequence[tuple[Path, str]]) -> list[tuple[int, str, int]]:
+        """Copy each bind's bytes into memfds: ``(fd, dest, mode)``, ``fd = -1`` for a directory.
+
+        Why copies: a bind mount shows its source path in ``/proc/self/mountinfo`` (the tools
+        file's checkout, the snapshot and bytecode directories); data binds show bwrap's own
+        temporary name. A directory is copied file by file (regular files and directories only,
+        at most ``MAX_BIND_FILES`` files and ``MAX_BIND_BYTES`` bytes in all)."""
+        out: list[tuple[int, str, int]] = []
+        total = 0
+
+        def copy(path: Path, dest: str) -> None:
+            nonlocal total
+            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                st = os.fstat(src)
+                total += st.st_size
+                if len(out) >= MAX_BIND_FILES or total > MAX_BIND_BYTES:
+                    raise ValueError(f"binds exceed {MAX_BIND_FILES} files or "
+                                     f"{MAX_BIND_BYTES} bytes (at {path})")  # fmt: skip
+                fd = os.memfd_create("ect-bind", os.MFD_CLOEXEC)
+                out.append((fd, dest, 0o555 if st.st_mode & 0o111 else 0o444))
+                left = st.st_size
+                while left > 0:
+                    n = os.sendfile(fd, src, None, left)
+                    if n == 0:
+                        break
+                    left -= n
+                os.lseek(fd, 0, os.SEEK_SET)
+            finally:
+                os.close(src)
+
+        for host, dest in ro_binds:
+            host = Path(host)
+            if not host.is_dir():
+                copy(host, dest)
+                continue
+            out.append((-1, dest, 0o555))
+            for root, dirs, files in os.walk(host):
+                dirs.sort()
+                rel = Path(root).relative_to(host)
+                for d in list(dirs):
+                    if (Path(root) / d).is_symlink():
+                        raise ValueError(f"bind source {host} holds a symlink: {Path(root) / d}")
+                    out.append((-1, str(Path(dest) / rel / d), 0o555))
+                for f in sorted(files):
+                    p = Path(root) / f
+                    if p.is_symlink() or not p.is_file():
+                        raise ValueError(f"bind source {host} holds a symlink or special file: {p}")
+                    copy(p, str(Path(dest) / rel / f))
+        return out
+
     def run_worker(
         self,
         config: Mapping[str, Any],
@@ -397,35 +549,42 @@ class BwrapBackend(WorkerRunMixin):
         cfg = dict(config)
         cfg["rlimits"] = limits.rlimits()
         cfg["landlock"] = self._landlock([d for _, d in ro_binds])
-        bind_fds: list[tuple[int, str]] = []
+        bind_fds: list[tuple[int, str, int]] = []
+        proc_fds: list[tuple[int, str]] = []
         prefix_fd: int | None = None
         group: CallGroup | None = None
+        uid: int | None = None
         info_r, info_w = os.pipe()
         seccomp_fd = worker_fd = pidfd = -1
         try:
             seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
             worker_fd = _memfd("ect-worker", self.worker_bytes)
-            for host, dest in ro_binds:
-                bind_fds.append((os.open(host, os.O_PATH | os.O_CLOEXEC), dest))
+            bind_fds = self._copy_binds(ro_binds)
+            # a boot id of this call's own (the host's identifies the machine and its boot) and
+            # an empty key-users (it lists every uid's key counts, root's too)
+            boot = f"{uuid.uuid4()}\n".encode()
+            proc_fds.append((_memfd("ect-boot-id", boot), "/proc/sys/kernel/random/boot_id"))
+            if os.path.exists("/proc/key-users"):
+                proc_fds.append((_memfd("ect-key-users", b""), "/proc/key-users"))
             if self.prefix != Path("/usr") and not str(self.prefix).startswith("/usr/"):
                 prefix_fd = os.open(self.prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd)
+            bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd, proc_fds)
             bw += ["--info-fd", str(info_w)]
-            if self.cgroups is not None:
-                # the sandbox's pid 1 + the worker, then the command's own processes; the
-                # per-call pids.max replaces the per-uid RLIMIT_NPROC, which concurrent calls
-                # under the one host id would share
-                group = self.cgroups.acquire(int(limits.nproc) + 2, int(limits.memory_bytes))
-                cfg["cgroup_gate"] = group.gate
-                cfg["rlimits"].pop("nproc", None)
-            if self.drops_root:
-                cfg["drop_to"] = [self.host_uid, self.host_gid]
-            cfg["new_session_keyring"] = True
-            cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
-            passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _ in bind_fds),
-                      *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip
             started = time.monotonic()
             deadline = started + limits.wall_s
+            if self.cgroups is not None:
+                # the sandbox's pid 1 + the worker, then the command's own processes
+                group = self.cgroups.acquire(int(limits.nproc) + 2, int(limits.memory_bytes))
+                cfg["cgroup_gate"] = group.gate
+            if self.ids is not None:
+                # this call's own host id: RLIMIT_NPROC and every other per-uid count is per call
+                uid = self.ids.lease(limits.wall_s)
+                cfg["drop_to"] = [uid, uid]
+            cfg["new_session_keyring"] = True
+            cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
+            passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _, _ in bind_fds if fd >= 0),
+                      *(fd for fd, _ in proc_fds),
+                      *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip
             proc = subprocess.Popen(
                 bw + cmd,
                 stdin=subprocess.PIPE,
@@ -445,9 +604,19 @@ class BwrapBackend(WorkerRunMixin):
                     pidfd = os.pidfd_open(pid1)
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
-            return supervise(proc, stdin, limits, started=started, inner_pidfd=pidfd)
+            cpu_used = None
+            if group is not None and group.cpu is not None and self.cgroups is not None:
+                cgroups, base = self.cgroups, self.cgroups.cpu_usage(group)
+
+                def cpu_used() -> float:
+                    now = cgroups.cpu_usage(group)
+                    return now - base if now >= 0 and base >= 0 else 0.0
+
+            return supervise(proc, stdin, limits, started=started, inner_pidfd=pidfd,
+                             cpu_used=cpu_used)  # fmt: skip
         finally:
-            fds = [seccomp_fd, worker_fd, info_r, info_w, pidfd, *(fd for fd, _ in bind_fds)]
+            fds = [seccomp_fd, worker_fd, info_r, info_w, pidfd,
+                   *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
             if prefix_fd is not None:
                 fds.append(prefix_fd)
             for fd in fds:
@@ -456,3 +625,5 @@ class BwrapBackend(WorkerRunMixin):
                         os.close(fd)
             if group is not None and self.cgroups is not None:
                 self.cgroups.release(group)
+            if uid is not None and self.ids is not None:
+                self.ids.release(uid)
