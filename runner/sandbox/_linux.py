@@ -92,6 +92,22 @@ def _count(path: Path, name: str) -> int:
 _CPU_PERIOD_US = 100_000
 
 
+def _in_group(pid: int, gate: dict[str, str]) -> bool:
+    """True when ``pid`` is already in every cgroup of ``gate`` (``/proc/PID/cgroup``)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    seen = set()
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctl in parts[1].split(",") if parts[1] else [""]:
+                if ctl in gate and parts[2].endswith("/" + gate[ctl]):
+                    seen.add(ctl)
+    return seen == set(gate)
+
+
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
 
@@ -444,8 +460,9 @@ class CallCgroups:
             except (OSError, ValueError):
                 return False  # pid 1 is gone
             for k in kids:
-                if k not in moved:
-                    move(k)
+                if k not in moved and not _in_group(k, group.gate):
+                    move(k)  # forked before pid 1 was in every group (each move costs a v1
+                    # migration, which can wait for an RCU grace period)
             if kids:
                 return True
             time.sleep(delay)
