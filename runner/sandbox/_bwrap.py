@@ -26,20 +26,25 @@ Layers, outermost first:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
-from runner.errors import FormatError
+from runner.errors import FormatError, SandboxError
 from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
 from runner.sandbox._layers import HostFacts, assess, seccomp_passthrough
@@ -67,6 +72,8 @@ SANDBOX_HOST_IDS = range(64_936, 65_000)
 SANDBOX_HOST_ID = SANDBOX_HOST_IDS[0]  # the first id leased (the self-check's)
 # A bind's bytes are copied into a memfd per call (so no host path shows in mountinfo):
 # directory binds are bounded in files and bytes.
+# Pre-spawned single-use children waiting for a call (0: every call starts its own sandbox).
+DEFAULT_POOL_SIZE = 2
 MAX_BIND_FILES = 512
 MAX_BIND_BYTES = 256 << 20
 WORKER_PATH = "/ect/worker.py"
@@ -139,6 +146,9 @@ class BwrapBackend(WorkerRunMixin):
             Weaker; ``describe()`` records it and which guarantee is missing.
         host_ids: the unprivileged host uids (and equal gids) a root parent runs calls as, one
             per call, leased for its life (default ``SANDBOX_HOST_IDS``); no account may use them.
+        pool_size: how many pre-spawned single-use sandboxes wait for calls (every layer applied,
+            the worker loaded; each serves one call and is destroyed); 0 turns the pool off.
+        pool_max_idle_s: a pre-spawned child that waited longer than this is discarded unused.
         emulate_landlock_abi: apply this older Landlock ABI's rule set even on a newer kernel
             (to test what an older kernel gets); recorded in ``describe()``.
 
@@ -158,7 +168,24 @@ class BwrapBackend(WorkerRunMixin):
         allow_weaker_landlock_unsafe: bool = False,
         host_ids: range = SANDBOX_HOST_IDS,
         emulate_landlock_abi: int | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_max_idle_s: float = 30.0,
     ) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0 \
+                or pool_size >= len(host_ids):
+            raise ValueError(f"pool_size must be 0..{len(host_ids) - 1}, got {pool_size!r}")
+        if not pool_max_idle_s > 0:
+            raise ValueError(f"pool_max_idle_s must be positive, got {pool_max_idle_s!r}")
+        self.pool_size = pool_size
+        self.pool_max_idle_s = float(pool_max_idle_s)
+        self._pool: dict[bytes, list[_Child]] = {}
+        self._pending: dict[bytes, int] = {}
+        self._pool_lock = threading.Lock()
+        self._pool_jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._pool_thread: threading.Thread | None = None
+        self._closed = False
+        # calls served by a waiting child, calls that started their own, children discarded
+        self.pool_stats = {"served": 0, "cold": 0, "discarded": 0}
         if not isinstance(host_ids, range) or len(host_ids) == 0 or host_ids.step != 1 \
                 or host_ids.start <= 0 or host_ids.stop > 2**32 - 1:
             raise ValueError(f"host_ids must be a non-empty range of non-root ids, got {host_ids!r}")
@@ -225,6 +252,7 @@ class BwrapBackend(WorkerRunMixin):
             )
         self.applied: dict[str, Any] = {}
         self.check()
+        atexit.register(self.close)
 
     def check(self) -> dict[str, Any]:
         """Run the self-check and rebuild the record (``layers()``) from what its worker reports
@@ -361,6 +389,8 @@ class BwrapBackend(WorkerRunMixin):
             "guarantees": self.guarantees,
             "missing_guarantees": self.missing,
             "allow_weaker_landlock_unsafe": self.allow_weaker_landlock_unsafe,
+            "pool": {"size": self.pool_size, "max_idle_s": self.pool_max_idle_s,
+                     "single_use": True},
         }
 
     def sandbox_path(self, host: Path, dest: str) -> str:
@@ -536,6 +566,145 @@ class BwrapBackend(WorkerRunMixin):
                     copy(p, str(Path(dest) / rel / f))
         return out
 
+    # -- pre-spawned single-use children -------------------------------------------------------
+
+    def _signature(self, binds: Sequence[tuple[Path, str]]) -> list[Any]:
+        """Identity of every bind source's content (a pooled child holds copies made at spawn)."""
+        out: list[Any] = []
+        for host, dest in binds:
+            paths = [Path(host)]
+            if paths[0].is_dir():
+                paths += sorted(Path(r) / f for r, _, fs in os.walk(host) for f in fs)
+            for p in paths:
+                st = os.stat(p, follow_symlinks=False)
+                out.append([dest, str(p), *(str(v) for v in (st.st_dev, st.st_ino, st.st_size,
+                                                                st.st_mtime_ns, st.st_ctime_ns))])
+        return out
+
+    def _take(self, key: bytes) -> _Child | None:
+        """A ready child for ``key`` (discarding any that waited too long or died), or None."""
+        stale: list[_Child] = []
+        found = None
+        with self._pool_lock:
+            ready = self._pool.get(key, [])
+            while ready and found is None:
+                child = ready.pop(0)
+                if time.monotonic() - child.born > self.pool_max_idle_s or \
+                        child.proc.poll() is not None:
+                    stale.append(child)
+                else:
+                    found = child
+        for child in stale:
+            self._discard(child)
+        return found
+
+    def _replenish(self, key: bytes, cfg: dict[str, Any], limits: Limits,
+                   binds: Sequence[tuple[Path, str]], dirs: Sequence[str]) -> None:  # fmt: skip
+        """Start children for ``key`` in the background until ``pool_size`` wait in all (the
+        oldest waiting children of other keys make room)."""
+
+        def fill() -> None:
+            while True:
+                evict: list[_Child] = []
+                with self._pool_lock:
+                    if self._closed:
+                        return
+                    mine = len(self._pool.get(key, [])) + self._pending.get(key, 0)
+                    if mine >= self.pool_size:
+                        return
+                    others = sorted((c for k, cs in self._pool.items() if k != key for c in cs),
+                                    key=lambda c: c.born)  # fmt: skip
+                    total = sum(len(cs) for cs in self._pool.values()) + sum(
+                        self._pending.values())
+                    while total >= self.pool_size and others:
+                        old = others.pop(0)
+                        self._pool[old.key].remove(old)
+                        evict.append(old)
+                        total -= 1
+                    self._pending[key] = self._pending.get(key, 0) + 1
+                for old in evict:
+                    self._discard(old)
+                try:
+                    child: _Child | None = self._launch(dict(cfg), limits, binds, key, dirs)
+                except (OSError, SandboxError, ValueError):
+                    with self._pool_lock:  # the call that needs one starts it (and reports)
+                        self._pending[key] -= 1
+                    return
+                with self._pool_lock:
+                    self._pending[key] -= 1
+                    if child is not None and not self._closed:
+                        self._pool.setdefault(key, []).append(child)
+                        child = None
+                if child is not None:
+                    self._discard(child)
+                    return
+
+        # one long-lived thread starts every pooled child: bwrap's --die-with-parent is the
+        # parent-death signal, which fires when the *thread* that started it ends
+        with self._pool_lock:
+            if self._pool_thread is None:
+                self._pool_thread = threading.Thread(target=self._pool_loop,
+                                                     name="ect-sandbox-pool", daemon=True)
+                self._pool_thread.start()
+        self._pool_jobs.put(fill)
+
+    def _pool_loop(self) -> None:
+        while True:
+            job = self._pool_jobs.get()
+            try:
+                job()
+            except Exception:  # a failed refill: the call that needs a child starts one itself
+                continue
+
+    def _run_pooled(self, config: Mapping[str, Any], stdin: bytes, limits: Limits,
+                    ro_binds: Sequence[tuple[Path, str]]) -> ChildResult:  # fmt: skip
+        """Serve one call from a pre-spawned child (or one started now, cold), then start its
+        replacement: the child applied every layer and loaded the worker (and in tool mode the
+        tools) before the call was known; it gets the call's own fields on its stdin."""
+        cfg = dict(config)
+        binds = list(ro_binds)
+        request: dict[str, Any] = {}
+        dirs: list[str] = []
+        if cfg["mode"] == "exec":
+            request["argv"] = cfg.pop("argv")
+        else:  # tool: the world's snapshot goes in the request, so one pool serves every world
+            request["world_id"] = cfg.pop("world_id")
+            snap = cfg.pop("snapshot")
+            host = [h for h, d in binds if d == snap]
+            binds = [(h, d) for h, d in binds if d != snap]
+            if len(host) != 1:
+                raise SandboxError(f"no bind gives the snapshot {snap}")
+            request["snapshot_data"] = Path(host[0]).read_text("utf-8")
+            # its directory still exists, read-only, as it does around a bound snapshot
+            dirs = [str(Path(snap).parent)]
+        cfg["await_request"] = True
+        key = canonical_bytes({"cfg": cfg, "limits": asdict(limits), "dirs": dirs,
+                               "binds": self._signature(binds)})  # fmt: skip
+        child = self._take(key)
+        with self._pool_lock:
+            self.pool_stats["served" if child is not None else "cold"] += 1
+        if child is None:
+            child = self._launch(dict(cfg), limits, binds, key, dirs)
+        self._replenish(key, cfg, limits, binds, dirs)
+        head = canonical_bytes(request)
+        return self._finish(child, b"%010d" % len(head) + head + stdin, limits, time.monotonic())
+
+    def pool_waiting(self) -> int:
+        """How many pre-spawned children wait for a call now."""
+        with self._pool_lock:
+            return sum(len(cs) for cs in self._pool.values())
+
+    def close(self) -> None:
+        """Destroy every waiting pre-spawned child (also at exit)."""
+        with self._pool_lock:
+            self._closed = True
+            children = [c for cs in self._pool.values() for c in cs]
+            self._pool.clear()
+        for child in children:
+            self._discard(child)
+
+    # -- running --------------------------------------------------------------------------------
+
     def run_worker(
         self,
         config: Mapping[str, Any],
@@ -544,9 +713,20 @@ class BwrapBackend(WorkerRunMixin):
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
     ) -> ChildResult:
-        """Run the pinned worker with ``config`` (mode and mode arguments) under the full policy."""
+        """Run the pinned worker with ``config`` (mode and mode arguments) under the full policy:
+        ``tool`` and ``exec`` calls from the pool of pre-spawned children when ``pool_size`` > 0,
+        anything else in a child started for it."""
         self._check_binds(ro_binds)
-        cfg = dict(config)
+        if self.pool_size > 0 and config.get("mode") in ("tool", "exec"):
+            return self._run_pooled(config, stdin, limits, ro_binds)
+        child = self._launch(dict(config), limits, ro_binds, b"")
+        return self._finish(child, stdin, limits, child.born)
+
+    def _launch(self, cfg: dict[str, Any], limits: Limits, ro_binds: Sequence[tuple[Path, str]],
+                key: bytes, dirs: Sequence[str] = ()) -> _Child:  # fmt: skip
+        """Start one sandbox with the worker (every layer applied by the time it runs anything
+        not its own); the caller feeds and supervises it (``_finish``) or discards it."""
+        born = time.monotonic()
         cfg["rlimits"] = limits.rlimits()
         cfg["landlock"] = self._landlock([d for _, d in ro_binds])
         bind_fds: list[tuple[int, str, int]] = []
@@ -556,10 +736,11 @@ class BwrapBackend(WorkerRunMixin):
         uid: int | None = None
         info_r, info_w = os.pipe()
         seccomp_fd = worker_fd = pidfd = -1
+        ok = False
         try:
             seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
             worker_fd = _memfd("ect-worker", self.worker_bytes)
-            bind_fds = self._copy_binds(ro_binds)
+            bind_fds = [*((-1, d, 0o555) for d in dirs), *self._copy_binds(ro_binds)]
             # a boot id of this call's own (the host's identifies the machine and its boot) and
             # an empty key-users (it lists every uid's key counts, root's too)
             boot = f"{uuid.uuid4()}\n".encode()
@@ -570,8 +751,7 @@ class BwrapBackend(WorkerRunMixin):
                 prefix_fd = os.open(self.prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd, proc_fds)
             bw += ["--info-fd", str(info_w)]
-            started = time.monotonic()
-            deadline = started + limits.wall_s
+            deadline = born + limits.wall_s
             if self.cgroups is not None:
                 # the sandbox's pid 1 + the worker, then the command's own processes
                 group = self.cgroups.acquire(int(limits.nproc) + 2, int(limits.memory_bytes))
@@ -604,7 +784,33 @@ class BwrapBackend(WorkerRunMixin):
                     pidfd = os.pidfd_open(pid1)
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
+            ok = True
+            return _Child(proc, pidfd, group, uid, born, key)
+        finally:
+            fds = [seccomp_fd, worker_fd, info_r, info_w,
+                   *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
+            if prefix_fd is not None:
+                fds.append(prefix_fd)
+            if not ok:
+                fds.append(pidfd)
+            for fd in fds:
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            if not ok:
+                self._release(group, uid)
+
+    def _release(self, group: CallGroup | None, uid: int | None) -> None:
+        if group is not None and self.cgroups is not None:
+            self.cgroups.release(group)
+        if uid is not None and self.ids is not None:
+            self.ids.release(uid)
+
+    def _finish(self, child: _Child, stdin: bytes, limits: Limits, started: float) -> ChildResult:
+        """Feed and supervise a started child (its wall clock from ``started``), then destroy it."""
+        try:
             cpu_used = None
+            group = child.group
             if group is not None and group.cpu is not None and self.cgroups is not None:
                 cgroups, base = self.cgroups, self.cgroups.cpu_usage(group)
 
@@ -612,18 +818,38 @@ class BwrapBackend(WorkerRunMixin):
                     now = cgroups.cpu_usage(group)
                     return now - base if now >= 0 and base >= 0 else 0.0
 
-            return supervise(proc, stdin, limits, started=started, inner_pidfd=pidfd,
-                             cpu_used=cpu_used)  # fmt: skip
+            return supervise(child.proc, stdin, limits, started=started,
+                             inner_pidfd=child.pidfd, cpu_used=cpu_used)  # fmt: skip
         finally:
-            fds = [seccomp_fd, worker_fd, info_r, info_w, pidfd,
-                   *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
-            if prefix_fd is not None:
-                fds.append(prefix_fd)
-            for fd in fds:
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            if group is not None and self.cgroups is not None:
-                self.cgroups.release(group)
-            if uid is not None and self.ids is not None:
-                self.ids.release(uid)
+            if child.pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(child.pidfd)
+            self._release(child.group, child.uid)
+
+    def _discard(self, child: _Child) -> None:
+        """Destroy a child that will serve no call."""
+        with self._pool_lock:
+            self.pool_stats["discarded"] += 1
+        with contextlib.suppress(OSError):
+            if child.pidfd >= 0:
+                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            child.proc.communicate(timeout=5)
+        if child.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(child.pidfd)
+        self._release(child.group, child.uid)
+
+
+@dataclass
+class _Child:
+    """A started sandbox (bwrap launcher ``proc``, a pidfd on its pid 1) and what it holds."""
+
+    proc: subprocess.Popen[bytes]
+    pidfd: int
+    group: CallGroup | None
+    uid: int | None
+    born: float
+    key: bytes

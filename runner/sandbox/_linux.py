@@ -6,6 +6,7 @@ import atexit
 import collections
 import contextlib
 import fcntl
+import functools
 import os
 import secrets
 import signal
@@ -142,23 +143,37 @@ class HostIds:
                     f"{what} {entry[0]!r}: choose a range of ids no account uses (host_ids=)")
         self.ids = ids
         self._free: collections.deque[int] = collections.deque(ids)
+        self._held: dict[int, int] = {}
         self._cond = threading.Condition()
 
     def lease(self, timeout_s: float) -> int:
-        """The least recently used free id; waits up to ``timeout_s`` for one to be released."""
+        """The least recently used free id; waits up to ``timeout_s`` for one to be released.
+
+        An id is held by an exclusive ``flock`` on its lock file (``/run/ect-sandbox-owners/
+        uid-N.lock``) for the call's life, so other backends and other runner processes on the
+        host never lease it at the same time either."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while not self._free:
+            while True:
+                for uid in list(self._free):
+                    fd = _try_lock(f"uid-{uid}.lock")
+                    if fd is not None:
+                        self._free.remove(uid)
+                        self._held[uid] = fd
+                        return uid
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SandboxUnavailable(
                         f"all {len(self.ids)} sandbox host ids are in use by concurrent calls: "
                         "give a larger host_ids range or run fewer calls at once")
-                self._cond.wait(left)
-            return self._free.popleft()
+                # another process's release does not notify us: look again now and then
+                self._cond.wait(min(left, 0.05))
 
     def release(self, uid: int) -> None:
         with self._cond:
+            fd = self._held.pop(uid, None)
+            if fd is not None:
+                os.close(fd)  # drops the flock
             self._free.append(uid)
             self._cond.notify()
 
@@ -166,6 +181,18 @@ class HostIds:
         return [self.ids.start, self.ids.stop - 1]
 
 
+def _try_lock(name: str) -> int | None:
+    """An fd holding an exclusive flock on ``name`` in the owner directory, or None if taken."""
+    fd = os.open(_owner_dir() / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@functools.cache
 def _owner_dir() -> Path:
     for root in ("/run", tempfile.gettempdir()):
         d = Path(root) / "ect-sandbox-owners"

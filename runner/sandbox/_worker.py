@@ -13,7 +13,9 @@ imports nothing from ``runner``. In order, it:
    (default 1) is refused with exit code 78 unless the config carries
    ``allow_weaker_landlock_unsafe`` (the parent records that); ``emulate_abi`` applies an older
    ABI's rule set on a newer kernel (tests and probes of the kernel matrix);
-3. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
+3. pre-spawned (``await_request``): in tool mode imports the tools file, then waits on stdin
+   for the one request it serves (its argv, or its world and snapshot); see ``await_request``;
+4. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
    path, reads one JSON call ``{"world_id", "tool_id", "args"}`` on stdin and writes the tool's JSON
    response on stdout; in ``exec`` mode it replaces itself with the given command (the limits and
    the Landlock domain survive ``execve``); ``check`` mode reports what it applied, read back from
@@ -305,9 +307,48 @@ def _fail(code: int, message: str) -> None:
     os._exit(code)
 
 
-def _run_tool(cfg: dict) -> None:
+def _load_tools(cfg: dict):
     import importlib.util
 
+    spec = importlib.util.spec_from_file_location("ect_sandbox_tools", cfg["tools"])
+    if spec is None or spec.loader is None:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: cannot load the tools file")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # the tool's own failure: report its class, never a traceback
+        _fail(EXIT_TOOL_RAISED, f"ect-worker: tool raised {type(e).__name__}: {e}")
+    return mod
+
+
+def _read_exact(n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = os.read(0, n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def await_request(cfg: dict) -> None:
+    """Pre-spawned (pooled) child: everything is applied; wait for the one request this child
+    will serve: a 10-digit length, then that many bytes of JSON with the call's own fields
+    (``argv`` in exec mode; ``world_id`` and ``snapshot_data`` in tool mode). Read exactly, so
+    the rest of stdin is the command's (exec) or the call (tool)."""
+    head = _read_exact(10)
+    if not head:
+        os._exit(0)  # discarded unused: the parent closed the pipe
+    try:
+        req = json.loads(_read_exact(int(head)))
+    except ValueError:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: bad request header")
+    if not isinstance(req, dict) or not set(req) <= {"argv", "world_id", "snapshot_data"}:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: bad request header")
+    cfg.update(req)
+
+
+def _run_tool(cfg: dict, mod=None) -> None:
     limit = int(cfg.get("max_call_bytes", 1 << 20))
     raw = sys.stdin.buffer.read(limit + 1)
     if len(raw) > limit:
@@ -320,14 +361,14 @@ def _run_tool(cfg: dict) -> None:
         _fail(EXIT_BAD_CALL, "ect-worker: call must be exactly {world_id, tool_id, args}")
     if call["world_id"] != cfg["world_id"] or not isinstance(call["args"], dict):
         _fail(EXIT_BAD_CALL, "ect-worker: call names another world or args is not an object")
-    with open(cfg["snapshot"], "rb") as fh:
-        snapshot = json.loads(fh.read())
-    spec = importlib.util.spec_from_file_location("ect_sandbox_tools", cfg["tools"])
-    if spec is None or spec.loader is None:
-        _fail(EXIT_BAD_CONFIG, "ect-worker: cannot load the tools file")
-    mod = importlib.util.module_from_spec(spec)
+    if "snapshot_data" in cfg:
+        snapshot = json.loads(cfg["snapshot_data"])
+    else:
+        with open(cfg["snapshot"], "rb") as fh:
+            snapshot = json.loads(fh.read())
+    if mod is None:
+        mod = _load_tools(cfg)
     try:
-        spec.loader.exec_module(mod)
         response = mod.call_tool(snapshot, call["tool_id"], call["args"])
         out = json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # noqa: TID251
     except Exception as e:  # the tool's own failure: report its class, never a traceback
@@ -358,6 +399,11 @@ def main(argv: list[str]) -> None:
     cgroups = None
     if cfg.get("cgroup_gate"):
         cgroups = await_cgroup(dict(cfg["cgroup_gate"]))
+    mod = None
+    if cfg.get("await_request"):
+        if mode == "tool":  # the interpreter and the tools are loaded before the call is known
+            mod = _load_tools(cfg)
+        await_request(cfg)
     if mode == "check":
         # what this worker applied and sees, for the records (never what the parent planned)
         applied.update(_inside())
@@ -371,7 +417,9 @@ def main(argv: list[str]) -> None:
         except OSError as e:
             _fail(127, f"ect-worker: cannot exec {cmd[0]}: {e.strerror}")
     elif mode == "tool":
-        _run_tool(cfg)
+        _run_tool(cfg, mod)
+        if cfg.get("await_request"):
+            os._exit(0)  # output flushed; a single-use child needs no interpreter teardown
     else:
         _fail(EXIT_BAD_CONFIG, f"ect-worker: unknown mode {mode!r}")
 

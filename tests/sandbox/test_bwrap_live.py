@@ -120,8 +120,10 @@ def test_host_side_environ_of_every_sandbox_process_is_clean(bwrap: BwrapBackend
 
     t = threading.Thread(target=scan)
     t.start()
-    r = bwrap.run(
-        _py(bwrap, f"import time; time.sleep(3)  # {marker}"), stdin=b"", limits=Limits(wall_s=10)
+    # a cold child: its argv (with the marker) is bwrap's own; a pooled child gets it on stdin
+    cold = BwrapBackend(pool_size=0)
+    r = cold.run(
+        _py(cold, f"import time; time.sleep(3)  # {marker}"), stdin=b"", limits=Limits(wall_s=10)
     )
     t.join()
     assert r.exit_status == 0

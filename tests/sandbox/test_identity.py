@@ -18,19 +18,25 @@ from .conftest import linux_only
 
 
 def test_host_ids_are_leased_one_per_call_least_recently_used_first() -> None:
-    ids = HostIds(range(64_936, 64_939))
+    ids = HostIds(range(64_900, 64_903))  # not the default range: no sandbox holds these
     a, b = ids.lease(1.0), ids.lease(1.0)
-    assert (a, b) == (64_936, 64_937)
+    assert (a, b) == (64_900, 64_901)
     ids.release(a)
     # the id just returned comes back last: the one never used yet comes first
-    assert ids.lease(1.0) == 64_938
-    assert ids.lease(1.0) == 64_936
+    assert ids.lease(1.0) == 64_902
+    assert ids.lease(1.0) == 64_900
     with pytest.raises(SandboxUnavailable, match="all 3 sandbox host ids are in use"):
         ids.lease(0.05)
+    # another backend (or runner process) over the same range never gets a leased id
+    other = HostIds(range(64_900, 64_903))
+    with pytest.raises(SandboxUnavailable, match="in use"):
+        other.lease(0.05)
+    ids.release(64_901)
+    assert other.lease(1.0) == 64_901
 
 
 def test_a_call_waits_for_a_released_id() -> None:
-    ids = HostIds(range(64_936, 64_937))
+    ids = HostIds(range(64_903, 64_904))
     first = ids.lease(1.0)
     got: list[int] = []
     waiter = threading.Thread(target=lambda: got.append(ids.lease(10.0)))
