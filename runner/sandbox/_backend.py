@@ -23,10 +23,11 @@ CPU_POLL_S = 0.05  # how often the parent reads a call's cgroup CPU usage
 @dataclass(frozen=True)
 class Limits:
     """Per-call resource limits. Wall clock and output are enforced by the parent; the rest by rlimits
-    in the sandbox, and under a root parent ``nproc`` and ``memory_bytes`` by per-call cgroups over
-    the call's whole process tree (``pids.max``; a memory limit with no swap). Without those
-    cgroups ``memory_bytes`` is not enforced and memory is bounded per process by
-    ``address_space_bytes`` only (the backend's ``describe()`` says which held)."""
+    in the sandbox, and under a root parent ``nproc``, ``memory_bytes`` and ``cpu_s`` by per-call
+    cgroups over the call's whole process tree (``pids.max``; a memory limit with no swap; one
+    CPU of bandwidth and the parent polling the usage). Without those cgroups ``memory_bytes`` is
+    not enforced and memory is bounded per process by ``address_space_bytes`` only, and
+    ``cpu_s`` per process (the backend's ``describe()`` says which held)."""
 
     wall_s: float = 10.0
     cpu_s: int = 5

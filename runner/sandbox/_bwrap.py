@@ -9,19 +9,25 @@ Layers, outermost first:
   Under a non-root parent also a new user namespace with uid/gid 65534 (mapped to the parent's
   uid), no capabilities and no further user namespaces. Under a root parent no user namespace
   (bwrap could only map the sandbox to host root): the command starts with CAP_SETPCAP,
-  CAP_SETUID and CAP_SETGID only, and the pinned worker's first act is to empty the bounding set
-  and become the dedicated unprivileged host id (``host_id``, no supplementary groups), which
-  clears every capability, so per-uid quotas, keyrings and DAC checks treat the sandbox as an
-  ordinary user, never as root;
+  CAP_SETUID and CAP_SETGID only, and the pinned worker's first act is to empty the bounding and
+  inheritable sets and become this call's own unprivileged host id (leased from ``host_ids`` for
+  the call's life, no supplementary groups), which clears every capability, so per-uid quotas,
+  keyrings and DAC checks treat the sandbox as an ordinary user, never as root, and no two
+  concurrent calls share a uid;
 * the filesystem: a new root of read-only binds of ``/usr``, the interpreter's real prefix (its
-  parent directories search-only), the worker (passed as pinned bytes), the caller's binds (all
-  passed as descriptors the parent opened), a private ``/proc`` with the kernel knobs
-  (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, four
-  devices, and a size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
+  parent directories search-only), the worker (passed as pinned bytes), the caller's binds
+  (copied into memfds, so no host path shows in mountinfo), a private ``/proc`` with the kernel
+  knobs (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, a
+  per-call ``boot_id`` and an empty ``key-users`` laid over the host's, four devices, and a
+  size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
 * the pinned seccomp allow-list, passed to bwrap on a memfd;
-* the worker leaves the parent's session keyring, sets rlimits, applies Landlock and waits to be
-  in its per-call cgroups (pids and memory, root parent) before running anything else;
-* the parent enforces the wall clock and the output cap and kills the whole process group.
+* the worker joins a new anonymous session keyring, sets rlimits, applies Landlock and waits to
+  be in its per-call cgroups (pids, memory and cpu, root parent) before running anything else,
+  and in ``check`` mode reports what it applied: the record (``layers()``) is that report;
+* the parent enforces the wall clock, the output cap and the call's CPU budget (its cpu cgroup)
+  and kills the whole process group;
+* pre-spawned single-use children (``pool_size``) have all of the above in place before the call
+  is known; each serves one call and is destroyed.
 """
 
 from __future__ import annotations
@@ -181,6 +187,7 @@ class BwrapBackend(WorkerRunMixin):
         self._pool: dict[bytes, list[_Child]] = {}
         self._pending: dict[bytes, int] = {}
         self._pool_lock = threading.Lock()
+        self._pool_pid = os.getpid()
         self._pool_jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._pool_thread: threading.Thread | None = None
         self._closed = False
@@ -680,6 +687,8 @@ class BwrapBackend(WorkerRunMixin):
         cfg["await_request"] = True
         key = canonical_bytes({"cfg": cfg, "limits": asdict(limits), "dirs": dirs,
                                "binds": self._signature(binds)})  # fmt: skip
+        if os.getpid() != self._pool_pid:  # a forked copy: the parent's children are not ours
+            self._forget_pool()
         child = self._take(key)
         with self._pool_lock:
             self.pool_stats["served" if child is not None else "cold"] += 1
@@ -688,6 +697,14 @@ class BwrapBackend(WorkerRunMixin):
         self._replenish(key, cfg, limits, binds, dirs)
         head = canonical_bytes(request)
         return self._finish(child, b"%010d" % len(head) + head + stdin, limits, time.monotonic())
+
+    def _forget_pool(self) -> None:
+        self._pool_pid = os.getpid()
+        self._pool_lock = threading.Lock()
+        self._pool = {}
+        self._pending = {}
+        self._pool_jobs = queue.SimpleQueue()
+        self._pool_thread = None
 
     def pool_waiting(self) -> int:
         """How many pre-spawned children wait for a call now."""
