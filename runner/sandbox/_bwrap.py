@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -260,6 +261,7 @@ class BwrapBackend(WorkerRunMixin):
         self.applied: dict[str, Any] = {}
         self.check()
         atexit.register(self.close)
+        _BACKENDS.add(self)
 
     def check(self) -> dict[str, Any]:
         """Run the self-check and rebuild the record (``layers()``) from what its worker reports
@@ -596,7 +598,7 @@ class BwrapBackend(WorkerRunMixin):
             ready = self._pool.get(key, [])
             while ready and found is None:
                 child = ready.pop(0)
-                if time.monotonic() - child.born > self.pool_max_idle_s or \
+                if time.monotonic() - child.waiting_since > self.pool_max_idle_s or \
                         child.proc.poll() is not None:
                     stale.append(child)
                 else:
@@ -632,7 +634,8 @@ class BwrapBackend(WorkerRunMixin):
                 for old in evict:
                     self._discard(old)
                 try:
-                    child: _Child | None = self._launch(dict(cfg), limits, binds, key, dirs)
+                    child: _Child | None = self._launch(dict(cfg), limits, binds, key, dirs,
+                                                        background=True)  # fmt: skip
                 except (OSError, SandboxError, ValueError):
                     with self._pool_lock:  # the call that needs one starts it (and reports)
                         self._pending[key] -= 1
@@ -640,6 +643,7 @@ class BwrapBackend(WorkerRunMixin):
                 with self._pool_lock:
                     self._pending[key] -= 1
                     if child is not None and not self._closed:
+                        child.waiting_since = time.monotonic()
                         self._pool.setdefault(key, []).append(child)
                         child = None
                 if child is not None:
@@ -657,11 +661,28 @@ class BwrapBackend(WorkerRunMixin):
 
     def _pool_loop(self) -> None:
         while True:
-            job = self._pool_jobs.get()
+            try:
+                job = self._pool_jobs.get(timeout=self.pool_max_idle_s / 2)
+            except queue.Empty:  # idle: discard the children that waited too long
+                self.discard_waiting(older_than=self.pool_max_idle_s)
+                continue
             try:
                 job()
             except Exception:  # a failed refill: the call that needs a child starts one itself
                 continue
+
+    def discard_waiting(self, older_than: float = 0.0) -> int:
+        """Destroy the waiting children that waited longer than ``older_than`` seconds; returns
+        how many (they hold cgroups and host ids while they wait)."""
+        now = time.monotonic()
+        with self._pool_lock:
+            gone = [c for cs in self._pool.values() for c in cs
+                    if now - c.waiting_since >= older_than]  # fmt: skip
+            for c in gone:
+                self._pool[c.key].remove(c)
+        for c in gone:
+            self._discard(c)
+        return len(gone)
 
     def _run_pooled(self, config: Mapping[str, Any], stdin: bytes, limits: Limits,
                     ro_binds: Sequence[tuple[Path, str]]) -> ChildResult:  # fmt: skip
@@ -740,7 +761,7 @@ class BwrapBackend(WorkerRunMixin):
         return self._finish(child, stdin, limits, child.born)
 
     def _launch(self, cfg: dict[str, Any], limits: Limits, ro_binds: Sequence[tuple[Path, str]],
-                key: bytes, dirs: Sequence[str] = ()) -> _Child:  # fmt: skip
+                key: bytes, dirs: Sequence[str] = (), background: bool = False) -> _Child:  # fmt: skip
         """Start one sandbox with the worker (every layer applied by the time it runs anything
         not its own); the caller feeds and supervises it (``_finish``) or discards it."""
         born = time.monotonic()
@@ -775,7 +796,14 @@ class BwrapBackend(WorkerRunMixin):
                 cfg["cgroup_gate"] = group.gate
             if self.ids is not None:
                 # this call's own host id: RLIMIT_NPROC and every other per-uid count is per call
-                uid = self.ids.lease(limits.wall_s)
+                if background:  # a refill never waits for an id or takes one from a waiting child
+                    uid = self.ids.lease(0.0)
+                else:
+                    try:
+                        uid = self.ids.lease(0.0)
+                    except SandboxUnavailable:
+                        _reclaim_waiting()  # children waiting in any pool hold ids: free them
+                        uid = self.ids.lease(limits.wall_s)
                 cfg["drop_to"] = [uid, uid]
             cfg["new_session_keyring"] = True
             cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
@@ -860,6 +888,16 @@ class BwrapBackend(WorkerRunMixin):
         self._release(child.group, child.uid)
 
 
+_BACKENDS: weakref.WeakSet[BwrapBackend] = weakref.WeakSet()
+
+
+def _reclaim_waiting() -> None:
+    """Discard every waiting pre-spawned child of every backend in this process (a call that
+    finds no free host id: the waiting children hold them)."""
+    for backend in list(_BACKENDS):
+        backend.discard_waiting()
+
+
 @dataclass
 class _Child:
     """A started sandbox (bwrap launcher ``proc``, a pidfd on its pid 1) and what it holds."""
@@ -870,3 +908,4 @@ class _Child:
     uid: int | None
     born: float
     key: bytes
+    waiting_since: float = 0.0  # when it joined the pool
