@@ -246,7 +246,7 @@ class CallCgroups:
         self.cpu = cpu  # the call's processes share one CPU-time budget (see cpu_usage)
         # the name carries a random token of this runner, never its pid; a lock file held for
         # the runner's life tells another runner's stale-group sweep that it is alive
-        self.owner = secrets.token_hex(6)
+        self.owner = "r" + secrets.token_hex(6)  # never all digits (an old runner's pid)
         self._owner_fd = -1
         self._free: list[CallGroup] = []
         self._draining: list[CallGroup] = []
@@ -343,7 +343,7 @@ class CallCgroups:
                 try:
                     os.kill(int(owner), 0)
                     continue  # owner alive
-                except PermissionError:
+                except (PermissionError, OverflowError):
                     continue
                 except ProcessLookupError:
                     pass
