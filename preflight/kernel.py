@@ -1,4 +1,5 @@
-"""Kernel-surface probes: the seccomp allow-list's default, argument filters, identity, knobs, keys."""
+"""Kernel-surface probes: the seccomp allow-list's default, argument filters and the kernel's
+pass-through, identity, capabilities, knobs, keys, host facts, and the exactness of the record."""
 
 import ctypes
 import errno as _errno
@@ -127,6 +128,93 @@ def main(probe, *args):
             return report("parent-key-listed")
         foreign = [ln for ln in text.splitlines() if ln.split()[5] == "0"]
         return report(f"root-keys:{len(foreign)}" if foreign else "own-only")
+    if probe == "keyctl_named":
+        # a named session keyring persists, is charged to the uid's key quota (filling it made
+        # every concurrent call fail) and is listed in /proc/keys to everything of that uid
+        r = libc.syscall(250 if _X86 else 219, 1, b"ect-probe-" + b"k" * 200)
+        return report("joined" if r >= 0 else errname(ctypes.get_errno()))
+    if probe == "capabilities":
+        held = []
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")):
+                    name, value = line.split()
+                    if int(value, 16):
+                        held.append(f"{name}{int(value, 16):x}")
+        return report(",".join(held) if held else "none")
+    if probe == "mountinfo":
+        # the 4th field is the mounted path within its filesystem: a bind of a host file shows
+        # the host path there, unless it equals (or ends) the mount point, as /usr or /proc/sys do
+        for line in open("/proc/self/mountinfo").read().splitlines():
+            fields = line.split()
+            root, point = fields[3], fields[4]
+            if root == "/" or point.endswith(root) or root.startswith(("/bindfile", "/newroot")):
+                continue
+            return report(f"host-path-at:{point}")
+        return report("none")
+    if probe == "cgroup_names":
+        parent = args[0]
+        for line in open("/proc/self/cgroup").read().splitlines():
+            path = line.split(":", 2)[2]
+            if any(parent in part.split("-") for part in path.split("/")):
+                return report("runner-pid")
+        return report("anonymous")
+    if probe == "boot_id":
+        import hashlib
+        import re
+
+        try:
+            text = open("/proc/sys/kernel/random/boot_id").read().strip()
+        except OSError as e:
+            return report(errname(e.errno))
+        if hashlib.sha256(text.encode()).hexdigest() == args[0]:
+            return report("host")
+        return report("per-call" if re.fullmatch(r"[0-9a-f-]{36}", text) else "malformed")
+    if probe == "key_users":
+        try:
+            text = open("/proc/key-users").read()
+        except OSError as e:
+            return report(errname(e.errno))
+        lines = text.strip().splitlines()
+        return report(f"listed:{len(lines)}" if lines else "masked")
+    if probe == "passthrough":
+        if not _X86:
+            return report("EPERM")  # no such syscalls here: the filter's default answers
+        seen = []
+        if libc.syscall(336) == -1 and ctypes.get_errno() == _errno.EPERM:
+            seen.append("EPERM")
+        pid = os.fork()
+        if pid == 0:
+            libc.syscall(335)
+            os._exit(0 if ctypes.get_errno() == _errno.EPERM else 3)
+        status = os.waitpid(pid, 0)[1]
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            seen.append("EPERM")
+        return report("EPERM" if seen == ["EPERM", "EPERM"] else "passthrough")
+    if probe == "record_rlimits":
+        import resource
+
+        claimed = _json.loads(bytes.fromhex(args[0]))
+        table = {"cpu_s": resource.RLIMIT_CPU, "address_space_bytes": resource.RLIMIT_AS,
+                 "file_size_bytes": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC,
+                 "nofile": resource.RLIMIT_NOFILE}  # fmt: skip
+        # the soft limit in force must be the one the record's call was given (RLIMIT_CPU's
+        # hard limit is one second above it)
+        over = [k for k in sorted(claimed) if resource.getrlimit(table[k])[0] != claimed[k]]
+        return report("overstated:" + ",".join(over) if over else "exact")
+    if probe == "per_call_uid":
+        host = None
+        with open("/proc/self/uid_map") as fh:
+            for line in fh:
+                inside, outside, count = (int(x) for x in line.split())
+                if inside <= os.getuid() < inside + count:
+                    host = outside + (os.getuid() - inside)
+        return report("shared-uid" if str(host) == args[0] else "own-uid")
+    if probe == "hold":  # the sibling call of per_call_uid: alive until the parent kills it
+        import time
+
+        time.sleep(60)
+        return report("held")
     report(f"unknown probe {probe}")
 
 

@@ -39,6 +39,18 @@ def main(probe, *args):
             kids.append(pid)
         codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]
         return report("oom-killed" if -9 in codes else "completed")
+    if probe == "cpu_tree":
+        # several processes spinning, each under RLIMIT_CPU, together past the call's cpu_s
+        kids = []
+        for _ in range(int(args[0]) if args else 4):
+            pid = os.fork()
+            if pid == 0:
+                while True:
+                    pass
+            kids.append(pid)
+        for k in kids:
+            os.waitpid(k, 0)
+        return report("completed")
     if probe == "fsize":
         try:
             with open("/tmp/big", "wb") as fh:

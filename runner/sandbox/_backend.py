@@ -9,7 +9,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -17,15 +17,17 @@ from typing import Any, Literal, Protocol
 __all__ = ["Backend", "ChildResult", "KillReason", "Limits", "supervise"]
 
 KillReason = Literal["timeout", "cpu", "output_cap", "signal"]
+CPU_POLL_S = 0.05  # how often the parent reads a call's cgroup CPU usage
 
 
 @dataclass(frozen=True)
 class Limits:
     """Per-call resource limits. Wall clock and output are enforced by the parent; the rest by rlimits
-    in the sandbox, and under a root parent ``nproc`` and ``memory_bytes`` by per-call cgroups over
-    the call's whole process tree (``pids.max``; a memory limit with no swap). Without those
-    cgroups ``memory_bytes`` is not enforced and memory is bounded per process by
-    ``address_space_bytes`` only (the backend's ``describe()`` says which held)."""
+    in the sandbox, and under a root parent ``nproc``, ``memory_bytes`` and ``cpu_s`` by per-call
+    cgroups over the call's whole process tree (``pids.max``; a memory limit with no swap; one
+    CPU of bandwidth and the parent polling the usage). Without those cgroups ``memory_bytes`` is
+    not enforced and memory is bounded per process by ``address_space_bytes`` only, and
+    ``cpu_s`` per process (the backend's ``describe()`` says which held)."""
 
     wall_s: float = 10.0
     cpu_s: int = 5
@@ -133,6 +135,7 @@ def supervise(
     started: float,
     signal_offset: int | None = 128,
     inner_pidfd: int = -1,
+    cpu_used: Callable[[], float] | None = None,
 ) -> ChildResult:
     """Feed ``stdin``, collect output incrementally, enforce the wall clock and the output cap.
 
@@ -141,6 +144,8 @@ def supervise(
     by signal N as exit code ``offset + N`` (bwrap: 128). ``inner_pidfd``: a pidfd on the
     sandbox's pid 1 (bwrap): it is killed first, so the kernel tears the pid namespace down and
     the launcher reaps it; killing the launcher first would orphan pid 1 to the host's init.
+    ``cpu_used``: the CPU seconds the call's whole process tree has used so far (its cpu cgroup);
+    polled every ``CPU_POLL_S``, and at ``limits.cpu_s`` the call is killed (reason ``cpu``).
     """
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
@@ -176,12 +181,20 @@ def supervise(
             pass
 
     readers = 2
+    cpu_seen = 0.0
     while readers:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             reason = "timeout"
             kill_group()
             break
+        if cpu_used is not None:
+            cpu_seen = cpu_used()
+            if cpu_seen >= limits.cpu_s:
+                reason = "cpu"
+                kill_group()
+                break
+            remaining = min(remaining, CPU_POLL_S)
         for key, _ in sel.select(remaining):
             fd = key.fd
             if fd == in_fd:
@@ -212,9 +225,16 @@ def supervise(
         proc.stdin.close()
     # Both pipes are closed, but the child may live on (it can close its stdout): the deadline
     # still applies until it exits.
-    if reason is None and not _exited_by(proc.pid, deadline):
-        reason = "timeout"
-        kill_group()
+    while reason is None and not _exited_by(proc.pid, min(deadline, time.monotonic() + (
+            CPU_POLL_S if cpu_used is not None else math.inf))):  # fmt: skip
+        if time.monotonic() >= deadline:
+            reason = "timeout"
+            kill_group()
+        elif cpu_used is not None:
+            cpu_seen = cpu_used()
+            if cpu_seen >= limits.cpu_s:
+                reason = "cpu"
+                kill_group()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
@@ -225,6 +245,8 @@ def supervise(
     for f in (proc.stdout, proc.stderr):
         f.close()
     cpu = usage.ru_utime + usage.ru_stime
+    if cpu_used is not None:
+        cpu = max(cpu, cpu_used(), cpu_seen)
     code = proc.returncode
     exit_status: int | None
     term: int | None

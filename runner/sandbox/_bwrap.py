@@ -9,52 +9,80 @@ Layers, outermost first:
   Under a non-root parent also a new user namespace with uid/gid 65534 (mapped to the parent's
   uid), no capabilities and no further user namespaces. Under a root parent no user namespace
   (bwrap could only map the sandbox to host root): the command starts with CAP_SETPCAP,
-  CAP_SETUID and CAP_SETGID only, and the pinned worker's first act is to empty the bounding set
-  and become the dedicated unprivileged host id (``host_id``, no supplementary groups), which
-  clears every capability, so per-uid quotas, keyrings and DAC checks treat the sandbox as an
-  ordinary user, never as root;
+  CAP_SETUID and CAP_SETGID only, and the pinned worker's first act is to empty the bounding and
+  inheritable sets and become this call's own unprivileged host id (leased from ``host_ids`` for
+  the call's life, no supplementary groups), which clears every capability, so per-uid quotas,
+  keyrings and DAC checks treat the sandbox as an ordinary user, never as root, and no two
+  concurrent calls share a uid;
 * the filesystem: a new root of read-only binds of ``/usr``, the interpreter's real prefix (its
-  parent directories search-only), the worker (passed as pinned bytes), the caller's binds (all
-  passed as descriptors the parent opened), a private ``/proc`` with the kernel knobs
-  (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, four
-  devices, and a size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
+  parent directories search-only), the worker (passed as pinned bytes), the caller's binds
+  (copied into memfds, so no host path shows in mountinfo), a private ``/proc`` with the kernel
+  knobs (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, a
+  per-call ``boot_id`` and an empty ``key-users`` laid over the host's, four devices, and a
+  size-capped tmpfs ``/tmp``, then ``--remount-ro /``;
 * the pinned seccomp allow-list, passed to bwrap on a memfd;
-* the worker leaves the parent's session keyring, sets rlimits, applies Landlock and waits to be
-  in its per-call cgroups (pids and memory, root parent) before running anything else;
-* the parent enforces the wall clock and the output cap and kills the whole process group.
+* the worker joins a new anonymous session keyring, sets rlimits, applies Landlock and waits to
+  be in its per-call cgroups (pids, memory and cpu, root parent) before running anything else,
+  and in ``check`` mode reports what it applied: the record (``layers()``) is that report;
+* the parent enforces the wall clock, the output cap and the call's CPU budget (its cpu cgroup)
+  and kills the whole process group;
+* pre-spawned single-use children (``pool_size``) have all of the above in place before the call
+  is known; each serves one call and is destroyed.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+import uuid
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
-from runner.errors import FormatError
+from runner.errors import FormatError, SandboxError
 from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
-from runner.sandbox._layers import HostFacts, assess
-from runner.sandbox._linux import CallCgroups, CallGroup, landlock_abi, userns_restrictions
+from runner.sandbox._layers import HostFacts, assess, seccomp_passthrough
+from runner.sandbox._linux import (
+    CallCgroups,
+    CallGroup,
+    HostIds,
+    landlock_abi,
+    userns_restrictions,
+)
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
 
-__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_UID", "BwrapBackend", "interpreter"]
+__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID", "BwrapBackend",
+           "interpreter"]  # fmt: skip
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
-# The host uid and gid a root parent runs the sandbox as: a fixed id with no account, no files
-# and no other processes, so nothing on the host shares its per-uid quotas or owns what it could
-# reach by DAC. (Not 65534: "nobody" is shared by NFS squashing and other daemons.)
-SANDBOX_HOST_ID = 64_999
+# The host uids (and equal gids) a root parent runs calls as, one per call, leased for the call's
+# life (runner/sandbox/_linux.py HostIds): ids with no account, no files and no other processes,
+# so no per-uid quota, keyring or DAC right is shared with the host or between concurrent calls.
+# (Not 65534: "nobody" is shared by NFS squashing and other daemons.)
+SANDBOX_HOST_IDS = range(64_936, 65_000)
+SANDBOX_HOST_ID = SANDBOX_HOST_IDS[0]  # the first id leased (the self-check's)
+# A bind's bytes are copied into a memfd per call (so no host path shows in mountinfo):
+# directory binds are bounded in files and bytes.
+# Pre-spawned single-use children waiting for a call (0: every call starts its own sandbox).
+DEFAULT_POOL_SIZE = 2
+MAX_BIND_FILES = 512
+MAX_BIND_BYTES = 256 << 20
 WORKER_PATH = "/ect/worker.py"
 # Landlock ABI 1 (Linux 5.13) provides the one guarantee no other layer gives: execute only
 # beneath the read-only binds. Everything else has a layer on any kernel bwrap runs on
@@ -123,7 +151,11 @@ class BwrapBackend(WorkerRunMixin):
         allow_weaker_landlock_unsafe: accept a kernel on which a guarantee has no layer left
             (today: no Landlock at all, so nothing stops exec from the scratch ``/tmp``).
             Weaker; ``describe()`` records it and which guarantee is missing.
-        host_id: the unprivileged host uid and gid the sandbox runs as when the parent is root.
+        host_ids: the unprivileged host uids (and equal gids) a root parent runs calls as, one
+            per call, leased for its life (default ``SANDBOX_HOST_IDS``); no account may use them.
+        pool_size: how many pre-spawned single-use sandboxes wait for calls (every layer applied,
+            the worker loaded; each serves one call and is destroyed); 0 turns the pool off.
+        pool_max_idle_s: a pre-spawned child that waited longer than this is discarded unused.
         emulate_landlock_abi: apply this older Landlock ABI's rule set even on a newer kernel
             (to test what an older kernel gets); recorded in ``describe()``.
 
@@ -141,11 +173,30 @@ class BwrapBackend(WorkerRunMixin):
         bwrap: str = "/usr/bin/bwrap",
         policy_root: Path = REPO_ROOT,
         allow_weaker_landlock_unsafe: bool = False,
-        host_id: int = SANDBOX_HOST_ID,
+        host_ids: range = SANDBOX_HOST_IDS,
         emulate_landlock_abi: int | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_max_idle_s: float = 30.0,
     ) -> None:
-        if isinstance(host_id, bool) or not isinstance(host_id, int) or not 0 < host_id < 2**32 - 1:
-            raise ValueError(f"host_id must be a non-root uid, got {host_id!r}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0 \
+                or pool_size >= len(host_ids):
+            raise ValueError(f"pool_size must be 0..{len(host_ids) - 1}, got {pool_size!r}")
+        if not pool_max_idle_s > 0:
+            raise ValueError(f"pool_max_idle_s must be positive, got {pool_max_idle_s!r}")
+        self.pool_size = pool_size
+        self.pool_max_idle_s = float(pool_max_idle_s)
+        self._pool: dict[bytes, list[_Child]] = {}
+        self._pending: dict[bytes, int] = {}
+        self._pool_lock = threading.Lock()
+        self._pool_pid = os.getpid()
+        self._pool_jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._pool_thread: threading.Thread | None = None
+        self._closed = False
+        # calls served by a waiting child, calls that started their own, children discarded
+        self.pool_stats = {"served": 0, "cold": 0, "discarded": 0}
+        if not isinstance(host_ids, range) or len(host_ids) == 0 or host_ids.step != 1 \
+                or host_ids.start <= 0 or host_ids.stop > 2**32 - 1:
+            raise ValueError(f"host_ids must be a non-empty range of non-root ids, got {host_ids!r}")
         if not sys.platform.startswith("linux"):
             raise SandboxUnavailable(f"the bwrap backend needs Linux, not {sys.platform}")
         found = shutil.which(bwrap)
@@ -178,10 +229,13 @@ class BwrapBackend(WorkerRunMixin):
         self.landlock_abi = (self.kernel_landlock_abi if emulate_landlock_abi is None
                              else min(self.kernel_landlock_abi, int(emulate_landlock_abi)))
         self.drops_root = os.geteuid() == 0
-        self.host_uid = host_id if os.geteuid() == 0 else os.geteuid()
-        self.host_gid = host_id if os.geteuid() == 0 else os.getegid()
+        self.ids = HostIds(host_ids) if self.drops_root else None
+        self.host_uid = host_ids[0] if self.drops_root else os.geteuid()
+        self.host_gid = host_ids[0] if self.drops_root else os.getegid()
         self.cgroups = CallCgroups.detect()
         self.seccomp_policy = policy_summary(source)
+        # planned: refuse a kernel that cannot give a guarantee before starting anything; the
+        # record is rebuilt from what the self-check's worker reports it applied (see _record)
         self.guarantees, self.missing = assess(HostFacts(
             landlock_abi=self.landlock_abi,
             cgroups=f"v{self.cgroups.version}" if self.cgroups else None,
@@ -204,7 +258,51 @@ class BwrapBackend(WorkerRunMixin):
             raise SandboxUnavailable(
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
             )
+        self.applied: dict[str, Any] = {}
+        self.check()
+        atexit.register(self.close)
+        _BACKENDS.add(self)
+
+    def check(self) -> dict[str, Any]:
+        """Run the self-check and rebuild the record (``layers()``) from what its worker reports
+        it applied. Raises SandboxUnavailable if a guarantee has no layer left in force."""
         self.applied = self._smoke()
+        facts = self._applied_facts(self.applied)
+        self.guarantees, self.missing = assess(facts)
+        accepted = {"exec"} if self.allow_weaker_landlock_unsafe else set()
+        if set(self.missing) - accepted:
+            from runner.sandbox._layers import GUARANTEES
+
+            texts = "; ".join(g.text for g in GUARANTEES if g.key in self.missing)
+            raise SandboxUnavailable(f"the sandbox self-check left no layer in force for: {texts}")
+        return self.applied
+
+    def _applied_facts(self, a: Mapping[str, Any]) -> HostFacts:
+        """The layer facts of a worker's ``check`` report."""
+        joined = set(a.get("cgroups_joined") or [])
+        controllers: set[str] = set()
+        if self.cgroups is not None and joined:
+            if self.cgroups.version == 2:
+                controllers = {"pids", "memory", *(("cpu",) if self.cgroups.cpu else ())}
+            else:
+                controllers = joined
+                if not {"cpu", "cpuacct"} <= joined:
+                    controllers.discard("cpu")
+        uid_map = a.get("uid_map") or [0, 0, 1]
+        ids = a.get("ids") or [0, 0, 0]
+        host_uid = int(uid_map[1]) + int(ids[0]) - int(uid_map[0])
+        caps = a.get("capabilities") or {}
+        rl = a.get("rlimits") or {}
+        return HostFacts(
+            landlock_abi=int(a.get("abi") or 0),
+            seccomp=a.get("seccomp") == "2",
+            cgroups=f"v{self.cgroups.version}" if self.cgroups is not None and joined else None,
+            cgroup_controllers=frozenset(controllers),
+            host_uid=host_uid,
+            per_call_ids=self.ids is not None and host_uid in self.ids.ids,
+            rlimits=frozenset(k for k, v in rl.items() if v is not None),
+            capabilities_empty=bool(caps) and all(int(v, 16) == 0 for v in caps.values()),
+        )
 
     def _smoke(self) -> dict[str, Any]:
         """Start one real sandbox so a host that cannot run it fails here, plainly, not mid-study."""
@@ -251,30 +349,57 @@ class BwrapBackend(WorkerRunMixin):
         }
 
     def layers(self) -> dict[str, Any]:
-        """The isolation layers actually in force here, for the preflight report, run header and
-        manifest: a reader of a result knows what isolation produced it."""
-        bounds = (self.cgroups.bounds() if self.cgroups is not None else
-                  {"processes": "rlimit RLIMIT_NPROC (per host uid)",
-                   "memory": "rlimit RLIMIT_AS per process (no per-call cgroup: "
-                             + ("no writable pids+memory cgroup)" if os.geteuid() == 0
-                                else "unprivileged parent without cgroup delegation)"),
-                   "swap": "not bounded"})  # fmt: skip
+        """The isolation layers in force here, for the preflight report, run header and manifest:
+        built from what the self-check's worker reported it applied (read back from the kernel
+        inside the sandbox), never from what this backend planned."""
+        a = self.applied
+        facts = self._applied_facts(a)
+        rl = a.get("rlimits") or {}
+        v = f"cgroup-v{self.cgroups.version}" if self.cgroups is not None else ""
+        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0
+                    else "unprivileged parent without cgroup delegation")  # fmt: skip
+        bounds = {
+            "processes": (f"{v} pids.max" if facts.cgroup("pids") else
+                          "rlimit RLIMIT_NPROC (per host uid)" if facts.rlimit("nproc")
+                          and facts.host_uid != 0 else "not bounded"),
+            "memory": (f"{v} per-call memory limit" if facts.cgroup("memory") else
+                       f"rlimit RLIMIT_AS per process (no per-call cgroup: {why_none})"
+                       if facts.rlimit("address_space_bytes") else "not bounded"),
+            "swap": ((f"{v} none allowed" if self.cgroups is not None and self.cgroups.swap_bounded
+                      else "not bounded (no swap accounting on this host)")
+                     if facts.cgroup("memory") else "not bounded"),
+            "cpu": ((self.cgroups.bounds().get("cpu", "") if self.cgroups is not None else "")
+                    if facts.cgroup("cpu") else
+                    "rlimit RLIMIT_CPU per process (no per-call cpu cgroup), and the wall clock"
+                    if facts.rlimit("cpu_s") else "the wall clock only"),
+        }  # fmt: skip
         return {
-            "landlock_abi": self.landlock_abi,
+            "landlock_abi": facts.landlock_abi,
             "kernel_landlock_abi": self.kernel_landlock_abi,
             "emulated_landlock_abi": self.emulate_landlock_abi,
-            "landlock_applied": self.applied.get("abi"),
-            "seccomp": {"mode": "filter" if self.applied.get("seccomp") == "2" else
-                        f"status {self.applied.get('seccomp')!r}",
-                        **self.seccomp_policy},
-            "cgroups": f"v{self.cgroups.version}" if self.cgroups is not None else None,
+            "landlock_applied": a.get("abi"),
+            "seccomp": {"mode": "filter" if a.get("seccomp") == "2" else
+                        f"status {a.get('seccomp')!r}",
+                        **self.seccomp_policy,
+                        "kernel_passthrough": seccomp_passthrough(self.arch, os.uname().release)},
+            "cgroups": facts.cgroups,
+            "cgroup_controllers": sorted(facts.cgroup_controllers or ()),
             "bounds": bounds,
-            "host_uid": self.host_uid,
-            "host_gid": self.host_gid,
-            "uid_map": self.applied.get("uid_map"),
+            "host_uid": facts.host_uid,
+            "host_gid": int((a.get("ids") or [0, 0])[1]) if self.drops_root else self.host_gid,
+            "host_ids": ({"per_call": True, "range": self.ids.describe()} if self.ids is not None
+                         else {"per_call": False, "range": None,
+                               "shared": "the parent's uid (non-root parent)"}),
+            "uid_map": a.get("uid_map"),
+            "capabilities": a.get("capabilities"),
+            "no_new_privs": a.get("no_new_privs"),
+            "keyring": a.get("keyring"),
+            "rlimits": rl,
             "guarantees": self.guarantees,
             "missing_guarantees": self.missing,
             "allow_weaker_landlock_unsafe": self.allow_weaker_landlock_unsafe,
+            "pool": {"size": self.pool_size, "max_idle_s": self.pool_max_idle_s,
+                     "single_use": True},
         }
 
     def sandbox_path(self, host: Path, dest: str) -> str:
@@ -293,11 +418,15 @@ class BwrapBackend(WorkerRunMixin):
             "devices": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"],
         }
 
-    def bwrap_argv(self, limits: Limits, ro_binds: Sequence[tuple[int, str]], seccomp_fd: int,
-                   worker_fd: int, prefix_fd: int | None = None) -> list[str]:  # fmt: skip
-        """bwrap's argv. ``ro_binds`` and ``prefix_fd`` are descriptors the parent opened
-        (``O_PATH``): bwrap, running as the unprivileged host id, needs no access to their paths,
-        and no path can be swapped between the check and the mount."""
+    def bwrap_argv(self, limits: Limits, ro_binds: Sequence[tuple[int, str] | tuple[int, str, int]],
+                   seccomp_fd: int, worker_fd: int, prefix_fd: int | None = None,
+                   proc_data: Sequence[tuple[int, str]] = ()) -> list[str]:  # fmt: skip
+        """bwrap's argv. ``ro_binds`` are ``(fd, dest[, mode])``: a memfd holding a copy of the
+        file the parent read (``--ro-bind-data``, so the mount table names no host path and no
+        path can be swapped between the check and the mount), or ``-1`` for a directory of a
+        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, which
+        keeps its own path. ``proc_data`` are files laid over ``/proc`` entries (the per-call
+        ``boot_id``, the masked ``key-users``)."""
         if self.drops_root:
             # Root parent: no user namespace (it could only map the sandbox to host root). bwrap,
             # as root, makes the other namespaces; the command keeps only CAP_SETPCAP, CAP_SETUID and
@@ -335,17 +464,28 @@ class BwrapBackend(WorkerRunMixin):
         # for the destination, so they are made explicitly: readable, not writable
         made = {"/", "/ect"}
         argv += ["--perms", "0555", "--dir", "/ect"]
-        for _, dest in ro_binds:
-            for parent in reversed(Path(dest).parents):
+        for bind in ro_binds:
+            for parent in reversed(Path(bind[1]).parents):
                 if str(parent) not in made:
                     made.add(str(parent))
                     argv += ["--perms", "0555", "--dir", str(parent)]
         argv += ["--perms", "0444", "--ro-bind-data", str(worker_fd), WORKER_PATH]
-        for fd, dest in ro_binds:
-            argv += ["--ro-bind-fd", str(fd), dest]
+        for bind in ro_binds:
+            fd, dest = bind[0], bind[1]
+            mode = bind[2] if len(bind) > 2 else 0o444
+            if fd < 0:
+                if dest not in made:
+                    made.add(dest)
+                    argv += ["--perms", "0555", "--dir", dest]
+            else:
+                argv += ["--perms", f"{mode:04o}", "--ro-bind-data", str(fd), dest]
+        proc_over = []
+        for fd, dest in proc_data:
+            proc_over += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
         argv += [
             "--proc", "/proc",
             *self._proc_covers(),
+            *proc_over,
             # only the four devices a tool may need (bwrap's --dev would add pts, shm, tty, full)
             "--perms", "0555", "--dir", "/dev",
             "--dev-bind", "/dev/null", "/dev/null",
@@ -384,6 +524,225 @@ class BwrapBackend(WorkerRunMixin):
 
     # -- running --------------------------------------------------------------------------------
 
+    def _copy_binds(self, ro_binds: Sequence[tuple[Path, str]]) -> list[tuple[int, str, int]]:
+        """Copy each bind's bytes into memfds: ``(fd, dest, mode)``, ``fd = -1`` for a directory.
+
+        Why copies: a bind mount shows its source path in ``/proc/self/mountinfo`` (the tools
+        file's checkout, the snapshot and bytecode directories); data binds show bwrap's own
+        temporary name. A directory is copied file by file (regular files and directories only,
+        at most ``MAX_BIND_FILES`` files and ``MAX_BIND_BYTES`` bytes in all)."""
+        out: list[tuple[int, str, int]] = []
+        total = 0
+
+        def copy(path: Path, dest: str) -> None:
+            nonlocal total
+            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            try:
+                st = os.fstat(src)
+                total += st.st_size
+                if len(out) >= MAX_BIND_FILES or total > MAX_BIND_BYTES:
+                    raise ValueError(f"binds exceed {MAX_BIND_FILES} files or "
+                                     f"{MAX_BIND_BYTES} bytes (at {path})")  # fmt: skip
+                fd = os.memfd_create("ect-bind", os.MFD_CLOEXEC)
+                out.append((fd, dest, 0o555 if st.st_mode & 0o111 else 0o444))
+                left = st.st_size
+                while left > 0:
+                    n = os.sendfile(fd, src, None, left)
+                    if n == 0:
+                        break
+                    left -= n
+                os.lseek(fd, 0, os.SEEK_SET)
+            finally:
+                os.close(src)
+
+        for host, dest in ro_binds:
+            host = Path(host)
+            if not host.is_dir():
+                copy(host, dest)
+                continue
+            out.append((-1, dest, 0o555))
+            for root, dirs, files in os.walk(host):
+                dirs.sort()
+                rel = Path(root).relative_to(host)
+                for d in list(dirs):
+                    if (Path(root) / d).is_symlink():
+                        raise ValueError(f"bind source {host} holds a symlink: {Path(root) / d}")
+                    out.append((-1, str(Path(dest) / rel / d), 0o555))
+                for f in sorted(files):
+                    p = Path(root) / f
+                    if p.is_symlink() or not p.is_file():
+                        raise ValueError(f"bind source {host} holds a symlink or special file: {p}")
+                    copy(p, str(Path(dest) / rel / f))
+        return out
+
+    # -- pre-spawned single-use children -------------------------------------------------------
+
+    def _signature(self, binds: Sequence[tuple[Path, str]]) -> list[Any]:
+        """Identity of every bind source's content (a pooled child holds copies made at spawn)."""
+        out: list[Any] = []
+        for host, dest in binds:
+            paths = [Path(host)]
+            if paths[0].is_dir():
+                paths += sorted(Path(r) / f for r, _, fs in os.walk(host) for f in fs)
+            for p in paths:
+                st = os.stat(p, follow_symlinks=False)
+                out.append([dest, str(p), *(str(v) for v in (st.st_dev, st.st_ino, st.st_size,
+                                                                st.st_mtime_ns, st.st_ctime_ns))])
+        return out
+
+    def _take(self, key: bytes) -> _Child | None:
+        """A ready child for ``key`` (discarding any that waited too long or died), or None."""
+        stale: list[_Child] = []
+        found = None
+        with self._pool_lock:
+            ready = self._pool.get(key, [])
+            while ready and found is None:
+                child = ready.pop(0)
+                if time.monotonic() - child.waiting_since > self.pool_max_idle_s or \
+                        child.proc.poll() is not None:
+                    stale.append(child)
+                else:
+                    found = child
+        for child in stale:
+            self._discard(child)
+        return found
+
+    def _replenish(self, key: bytes, cfg: dict[str, Any], limits: Limits,
+                   binds: Sequence[tuple[Path, str]], dirs: Sequence[str]) -> None:  # fmt: skip
+        """Start children for ``key`` in the background until ``pool_size`` wait in all (the
+        oldest waiting children of other keys make room)."""
+
+        def fill() -> None:
+            while True:
+                evict: list[_Child] = []
+                with self._pool_lock:
+                    if self._closed:
+                        return
+                    mine = len(self._pool.get(key, [])) + self._pending.get(key, 0)
+                    if mine >= self.pool_size:
+                        return
+                    others = sorted((c for k, cs in self._pool.items() if k != key for c in cs),
+                                    key=lambda c: c.born)  # fmt: skip
+                    total = sum(len(cs) for cs in self._pool.values()) + sum(
+                        self._pending.values())
+                    while total >= self.pool_size and others:
+                        old = others.pop(0)
+                        self._pool[old.key].remove(old)
+                        evict.append(old)
+                        total -= 1
+                    self._pending[key] = self._pending.get(key, 0) + 1
+                for old in evict:
+                    self._discard(old)
+                try:
+                    child: _Child | None = self._launch(dict(cfg), limits, binds, key, dirs,
+                                                        background=True)  # fmt: skip
+                except (OSError, SandboxError, ValueError):
+                    with self._pool_lock:  # the call that needs one starts it (and reports)
+                        self._pending[key] -= 1
+                    return
+                with self._pool_lock:
+                    self._pending[key] -= 1
+                    if child is not None and not self._closed:
+                        child.waiting_since = time.monotonic()
+                        self._pool.setdefault(key, []).append(child)
+                        child = None
+                if child is not None:
+                    self._discard(child)
+                    return
+
+        # one long-lived thread starts every pooled child: bwrap's --die-with-parent is the
+        # parent-death signal, which fires when the *thread* that started it ends
+        with self._pool_lock:
+            if self._pool_thread is None:
+                self._pool_thread = threading.Thread(target=self._pool_loop,
+                                                     name="ect-sandbox-pool", daemon=True)
+                self._pool_thread.start()
+        self._pool_jobs.put(fill)
+
+    def _pool_loop(self) -> None:
+        while True:
+            try:
+                job = self._pool_jobs.get(timeout=self.pool_max_idle_s / 2)
+            except queue.Empty:  # idle: discard the children that waited too long
+                self.discard_waiting(older_than=self.pool_max_idle_s)
+                continue
+            try:
+                job()
+            except Exception:  # a failed refill: the call that needs a child starts one itself
+                continue
+
+    def discard_waiting(self, older_than: float = 0.0) -> int:
+        """Destroy the waiting children that waited longer than ``older_than`` seconds; returns
+        how many (they hold cgroups and host ids while they wait)."""
+        now = time.monotonic()
+        with self._pool_lock:
+            gone = [c for cs in self._pool.values() for c in cs
+                    if now - c.waiting_since >= older_than]  # fmt: skip
+            for c in gone:
+                self._pool[c.key].remove(c)
+        for c in gone:
+            self._discard(c)
+        return len(gone)
+
+    def _run_pooled(self, config: Mapping[str, Any], stdin: bytes, limits: Limits,
+                    ro_binds: Sequence[tuple[Path, str]]) -> ChildResult:  # fmt: skip
+        """Serve one call from a pre-spawned child (or one started now, cold), then start its
+        replacement: the child applied every layer and loaded the worker (and in tool mode the
+        tools) before the call was known; it gets the call's own fields on its stdin."""
+        cfg = dict(config)
+        binds = list(ro_binds)
+        request: dict[str, Any] = {}
+        dirs: list[str] = []
+        if cfg["mode"] == "exec":
+            request["argv"] = cfg.pop("argv")
+        else:  # tool: the world's snapshot goes in the request, so one pool serves every world
+            request["world_id"] = cfg.pop("world_id")
+            snap = cfg.pop("snapshot")
+            host = [h for h, d in binds if d == snap]
+            binds = [(h, d) for h, d in binds if d != snap]
+            if len(host) != 1:
+                raise SandboxError(f"no bind gives the snapshot {snap}")
+            request["snapshot_data"] = Path(host[0]).read_text("utf-8")
+            # its directory still exists, read-only, as it does around a bound snapshot
+            dirs = [str(Path(snap).parent)]
+        cfg["await_request"] = True
+        key = canonical_bytes({"cfg": cfg, "limits": asdict(limits), "dirs": dirs,
+                               "binds": self._signature(binds)})  # fmt: skip
+        if os.getpid() != self._pool_pid:  # a forked copy: the parent's children are not ours
+            self._forget_pool()
+        child = self._take(key)
+        with self._pool_lock:
+            self.pool_stats["served" if child is not None else "cold"] += 1
+        if child is None:
+            child = self._launch(dict(cfg), limits, binds, key, dirs)
+        self._replenish(key, cfg, limits, binds, dirs)
+        head = canonical_bytes(request)
+        return self._finish(child, b"%010d" % len(head) + head + stdin, limits, time.monotonic())
+
+    def _forget_pool(self) -> None:
+        self._pool_pid = os.getpid()
+        self._pool_lock = threading.Lock()
+        self._pool = {}
+        self._pending = {}
+        self._pool_jobs = queue.SimpleQueue()
+        self._pool_thread = None
+
+    def pool_waiting(self) -> int:
+        """How many pre-spawned children wait for a call now."""
+        with self._pool_lock:
+            return sum(len(cs) for cs in self._pool.values())
+
+    def close(self) -> None:
+        """Destroy every waiting pre-spawned child (also at exit)."""
+        with self._pool_lock:
+            self._closed = True
+            children = [c for cs in self._pool.values() for c in cs]
+            self._pool.clear()
+        for child in children:
+            self._discard(child)
+
+    # -- running --------------------------------------------------------------------------------
+
     def run_worker(
         self,
         config: Mapping[str, Any],
@@ -392,40 +751,65 @@ class BwrapBackend(WorkerRunMixin):
         limits: Limits,
         ro_binds: Sequence[tuple[Path, str]] = (),
     ) -> ChildResult:
-        """Run the pinned worker with ``config`` (mode and mode arguments) under the full policy."""
+        """Run the pinned worker with ``config`` (mode and mode arguments) under the full policy:
+        ``tool`` and ``exec`` calls from the pool of pre-spawned children when ``pool_size`` > 0,
+        anything else in a child started for it."""
         self._check_binds(ro_binds)
-        cfg = dict(config)
+        if self.pool_size > 0 and config.get("mode") in ("tool", "exec"):
+            return self._run_pooled(config, stdin, limits, ro_binds)
+        child = self._launch(dict(config), limits, ro_binds, b"")
+        return self._finish(child, stdin, limits, child.born)
+
+    def _launch(self, cfg: dict[str, Any], limits: Limits, ro_binds: Sequence[tuple[Path, str]],
+                key: bytes, dirs: Sequence[str] = (), background: bool = False) -> _Child:  # fmt: skip
+        """Start one sandbox with the worker (every layer applied by the time it runs anything
+        not its own); the caller feeds and supervises it (``_finish``) or discards it."""
+        born = time.monotonic()
         cfg["rlimits"] = limits.rlimits()
         cfg["landlock"] = self._landlock([d for _, d in ro_binds])
-        bind_fds: list[tuple[int, str]] = []
+        bind_fds: list[tuple[int, str, int]] = []
+        proc_fds: list[tuple[int, str]] = []
         prefix_fd: int | None = None
         group: CallGroup | None = None
+        uid: int | None = None
         info_r, info_w = os.pipe()
         seccomp_fd = worker_fd = pidfd = -1
+        ok = False
         try:
             seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
             worker_fd = _memfd("ect-worker", self.worker_bytes)
-            for host, dest in ro_binds:
-                bind_fds.append((os.open(host, os.O_PATH | os.O_CLOEXEC), dest))
+            bind_fds = [*((-1, d, 0o555) for d in dirs), *self._copy_binds(ro_binds)]
+            # a boot id of this call's own (the host's identifies the machine and its boot) and
+            # an empty key-users (it lists every uid's key counts, root's too)
+            boot = f"{uuid.uuid4()}\n".encode()
+            proc_fds.append((_memfd("ect-boot-id", boot), "/proc/sys/kernel/random/boot_id"))
+            if os.path.exists("/proc/key-users"):
+                proc_fds.append((_memfd("ect-key-users", b""), "/proc/key-users"))
             if self.prefix != Path("/usr") and not str(self.prefix).startswith("/usr/"):
                 prefix_fd = os.open(self.prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd)
+            bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd, proc_fds)
             bw += ["--info-fd", str(info_w)]
+            deadline = born + limits.wall_s
             if self.cgroups is not None:
-                # the sandbox's pid 1 + the worker, then the command's own processes; the
-                # per-call pids.max replaces the per-uid RLIMIT_NPROC, which concurrent calls
-                # under the one host id would share
+                # the sandbox's pid 1 + the worker, then the command's own processes
                 group = self.cgroups.acquire(int(limits.nproc) + 2, int(limits.memory_bytes))
                 cfg["cgroup_gate"] = group.gate
-                cfg["rlimits"].pop("nproc", None)
-            if self.drops_root:
-                cfg["drop_to"] = [self.host_uid, self.host_gid]
+            if self.ids is not None:
+                # this call's own host id: RLIMIT_NPROC and every other per-uid count is per call
+                if background:  # a refill never waits for an id or takes one from a waiting child
+                    uid = self.ids.lease(0.0)
+                else:
+                    try:
+                        uid = self.ids.lease(0.0)
+                    except SandboxUnavailable:
+                        _reclaim_waiting()  # children waiting in any pool hold ids: free them
+                        uid = self.ids.lease(limits.wall_s)
+                cfg["drop_to"] = [uid, uid]
             cfg["new_session_keyring"] = True
             cmd = [str(self.python), "-I", "-S", WORKER_PATH, canonical_bytes(cfg).decode("utf-8")]
-            passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _ in bind_fds),
+            passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _, _ in bind_fds if fd >= 0),
+                      *(fd for fd, _ in proc_fds),
                       *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip
-            started = time.monotonic()
-            deadline = started + limits.wall_s
             proc = subprocess.Popen(
                 bw + cmd,
                 stdin=subprocess.PIPE,
@@ -445,14 +829,83 @@ class BwrapBackend(WorkerRunMixin):
                     pidfd = os.pidfd_open(pid1)
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
-            return supervise(proc, stdin, limits, started=started, inner_pidfd=pidfd)
+            ok = True
+            return _Child(proc, pidfd, group, uid, born, key)
         finally:
-            fds = [seccomp_fd, worker_fd, info_r, info_w, pidfd, *(fd for fd, _ in bind_fds)]
+            fds = [seccomp_fd, worker_fd, info_r, info_w,
+                   *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
             if prefix_fd is not None:
                 fds.append(prefix_fd)
+            if not ok:
+                fds.append(pidfd)
             for fd in fds:
                 if fd >= 0:
                     with contextlib.suppress(OSError):
                         os.close(fd)
-            if group is not None and self.cgroups is not None:
-                self.cgroups.release(group)
+            if not ok:
+                self._release(group, uid)
+
+    def _release(self, group: CallGroup | None, uid: int | None) -> None:
+        if group is not None and self.cgroups is not None:
+            self.cgroups.release(group)
+        if uid is not None and self.ids is not None:
+            self.ids.release(uid)
+
+    def _finish(self, child: _Child, stdin: bytes, limits: Limits, started: float) -> ChildResult:
+        """Feed and supervise a started child (its wall clock from ``started``), then destroy it."""
+        try:
+            cpu_used = None
+            group = child.group
+            if group is not None and group.cpu is not None and self.cgroups is not None:
+                cgroups, base = self.cgroups, self.cgroups.cpu_usage(group)
+
+                def cpu_used() -> float:
+                    now = cgroups.cpu_usage(group)
+                    return now - base if now >= 0 and base >= 0 else 0.0
+
+            return supervise(child.proc, stdin, limits, started=started,
+                             inner_pidfd=child.pidfd, cpu_used=cpu_used)  # fmt: skip
+        finally:
+            if child.pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(child.pidfd)
+            self._release(child.group, child.uid)
+
+    def _discard(self, child: _Child) -> None:
+        """Destroy a child that will serve no call."""
+        with self._pool_lock:
+            self.pool_stats["discarded"] += 1
+        with contextlib.suppress(OSError):
+            if child.pidfd >= 0:
+                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            child.proc.communicate(timeout=5)
+        if child.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(child.pidfd)
+        self._release(child.group, child.uid)
+
+
+_BACKENDS: weakref.WeakSet[BwrapBackend] = weakref.WeakSet()
+
+
+def _reclaim_waiting() -> None:
+    """Discard every waiting pre-spawned child of every backend in this process (a call that
+    finds no free host id: the waiting children hold them)."""
+    for backend in list(_BACKENDS):
+        backend.discard_waiting()
+
+
+@dataclass
+class _Child:
+    """A started sandbox (bwrap launcher ``proc``, a pidfd on its pid 1) and what it holds."""
+
+    proc: subprocess.Popen[bytes]
+    pidfd: int
+    group: CallGroup | None
+    uid: int | None
+    born: float
+    key: bytes
+    waiting_since: float = 0.0  # when it joined the pool

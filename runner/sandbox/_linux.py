@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
+import fcntl
+import functools
 import os
 import secrets
 import signal
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CallCgroups", "CallGroup", "landlock_abi", "userns_restrictions"]
+from runner.sandbox._errors import SandboxUnavailable
+
+__all__ = ["CallCgroups", "CallGroup", "HostIds", "landlock_abi", "userns_restrictions"]
 
 
 def landlock_abi() -> int:
@@ -84,8 +90,118 @@ def _count(path: Path, name: str) -> int:
         return -1
 
 
+_CPU_PERIOD_US = 100_000
+
+
+def _in_group(pid: int, gate: dict[str, str]) -> bool:
+    """True when ``pid`` is already in every cgroup of ``gate`` (``/proc/PID/cgroup``)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    seen = set()
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for ctl in parts[1].split(",") if parts[1] else [""]:
+                if ctl in gate and parts[2].endswith("/" + gate[ctl]):
+                    seen.add(ctl)
+    return seen == set(gate)
+
+
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
+
+
+class HostIds:
+    """The host uids/gids a root parent runs calls as: one per call, leased for its life.
+
+    Why one per call: per-uid kernel quotas and namespaces (the key quota and ``/proc/keys``,
+    inotify instances, ``RLIMIT_NPROC``, user-namespace counts) are keyed by uid, so calls that
+    share a uid share them: one call could fill a quota every concurrent call needs, or pass data
+    to another through what a uid can see. Ids are leased least recently used first, so an id
+    comes back only after every other id of the range has been used since. Every id of the range
+    must belong to no account (checked here); the range is ``BwrapBackend(host_ids=...)``.
+    """
+
+    def __init__(self, ids: range) -> None:
+        if not isinstance(ids, range) or len(ids) == 0 or ids.step != 1:
+            raise ValueError(f"host_ids must be a non-empty range of ids, got {ids!r}")
+        if ids.start <= 0 or ids.stop > 2**32 - 1:
+            raise ValueError(f"host_ids must be non-root ids below 2**32-1, got {ids!r}")
+        import grp
+        import pwd
+
+        for i in ids:
+            for db, what in ((pwd.getpwuid, "user"), (grp.getgrgid, "group")):
+                try:
+                    entry = db(i)
+                except KeyError:
+                    continue
+                raise SandboxUnavailable(
+                    f"host id {i} of the sandbox's range {ids.start}-{ids.stop - 1} belongs to "
+                    f"{what} {entry[0]!r}: choose a range of ids no account uses (host_ids=)")
+        self.ids = ids
+        self._free: collections.deque[int] = collections.deque(ids)
+        self._held: dict[int, int] = {}
+        self._cond = threading.Condition()
+
+    def lease(self, timeout_s: float) -> int:
+        """The least recently used free id; waits up to ``timeout_s`` for one to be released.
+
+        An id is held by an exclusive ``flock`` on its lock file (``/run/ect-sandbox-owners/
+        uid-N.lock``) for the call's life, so other backends and other runner processes on the
+        host never lease it at the same time either."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                for uid in list(self._free):
+                    fd = _try_lock(f"uid-{uid}.lock")
+                    if fd is not None:
+                        self._free.remove(uid)
+                        self._held[uid] = fd
+                        return uid
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SandboxUnavailable(
+                        f"all {len(self.ids)} sandbox host ids are in use by concurrent calls: "
+                        "give a larger host_ids range or run fewer calls at once")
+                # another process's release does not notify us: look again now and then
+                self._cond.wait(min(left, 0.05))
+
+    def release(self, uid: int) -> None:
+        with self._cond:
+            fd = self._held.pop(uid, None)
+            if fd is not None:
+                os.close(fd)  # drops the flock
+            self._free.append(uid)
+            self._cond.notify()
+
+    def describe(self) -> list[int]:
+        return [self.ids.start, self.ids.stop - 1]
+
+
+def _try_lock(name: str) -> int | None:
+    """An fd holding an exclusive flock on ``name`` in the owner directory, or None if taken."""
+    fd = os.open(_owner_dir() / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@functools.cache
+def _owner_dir() -> Path:
+    for root in ("/run", tempfile.gettempdir()):
+        d = Path(root) / "ect-sandbox-owners"
+        try:
+            d.mkdir(mode=0o700, exist_ok=True)
+            return d
+        except OSError:
+            continue
+    raise OSError("no directory for the cgroup owner locks")
 
 
 @dataclass(frozen=True)
@@ -98,6 +214,8 @@ class CallGroup:
 
     dirs: tuple[Path, ...]
     gate: dict[str, str]
+    cpu: Path | None = None  # the directory holding the cpu bandwidth and usage files
+    cpuacct: Path | None = None  # v1: the cpuacct directory (v2: cpu.stat in ``cpu``)
 
 
 class CallCgroups:
@@ -118,10 +236,18 @@ class CallCgroups:
 
     _PREFIX = "ect-sandbox-"
 
-    def __init__(self, bases: dict[str, Path], version: int, swap_bounded: bool) -> None:
-        self.bases = bases  # controller -> base directory ("pids"/"memory" on v1, "" on v2)
+    def __init__(self, bases: dict[str, Path], version: int, swap_bounded: bool,
+                 cpu: bool = False) -> None:  # fmt: skip
+        # controller -> base directory: "pids", "memory" (and "cpu", "cpuacct" when the cpu
+        # controller is usable) on v1, "" on v2
+        self.bases = bases
         self.version = version
         self.swap_bounded = swap_bounded
+        self.cpu = cpu  # the call's processes share one CPU-time budget (see cpu_usage)
+        # the name carries a random token of this runner, never its pid; a lock file held for
+        # the runner's life tells another runner's stale-group sweep that it is alive
+        self.owner = "r" + secrets.token_hex(6)  # never all digits (an old runner's pid)
+        self._owner_fd = -1
         self._free: list[CallGroup] = []
         self._draining: list[CallGroup] = []
         self._all: list[CallGroup] = []
@@ -140,13 +266,18 @@ class CallCgroups:
         v1: dict[str, Path] = {}
         for point, fstype, opts in mounts:
             if fstype == "cgroup":
-                for ctl in ("pids", "memory"):
+                for ctl in ("pids", "memory", "cpu", "cpuacct"):
                     if ctl in opts and ctl in own:
                         v1[ctl] = Path(point) / own[ctl].lstrip("/")
         candidates: list[CallCgroups] = []
-        if set(v1) == {"pids", "memory"}:
+        if {"pids", "memory"} <= set(v1):
             swap = (v1["memory"] / "memory.memsw.limit_in_bytes").exists()
-            candidates.append(cls({"pids": v1["pids"], "memory": v1["memory"]}, 1, swap))
+            cpu = {"cpu", "cpuacct"} <= set(v1) and (v1["cpu"] / "cpu.cfs_quota_us").exists() \
+                and (v1["cpuacct"] / "cpuacct.usage").exists()
+            keys = ("pids", "memory", "cpu", "cpuacct") if cpu else ("pids", "memory")
+            candidates.append(cls({k: v1[k] for k in keys}, 1, swap, cpu))
+            if cpu:  # without a usable cpu controller: recorded as absent, not refused
+                candidates.append(cls({"pids": v1["pids"], "memory": v1["memory"]}, 1, swap))
         for point, fstype, _ in mounts:
             if fstype == "cgroup2":
                 # v2 forbids processes in a group that hands controllers to children, and the
@@ -154,30 +285,50 @@ class CallCgroups:
                 # the systemd slice of a session scope) is the usual place that works
                 own_v2 = Path(own.get("", "/"))
                 for rel in (own_v2, own_v2.parent) if own_v2 != own_v2.parent else (own_v2,):
-                    candidates.append(cls({"": Path(point) / str(rel).lstrip("/")}, 2, True))
+                    for cpu in (True, False):
+                        candidates.append(cls({"": Path(point) / str(rel).lstrip("/")}, 2, True,
+                                              cpu))  # fmt: skip
         for probe in candidates:
             for base in probe.bases.values():
                 probe._remove_stale(base)
             try:
                 probe._prepare()
+                probe._hold_owner_lock()
                 group = probe.acquire(4, 64 << 20)
             except OSError:
+                probe._drop_owner_lock()
                 continue
             probe.release(group)
             return probe
         return None
 
+    def _hold_owner_lock(self) -> None:
+        if self._owner_fd >= 0:
+            return
+        fd = os.open(_owner_dir() / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o600)  # fmt: skip
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._owner_fd = fd
+
+    def _drop_owner_lock(self) -> None:
+        if self._owner_fd >= 0:
+            with contextlib.suppress(OSError):
+                (_owner_dir() / f"{self.owner}.lock").unlink()
+            os.close(self._owner_fd)
+            self._owner_fd = -1
+
     def _prepare(self) -> None:
         if self.version != 2:
             return
         base = self.bases[""]
+        want = {"pids", "memory", *(("cpu",) if self.cpu else ())}
         have = set((base / "cgroup.controllers").read_text().split())
-        if not {"pids", "memory"} <= have:
-            raise OSError(f"cgroup v2 at {base} lacks the pids or memory controller")
+        if not want <= have:
+            raise OSError(f"cgroup v2 at {base} lacks one of the {sorted(want)} controllers")
         enabled = set((base / "cgroup.subtree_control").read_text().split())
-        if not {"pids", "memory"} <= enabled:
+        if not want <= enabled:
             # fails (EBUSY) when the parent's own group holds processes: no v2 then
-            _write(base / "cgroup.subtree_control", "+pids +memory")
+            _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(want)))
 
     @classmethod
     def _remove_stale(cls, base: Path) -> None:
@@ -187,23 +338,65 @@ class CallCgroups:
         except OSError:
             return
         for path in entries:
-            try:
-                owner = int(path.name[len(cls._PREFIX) :].split("-", 1)[0])
-                os.kill(owner, 0)
-                continue  # owner alive
-            except (ValueError, PermissionError):
+            owner = path.name[len(cls._PREFIX) :].split("-", 1)[0]
+            if owner.isdigit():  # an older runner named its groups by its pid
+                try:
+                    os.kill(int(owner), 0)
+                    continue  # owner alive
+                except (PermissionError, OverflowError):
+                    continue
+                except ProcessLookupError:
+                    pass
+            elif not cls._owner_gone(owner):
                 continue
-            except ProcessLookupError:
-                pass
             with contextlib.suppress(OSError):
                 path.rmdir()
+
+    @staticmethod
+    def _owner_gone(owner: str) -> bool:
+        """True when no live runner holds ``owner``'s lock (its groups are stale)."""
+        try:
+            lock = _owner_dir() / f"{owner}.lock"
+            fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held: the owner is alive
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        return True
 
     def bounds(self) -> dict[str, str]:
         """Which bound each resource gets from these cgroups (for records)."""
         v = f"cgroup-v{self.version}"
+        cpu = (f"{v} cpu.max 1 CPU + cpu.stat usage, killed at cpu_s" if self.version == 2 else
+               f"{v} cpu.cfs_quota_us 1 CPU + cpuacct.usage, killed at cpu_s")  # fmt: skip
         return {"processes": f"{v} pids.max", "memory": f"{v} per-call memory limit",
                 "swap": f"{v} none allowed" if self.swap_bounded else
-                "not bounded (no swap accounting on this host)"}  # fmt: skip
+                "not bounded (no swap accounting on this host)",
+                **({"cpu": cpu} if self.cpu else {})}  # fmt: skip
+
+    # -- CPU time of a call ---------------------------------------------------------------------
+
+    @staticmethod
+    def cpu_usage(group: CallGroup) -> float:
+        """CPU seconds charged to ``group`` so far (all its processes together; -1 unknown)."""
+        try:
+            if group.cpuacct is not None:
+                return int((group.cpuacct / "cpuacct.usage").read_text()) / 1e9
+            if group.cpu is not None:
+                for line in (group.cpu / "cpu.stat").read_text().splitlines():
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+        except (OSError, ValueError):
+            pass
+        return -1.0
 
     # -- per call -------------------------------------------------------------------------------
 
@@ -213,9 +406,14 @@ class CallCgroups:
             _write(d / "pids.max", str(max_pids))
             _write(d / "memory.max", str(memory_bytes))
             _write(d / "memory.swap.max", "0")
+            if self.cpu:  # one CPU's worth per period: CPU seconds never outrun the wall clock
+                _write(d / "cpu.max", f"{_CPU_PERIOD_US} {_CPU_PERIOD_US}")
             return
-        pids_dir, mem_dir = group.dirs
+        pids_dir, mem_dir = group.dirs[:2]
         _write(pids_dir / "pids.max", str(max_pids))
+        if group.cpu is not None:
+            _write(group.cpu / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+            _write(group.cpu / "cpu.cfs_quota_us", str(_CPU_PERIOD_US))
         order = ["memory.limit_in_bytes"]
         if self.swap_bounded:
             order.append("memory.memsw.limit_in_bytes")
@@ -236,10 +434,10 @@ class CallCgroups:
         if reused is not None:
             group = reused
         else:
-            name = f"{self._PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+            name = f"{self._PREFIX}{self.owner}-{secrets.token_hex(6)}"
             dirs: list[Path] = []
             try:
-                for base in self.bases.values():
+                for base in dict.fromkeys(self.bases.values()):  # co-mounted: one directory
                     (base / name).mkdir()
                     dirs.append(base / name)
             except OSError:
@@ -247,7 +445,11 @@ class CallCgroups:
                     with contextlib.suppress(OSError):
                         d.rmdir()
                 raise
-            group = CallGroup(tuple(dirs), {ctl: name for ctl in self.bases})
+            cpu = cpuacct = None
+            if self.cpu:
+                cpu = (self.bases["cpu"] if self.version == 1 else self.bases[""]) / name
+                cpuacct = self.bases["cpuacct"] / name if self.version == 1 else None
+            group = CallGroup(tuple(dirs), {ctl: name for ctl in self.bases}, cpu, cpuacct)
             with self._lock:
                 self._all.append(group)
         self._limit(group, max_pids, memory_bytes)
@@ -285,8 +487,9 @@ class CallCgroups:
             except (OSError, ValueError):
                 return False  # pid 1 is gone
             for k in kids:
-                if k not in moved:
-                    move(k)
+                if k not in moved and not _in_group(k, group.gate):
+                    move(k)  # forked before pid 1 was in every group (each move costs a v1
+                    # migration, which can wait for an RCU grace period)
             if kids:
                 return True
             time.sleep(delay)
@@ -327,3 +530,4 @@ class CallCgroups:
             for d in group.dirs:
                 with contextlib.suppress(OSError):
                     d.rmdir()
+        self._drop_owner_lock()

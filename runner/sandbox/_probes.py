@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import tempfile
+import threading
 import time
 import tomllib
 from collections.abc import Iterator, Sequence
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import loads_strict
+from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError, SandboxError
 from runner.sandbox._backend import ChildResult, Limits
 from runner.sandbox._pins import REPO_ROOT
@@ -24,7 +26,8 @@ __all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "Probe", "ProbeResult", "load_probe
 PREFLIGHT_DIR = REPO_ROOT / "preflight"
 CANARY_PREFIX = "ECTCANARY-"
 CANARY_ENV = "ECT_PROBE_CANARY_SECRET"
-_CONTEXTS = (None, "listener", "canary", "snapshot", "orphan", "keyring", "parent_uid")
+_CONTEXTS = (None, "listener", "canary", "snapshot", "orphan", "keyring", "parent_uid",
+             "parent_pid", "boot_id", "record", "sibling")
 
 
 def _layers(backend: Any) -> dict[str, Any]:
@@ -46,7 +49,57 @@ FALLBACK_WHEN: dict[str, Any] = {
     "sandbox_is_parent_uid": lambda L: bool(L) and L.get("host_uid") == os.geteuid() != 0,
     # no Landlock at all (only with allow_weaker_landlock_unsafe): exec from /tmp is not refused
     "no_landlock": lambda L: bool(L) and L.get("landlock_abi", 0) < 1,
+    # the record says CPU is bounded per process (no per-call cpu cgroup): each process has its
+    # own RLIMIT_CPU, only the wall clock bounds the call's processes together
+    "cpu_per_process": lambda L: bool(L)
+    and str((L.get("bounds") or {}).get("cpu", "")).startswith("rlimit"),
+    # a kernel (or architecture) without syscalls that bypass seccomp: the filter answers them
+    "no_seccomp_passthrough": lambda L: bool(L)
+    and not (L.get("seccomp") or {}).get("kernel_passthrough"),
 }
+
+_RLIMIT_NAMES = {"RLIMIT_CPU": "cpu_s", "RLIMIT_AS": "address_space_bytes",
+                 "RLIMIT_FSIZE": "file_size_bytes", "RLIMIT_NPROC": "nproc",
+                 "RLIMIT_NOFILE": "nofile"}  # fmt: skip
+
+
+def _claimed_rlimits(layers: dict[str, Any], limits: Limits) -> dict[str, int]:
+    """The rlimits the record says are in force (listed under ``rlimits`` or named by a layer or
+    fallback of a guarantee), each with the value the call's ``limits`` give it."""
+    claimed = {k for k, v in (layers.get("rlimits") or {}).items() if v is not None}
+    for held in (layers.get("guarantees") or {}).values():
+        for text in held:
+            for name, key in _RLIMIT_NAMES.items():
+                if name in text:
+                    claimed.add(key)
+    values = limits.rlimits()
+    return {k: values[k] for k in sorted(claimed) if k in values}
+
+
+def _find_marked(marker: str) -> int | None:
+    """The pid of a process whose argv carries ``marker``."""
+    needle = marker.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def _uid_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 @dataclass(frozen=True)
@@ -210,8 +263,50 @@ def _run_one(
         elif probe.context == "keyring":
             desc = stack.enter_context(_canary_key())
             args.append(desc.encode().hex())
+        elif probe.context == "parent_pid":
+            args.append(str(os.getpid()))
+        elif probe.context == "boot_id":
+            import hashlib
+
+            try:
+                boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+            except OSError:
+                boot = ""
+            args.append(hashlib.sha256(boot.encode()).hexdigest())
+        elif probe.context == "record":
+            claimed = _claimed_rlimits(_layers(backend), replace(base, **probe.limits))
+            args.append(canonical_bytes(claimed).hex())
         host = {h: backend.sandbox_path(h, d) for h, d in binds}
         prog = f"{host[preflight_dir]}/{probe.program}"
+        if probe.context == "sibling":
+            # a concurrent call of the same backend, alive while the probe runs; the probe is
+            # given the host uid the sibling runs as
+            sib_marker = "ect-sibling-" + secrets.token_hex(8)
+            sib_limits = replace(base, wall_s=60.0)
+            sibling = threading.Thread(target=backend.run, args=(
+                [python, "-I", "-S", prog, "hold", sib_marker],), kwargs={
+                "stdin": b"", "limits": sib_limits, "ro_binds": binds}, daemon=True)  # fmt: skip
+            sibling.start()
+
+            def stop_sibling() -> None:
+                pid = _find_marked(sib_marker)
+                if pid is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                sibling.join(timeout=30)
+
+            stack.callback(stop_sibling)
+            found: int | None = None
+            until = time.monotonic() + 30.0
+            while found is None and time.monotonic() < until:
+                pid = _find_marked(sib_marker)
+                found = _uid_of(pid) if pid is not None else None
+                if found is None:
+                    time.sleep(0.02)
+            if found is None:
+                return ProbeResult(probe.name, probe.expect, "no-sibling", False,
+                                   "the concurrent sibling call never started")  # fmt: skip
+            args.append(str(found))
         args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)

@@ -6,10 +6,12 @@ the C library and headers. The program is small enough to write out and review b
 are deterministic, committed and pinned in ``PINS``. The syscall numbers below were generated
 with libseccomp's ``scmp_sys_resolver`` and a test checks them against it.
 
-The policy is an allow-list (``format = "ect.seccomp-policy/2"``): ``[allow]`` syscalls run,
+The policy is an allow-list (``format = "ect.seccomp-policy/3"``, which added ``null_args``):
+``[allow]`` syscalls run,
 ``[enosys]`` ones answer ``ENOSYS`` (feature probes fall back), ``[[arg]]`` rules allow a syscall
 only for some values of one argument (``allow_values``) or refuse it when any bit of a mask is set
-(``deny_mask``), and everything else gets the ``default`` errno. ``[refused]`` documents notable
+(``deny_mask``), optionally also requiring other (pointer) arguments to be NULL (``null_args``,
+both 32-bit halves compared), and everything else gets the ``default`` errno. ``[refused]`` documents notable
 omissions; the compiler checks none of them is allowed. A name one architecture lacks is skipped
 there (aarch64 has no legacy ``open``/``stat``/``fork``...); a name neither knows is an error.
 
@@ -66,7 +68,7 @@ def _off_arg(i: int) -> int:
 
 
 _X32_SYSCALL_BIT = 0x40000000
-FORMAT = "ect.seccomp-policy/2"
+FORMAT = "ect.seccomp-policy/3"
 
 # Linux errno values are the same on x86_64 and aarch64; spelled out so the bytes never depend
 # on the host's errno module.
@@ -226,20 +228,35 @@ def _arg_block(rule: Mapping[str, Any]) -> list[bytes]:
     if not isinstance(arg, int) or isinstance(arg, bool) or not 0 <= arg <= 5:
         raise SeccompPolicyError(f"seccomp policy: {where}: arg must be 0..5")
     deny = _RET_ERRNO | _errno(rule.get("errno"), where)
-    block = [_ins(_LD_W_ABS, _off_arg(arg))]
+    nulls = rule.get("null_args", [])
+    if not isinstance(nulls, list) or any(
+        not isinstance(i, int) or isinstance(i, bool) or not 0 <= i <= 5 or i == arg for i in nulls
+    ):
+        raise SeccompPolicyError(f"seccomp policy: {where}: null_args must be other args 0..5")
+    # each NULL-only argument (a pointer) must be zero in both 32-bit halves, else the deny return
+    # of the block below: 4 instructions per argument in front of it
+    checks = 4 * len(nulls)
+    main = [_ins(_LD_W_ABS, _off_arg(arg))]
     if "allow_values" in rule and "deny_mask" not in rule:
         values = [_const(v, where) for v in rule["allow_values"]]
         n = len(values)
-        block += [_ins(_JEQ_K, v, n - i, 0) for i, v in enumerate(values)]
-        block += [_ins(_RET_K, deny), _ins(_RET_K, _RET_ALLOW)]
+        main += [_ins(_JEQ_K, v, n - i, 0) for i, v in enumerate(values)]
+        main += [_ins(_RET_K, deny), _ins(_RET_K, _RET_ALLOW)]
+        deny_at = checks + 1 + n
     elif "deny_mask" in rule and "allow_values" not in rule:
         mask = 0
         for v in rule["deny_mask"]:
             mask |= _const(v, where)
-        block += [_ins(_JSET_K, mask, 0, 1), _ins(_RET_K, deny), _ins(_RET_K, _RET_ALLOW)]
+        main += [_ins(_JSET_K, mask, 0, 1), _ins(_RET_K, deny), _ins(_RET_K, _RET_ALLOW)]
+        deny_at = checks + 2
     else:
         raise SeccompPolicyError(f"seccomp policy: {where}: give allow_values or deny_mask")
-    return block
+    block: list[bytes] = []
+    for i in nulls:
+        for half in (0, 4):
+            block.append(_ins(_LD_W_ABS, _off_arg(i) + half))
+            block.append(_ins(_JEQ_K, 0, 0, deny_at - len(block) - 1))
+    return block + main
 
 
 def _search(entries: Sequence[tuple[int, list[bytes]]], default: bytes) -> list[bytes]:

@@ -3,8 +3,9 @@
 It is bound read-only into the sandbox (its bytes are pinned in ``sandbox_profiles/PINS``) and
 imports nothing from ``runner``. In order, it:
 
-0. under a root parent (``drop_to`` in its config), becomes the unprivileged host service id;
-   on Linux (``new_session_keyring``) joins a new, empty session keyring;
+0. under a root parent (``drop_to`` in its config), empties its capability bounding and
+   inheritable sets and becomes this call's unprivileged host id (leased by the parent for the
+   call); on Linux (``new_session_keyring``) joins a new, anonymous, empty session keyring;
 1. sets rlimits (CPU, address space, file size, processes, open files, no core);
 2. applies Landlock to itself (Linux): read-only access to the bound paths, read-write to the
    scratch ``/tmp``, execute only beneath the read-only binds, no TCP bind/connect (ABI >= 4), no
@@ -12,10 +13,14 @@ imports nothing from ``runner``. In order, it:
    (default 1) is refused with exit code 78 unless the config carries
    ``allow_weaker_landlock_unsafe`` (the parent records that); ``emulate_abi`` applies an older
    ABI's rule set on a newer kernel (tests and probes of the kernel matrix);
-3. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
+3. pre-spawned (``await_request``): in tool mode imports the tools file, then waits on stdin
+   for the one request it serves (its argv, or its world and snapshot); see ``await_request``;
+4. only then runs code that is not its own: in ``tool`` mode it loads the synthetic tools file by
    path, reads one JSON call ``{"world_id", "tool_id", "args"}`` on stdin and writes the tool's JSON
    response on stdout; in ``exec`` mode it replaces itself with the given command (the limits and
-   the Landlock domain survive ``execve``); ``check`` mode reports the Landlock ABI it applied.
+   the Landlock domain survive ``execve``); ``check`` mode reports what it applied, read back from
+   the kernel (Landlock ABI, seccomp mode, ids, capability sets, rlimits, keyring, cgroups
+   joined): the backend records that, not what it planned.
 
 Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused, 79 the
 parent never moved us into the per-call cgroups it announced (``cgroup_gate``).
@@ -155,20 +160,46 @@ def apply_landlock(cfg: dict) -> dict:
 
 
 _SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _PR_CAPBSET_DROP = 24
 _KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
+def _cap_sets() -> dict:
+    """The capability sets of this process, from /proc/self/status (capget is not allowed)."""
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")):
+                out[line[3:6].lower()] = int(line.split()[1], 16)
+    return out
+
+
 def drop_privileges(ids: list) -> None:
-    """Root parent only: empty the capability bounding set, then become the unprivileged host
-    id with no supplementary groups (which clears every capability)."""
+    """Root parent only: empty the capability bounding set, clear the inheritable (and so the
+    ambient) set bwrap filled, then become this call's unprivileged host id with no
+    supplementary groups (which clears the permitted and effective sets)."""
     import ctypes
+    import struct
 
     uid, gid = int(ids[0]), int(ids[1])
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
     for cap in range(64):  # empty the bounding set: nothing exec'd later can gain a capability
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
             _fail(EXIT_BAD_CONFIG, "ect-worker: could not empty the capability bounding set")
+    now = _cap_sets()
+    # struct __user_cap_header_struct {u32 version; int pid} and two __user_cap_data_struct
+    # {u32 effective, permitted, inheritable}: keep effective/permitted (setresuid needs
+    # CAP_SETUID), inheritable 0
+    hdr = ctypes.create_string_buffer(struct.pack("=Ii", _LINUX_CAPABILITY_VERSION_3, 0), 8)
+    eff, prm = now.get("eff", 0), now.get("prm", 0)
+    data = ctypes.create_string_buffer(struct.pack(
+        "=6I", eff & 0xFFFFFFFF, prm & 0xFFFFFFFF, 0, eff >> 32, prm >> 32, 0), 24)
+    nr = _SYS_CAPSET.get(os.uname().machine)
+    if nr is None or libc.syscall(nr, hdr, data) != 0:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: could not clear the inheritable capabilities")
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)  # from uid 0 to another: every capability is cleared
@@ -208,7 +239,7 @@ def set_rlimits(lim: dict) -> None:
         resource.setrlimit(res, (soft, hard))
 
 
-def await_cgroup(gate: dict, timeout_s: float = 10.0) -> None:
+def await_cgroup(gate: dict, timeout_s: float = 10.0) -> dict:
     """Wait until the parent has moved this process into every per-call cgroup in ``gate``.
 
     ``gate`` maps a ``/proc/self/cgroup`` controller field ("pids", "memory"; "" for cgroup v2)
@@ -230,21 +261,43 @@ def await_cgroup(gate: dict, timeout_s: float = 10.0) -> None:
                     if ctl in gate and parts[2].endswith("/" + str(gate[ctl])):
                         seen.add(ctl)
         if seen == set(gate):
-            return
+            return {ctl: str(gate[ctl]) for ctl in sorted(gate)}
         if time.monotonic() > deadline:
             _fail(EXIT_NO_CGROUP, "ect-worker: never joined the per-call cgroups")
         time.sleep(0.0005)
 
 
+_RLIMITS = ("cpu_s", "address_space_bytes", "file_size_bytes", "nproc", "nofile")
+
+
 def _inside() -> dict:
-    """Layers as seen from inside: seccomp mode (2 = filter) and the uid map (inside, host, n)."""
-    out: dict = {"seccomp": None, "uid_map": None}
+    """Layers as seen from inside, read back rather than assumed: seccomp mode (2 = filter),
+    NO_NEW_PRIVS, the uid map (inside, host, n), the ids, every capability set, and the soft
+    rlimits in force (None: unlimited)."""
+    import resource
+
+    out: dict = {"seccomp": None, "no_new_privs": None, "uid_map": None}
     with open("/proc/self/status") as fh:
         for line in fh:
             if line.startswith("Seccomp:"):
                 out["seccomp"] = line.split()[1]
+            elif line.startswith("NoNewPrivs:"):
+                out["no_new_privs"] = line.split()[1] == "1"
     with open("/proc/self/uid_map") as fh:
         out["uid_map"] = [int(x) for x in fh.read().split()[:3]]
+    out["ids"] = [os.getuid(), os.getgid(), len(os.getgroups())]
+    out["capabilities"] = {k: format(v, "x") for k, v in sorted(_cap_sets().items())}
+    table = {
+        "cpu_s": resource.RLIMIT_CPU,
+        "address_space_bytes": resource.RLIMIT_AS,
+        "file_size_bytes": resource.RLIMIT_FSIZE,
+        "nproc": resource.RLIMIT_NPROC,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    out["rlimits"] = {}
+    for key in _RLIMITS:
+        soft = resource.getrlimit(table[key])[0]
+        out["rlimits"][key] = None if soft == resource.RLIM_INFINITY else soft
     return out
 
 
@@ -254,9 +307,48 @@ def _fail(code: int, message: str) -> None:
     os._exit(code)
 
 
-def _run_tool(cfg: dict) -> None:
+def _load_tools(cfg: dict):
     import importlib.util
 
+    spec = importlib.util.spec_from_file_location("ect_sandbox_tools", cfg["tools"])
+    if spec is None or spec.loader is None:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: cannot load the tools file")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # the tool's own failure: report its class, never a traceback
+        _fail(EXIT_TOOL_RAISED, f"ect-worker: tool raised {type(e).__name__}: {e}")
+    return mod
+
+
+def _read_exact(n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = os.read(0, n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def await_request(cfg: dict) -> None:
+    """Pre-spawned (pooled) child: everything is applied; wait for the one request this child
+    will serve: a 10-digit length, then that many bytes of JSON with the call's own fields
+    (``argv`` in exec mode; ``world_id`` and ``snapshot_data`` in tool mode). Read exactly, so
+    the rest of stdin is the command's (exec) or the call (tool)."""
+    head = _read_exact(10)
+    if not head:
+        os._exit(0)  # discarded unused: the parent closed the pipe
+    try:
+        req = json.loads(_read_exact(int(head)))
+    except ValueError:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: bad request header")
+    if not isinstance(req, dict) or not set(req) <= {"argv", "world_id", "snapshot_data"}:
+        _fail(EXIT_BAD_CONFIG, "ect-worker: bad request header")
+    cfg.update(req)
+
+
+def _run_tool(cfg: dict, mod=None) -> None:
     limit = int(cfg.get("max_call_bytes", 1 << 20))
     raw = sys.stdin.buffer.read(limit + 1)
     if len(raw) > limit:
@@ -269,14 +361,14 @@ def _run_tool(cfg: dict) -> None:
         _fail(EXIT_BAD_CALL, "ect-worker: call must be exactly {world_id, tool_id, args}")
     if call["world_id"] != cfg["world_id"] or not isinstance(call["args"], dict):
         _fail(EXIT_BAD_CALL, "ect-worker: call names another world or args is not an object")
-    with open(cfg["snapshot"], "rb") as fh:
-        snapshot = json.loads(fh.read())
-    spec = importlib.util.spec_from_file_location("ect_sandbox_tools", cfg["tools"])
-    if spec is None or spec.loader is None:
-        _fail(EXIT_BAD_CONFIG, "ect-worker: cannot load the tools file")
-    mod = importlib.util.module_from_spec(spec)
+    if "snapshot_data" in cfg:
+        snapshot = json.loads(cfg["snapshot_data"])
+    else:
+        with open(cfg["snapshot"], "rb") as fh:
+            snapshot = json.loads(fh.read())
+    if mod is None:
+        mod = _load_tools(cfg)
     try:
-        spec.loader.exec_module(mod)
         response = mod.call_tool(snapshot, call["tool_id"], call["args"])
         out = json.dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # noqa: TID251
     except Exception as e:  # the tool's own failure: report its class, never a traceback
@@ -293,8 +385,10 @@ def main(argv: list[str]) -> None:
         _fail(EXIT_BAD_CONFIG, "ect-worker: usage: worker.py CONFIG_JSON")
     if cfg.get("drop_to") is not None:
         drop_privileges(cfg["drop_to"])
+    keyring = None
     if cfg.get("new_session_keyring"):
         leave_session_keyring()
+        keyring = "new anonymous session keyring"
     set_rlimits(cfg.get("rlimits", {}))
     applied: dict = {"abi": None}
     if cfg.get("landlock") is not None:
@@ -302,10 +396,19 @@ def main(argv: list[str]) -> None:
             applied = apply_landlock(cfg["landlock"])
         except LandlockRefused as e:
             _fail(EXIT_LANDLOCK_REFUSED, f"{LANDLOCK_MARKER} {e}")
+    cgroups = None
     if cfg.get("cgroup_gate"):
-        await_cgroup(dict(cfg["cgroup_gate"]))
+        cgroups = await_cgroup(dict(cfg["cgroup_gate"]))
+    mod = None
+    if cfg.get("await_request"):
+        if mode == "tool":  # the interpreter and the tools are loaded before the call is known
+            mod = _load_tools(cfg)
+        await_request(cfg)
     if mode == "check":
+        # what this worker applied and sees, for the records (never what the parent planned)
         applied.update(_inside())
+        applied["keyring"] = keyring
+        applied["cgroups_joined"] = sorted(cgroups) if cgroups else []
         sys.stdout.write(json.dumps(applied))  # noqa: TID251
     elif mode == "exec":
         cmd = cfg["argv"]
@@ -314,7 +417,9 @@ def main(argv: list[str]) -> None:
         except OSError as e:
             _fail(127, f"ect-worker: cannot exec {cmd[0]}: {e.strerror}")
     elif mode == "tool":
-        _run_tool(cfg)
+        _run_tool(cfg, mod)
+        if cfg.get("await_request"):
+            os._exit(0)  # output flushed; a single-use child needs no interpreter teardown
     else:
         _fail(EXIT_BAD_CONFIG, f"ect-worker: unknown mode {mode!r}")
 

@@ -25,13 +25,20 @@ def _py(be: BwrapBackend, code: str) -> list[str]:
 
 
 def test_argv_has_every_policy_flag(bwrap: BwrapBackend) -> None:
-    argv = bwrap.bwrap_argv(Limits(tmpfs_bytes=1234567), [(9, "/ect/x/y")], 7, 8, 10)
+    argv = bwrap.bwrap_argv(Limits(tmpfs_bytes=1234567), [(9, "/ect/x/y"), (-1, "/ect/d"),
+                            (11, "/ect/d/run.sh", 0o555)], 7, 8, 10,
+                            [(12, "/proc/sys/kernel/random/boot_id")])  # fmt: skip
     joined = " ".join(argv)
     common = ("--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
               "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup", "--ro-bind /usr /usr", "--perms 1777 --size 1234567 --tmpfs /tmp",
-              "--seccomp 7", "--ro-bind-data 8 /ect/worker.py", "--ro-bind-fd 9 /ect/x/y",
+              "--seccomp 7", "--ro-bind-data 8 /ect/worker.py",
+              "--perms 0444 --ro-bind-data 9 /ect/x/y", "--perms 0555 --dir /ect/d",
+              "--perms 0555 --ro-bind-data 11 /ect/d/run.sh",
               "--perms 0555 --dir /ect/x", "--ro-bind /proc/sys /proc/sys")  # fmt: skip
+    # binds are copies (no host path in mountinfo); the per-call boot_id lies over /proc/sys's
+    assert "--ro-bind-fd 9" not in joined
+    assert argv.index("/proc/sys/kernel/random/boot_id") > argv.index("/proc/sys")
     if os.geteuid() == 0:
         # no user namespace (it could only map to host root); the worker drops to host_id
         flags = (*common, "--cap-add CAP_SETUID", "--cap-add CAP_SETGID", "--cap-add CAP_SETPCAP")
@@ -113,8 +120,10 @@ def test_host_side_environ_of_every_sandbox_process_is_clean(bwrap: BwrapBackend
 
     t = threading.Thread(target=scan)
     t.start()
-    r = bwrap.run(
-        _py(bwrap, f"import time; time.sleep(3)  # {marker}"), stdin=b"", limits=Limits(wall_s=10)
+    # a cold child: its argv (with the marker) is bwrap's own; a pooled child gets it on stdin
+    cold = BwrapBackend(pool_size=0)
+    r = cold.run(
+        _py(cold, f"import time; time.sleep(3)  # {marker}"), stdin=b"", limits=Limits(wall_s=10)
     )
     t.join()
     assert r.exit_status == 0
@@ -260,9 +269,12 @@ def test_root_parent_puts_each_call_in_its_own_cgroups(
     lines = [ln for ln in a.stdout.decode().split() if "ect-sandbox-" in ln]
     assert a.exit_status == 0
     if bwrap.cgroups.version == 1:
-        assert {ln.split(":")[1] for ln in lines} == {"pids", "memory"}
+        cpu = {"cpu", "cpuacct"} if bwrap.cgroups.cpu else set()
+        assert {c for ln in lines for c in ln.split(":")[1].split(",")} == {"pids", "memory", *cpu}
     else:
         assert [ln.split(":")[1] for ln in lines] == [""]
+    # named by random tokens: the runner's pid is a host fact the sandbox does not see
+    assert all(str(os.getpid()) not in ln.split(":")[2].split("-") for ln in lines)
     nproc = bwrap.run(
         _py(bwrap, "import os\nfor _ in range(100): os.fork() or os._exit(0)\n"),
         stdin=b"",

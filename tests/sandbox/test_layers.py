@@ -46,4 +46,11 @@ def test_named_kernels_keep_every_guarantee() -> None:
     rows = kernel_matrix()
     tcp = next(r for r in rows if r["layer"].startswith("Landlock TCP"))
     assert tcp["kernels"] == {"Ubuntu 22.04 (5.15)": False, "Debian 12 (6.1)": False,
-                              "Ubuntu 24.04 (6.8)": True}  # fmt: skip
+                              "Ubuntu 24.04 (6.8)": True, "Debian 13 (6.12)": True}  # fmt: skip
+    # the kernel's seccomp pass-through is in the matrix too (x86_64 from 6.11)
+    passthrough = [r for r in rows if r["layer"].startswith("exception: ")]
+    assert [r["layer"].split(" (")[0] for r in passthrough] == ["exception: uretprobe",
+                                                                 "exception: uprobe"]
+    for r in passthrough:
+        assert r["kernels"] == {"Ubuntu 22.04 (5.15)": False, "Debian 12 (6.1)": False,
+                                "Ubuntu 24.04 (6.8)": False, "Debian 13 (6.12)": True}

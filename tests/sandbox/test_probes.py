@@ -28,7 +28,10 @@ def test_probe_catalogue_covers_every_category() -> None:
                      "write.usr", "env.canary", "env.proc1_environ", "process.pid_namespace",
                      "process.kill_init", "process.ptrace", "process.unshare_user", "process.mount",
                      "limits.cpu", "limits.memory", "limits.file_size", "limits.processes",
-                     "limits.output_flood", "limits.wall_clock", "limits.detached_grandchild"):  # fmt: skip
+                     "limits.output_flood", "limits.wall_clock", "limits.detached_grandchild",
+                     "seccomp.keyctl_named", "identity.per_call_uid", "identity.capabilities",
+                     "host.mountinfo", "host.cgroup_names", "host.boot_id", "host.key_users",
+                     "seccomp.kernel_passthrough", "record.rlimits", "limits.cpu_tree"):  # fmt: skip
         assert required in names
     for p in PROBES:
         assert p.expect and p.why

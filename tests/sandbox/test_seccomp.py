@@ -106,6 +106,14 @@ def test_argument_filters(arch: str) -> None:
     assert run_bpf(prog, nr["personality"], audit, (0,)) == ALLOW  # PER_LINUX
     assert run_bpf(prog, nr["personality"], audit, (0x0040000,)) == EPERM  # ADDR_NO_RANDOMIZE
     assert run_bpf(prog, nr["personality"], audit, (0x0400000,)) == EPERM  # READ_IMPLIES_EXEC
+    # keyctl: only JOIN_SESSION_KEYRING (1) with a NULL name, checked in both 32-bit halves; a
+    # named keyring would persist, fill the uid's key quota and be listed to other calls
+    assert run_bpf(prog, nr["keyctl"], audit, (1, 0)) == ALLOW
+    assert run_bpf(prog, nr["keyctl"], audit, (1, 0x7FFF0000)) == EPERM
+    assert run_bpf(prog, nr["keyctl"], audit, (1, 0x7F00_0000_0000)) == EPERM  # high half only
+    assert run_bpf(prog, nr["keyctl"], audit, (1, 1 << 63)) == EPERM
+    assert run_bpf(prog, nr["keyctl"], audit, (0, 0)) == EPERM  # GET_KEYRING_ID
+    assert run_bpf(prog, nr["keyctl"], audit, (1 | (1 << 32), 0)) == ALLOW  # int operation
     other = next(a for n, (a, _, _) in ARCHES.items() if n != arch)
     assert run_bpf(prog, nr["read"], other) == KILL  # another architecture's numbering
     if x32:
@@ -147,7 +155,7 @@ def test_syscall_numbers_match_libseccomp(arch: str) -> None:
 
 
 def test_policy_errors_are_refused() -> None:
-    good = {"format": "ect.seccomp-policy/2", "default": "EPERM", "allow": {"read": "x"}}
+    good = {"format": "ect.seccomp-policy/3", "default": "EPERM", "allow": {"read": "x"}}
     assert compile_policy(good, "x86_64")
     with pytest.raises(SeccompPolicyError, match="unknown syscall"):
         compile_policy({**good, "allow": {"no_such_call": "x"}}, "x86_64")
@@ -161,6 +169,10 @@ def test_policy_errors_are_refused() -> None:
         compile_policy({**good, "enosys": {"read": "x"}}, "x86_64")
     with pytest.raises(SeccompPolicyError, match="refused and allowed"):
         compile_policy({**good, "refused": {"read": "x"}}, "x86_64")
+    with pytest.raises(SeccompPolicyError, match="null_args"):
+        compile_policy({**good, "arg": [{"syscall": "keyctl", "arg": 0, "errno": "EPERM",
+                                         "allow_values": ["AF_UNIX"], "null_args": [0]}]},
+                       "x86_64")  # fmt: skip
     with pytest.raises(SeccompPolicyError, match="allow_values or deny_mask"):
         compile_policy({**good, "arg": [{"syscall": "socket", "arg": 0, "errno": "EPERM"}]},
                        "x86_64")  # fmt: skip

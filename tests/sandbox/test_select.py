@@ -45,9 +45,9 @@ def test_old_landlock_is_refused_unless_explicitly_weakened(
 ) -> None:
     import runner.sandbox._bwrap as bw
 
-    # ABI 3 (e.g. a 6.2-6.6 kernel) keeps every guarantee: accepted, and recorded
-    monkeypatch.setattr(bw, "landlock_abi", lambda: 3)
-    be = select_backend("bwrap")
+    # ABI 3 (e.g. a 6.2-6.6 kernel) keeps every guarantee: accepted, and recorded as the worker
+    # applied it (the record is the worker's report, so the rule set is emulated, not assumed)
+    be = select_backend("bwrap", emulate_landlock_abi=3)
     layers = be.describe()["layers"]
     assert layers["landlock_abi"] == 3 and layers["missing_guarantees"] == []
     assert "Landlock TCP bind/connect rules (ABI 4)" not in layers["guarantees"]["network"]
@@ -57,7 +57,8 @@ def test_old_landlock_is_refused_unless_explicitly_weakened(
     with pytest.raises(SandboxUnavailable,
                        match="Landlock ABI is 0: no layer is left for: programs run only"):  # fmt: skip
         select_backend("bwrap")
-    be = select_backend("bwrap", allow_weaker_landlock_unsafe=True)
+    monkeypatch.undo()
+    be = select_backend("bwrap", allow_weaker_landlock_unsafe=True, emulate_landlock_abi=0)
     assert be.describe()["allow_weaker_landlock_unsafe"] is True
     assert be.describe()["layers"]["missing_guarantees"] == ["exec"]
 
