@@ -82,7 +82,7 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
 
         from runner.view import build_app
     except ImportError as e:
-        die(f"ect view needs the 'view' extra (pip install 'ect-runner[view]'): {e}", EXIT_USAGE)
+        die(f"ect view needs the 'view' extra (pip install '.[view]' in the ect-runner checkout): {e}", EXIT_USAGE)
     token = secrets.token_urlsafe(24) if remote else None
     app = build_app(store=store, static_dir=static_dir, token=token,
                     allowed_hosts=("*",) if remote else ("127.0.0.1", "localhost", "[::1]"))
