@@ -38,9 +38,12 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
         src = StoreSource(store)
         data["run"] = run_summary(src, integrity=src.verify(full=True).to_json())
         data["cells"] = {"columns": list(CELL_COLUMNS), "rows": cell_rows(src)}
-        for seq, record in sorted(src.cells().items()):
-            if not isinstance(record, ViewError):  # an unreadable record has no cell page
+        for seq in sorted(src.cells()):
+            # an unreadable record's page says which record and why, as the server's does
+            try:
                 data[f"cell-{seq}"] = cell_view(src, seq)
+            except ViewError as e:
+                data[f"cell-{seq}"] = {"error": str(e)}
         mode = "bundle-store"
     else:
         assert static_dir is not None
