@@ -1,7 +1,7 @@
 """Where the study's data lives: ``schedules/``, ``sandbox_profiles/`` and ``preflight/``.
 
-In a checkout (the source tree ``runner`` is imported from, with ``pyproject.toml`` beside it)
-these are the repository's own top-level folders. An installed wheel carries a copy of them
+In a checkout (the source tree ``runner`` is imported from, the folders beside it) these are
+the repository's own top-level folders. An installed wheel carries a copy of them
 inside the package, ``runner/_study/`` (mapped there at build time by ``setup.py``, together with
 the pinned sandbox worker so the tree is the whole policy tree ``sandbox_profiles/PINS`` names),
 found through :mod:`importlib.resources`.
@@ -34,9 +34,10 @@ class StudyDataDrift(EctError):
 
 
 def checkout_root() -> Path | None:
-    """The source tree ``runner`` is imported from, when it is a checkout (else None)."""
+    """The source tree ``runner`` is imported from, when it is a checkout (or a copy of one:
+    any of the data folders beside ``runner/``), else None."""
     root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and all((root / d).is_dir() for d in DATA_DIRS):
+    if any((root / d).is_dir() for d in DATA_DIRS):
         return root
     return None
 

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
-from runner.cli._params import DEFAULT_SCHEDULE, DEFAULT_STATIC_SPEC, PROVIDER_NAMES, study_file
+from runner.cli._params import (
+    DEFAULT_SCHEDULE,
+    DEFAULT_STATIC_SPEC,
+    PROVIDER_NAMES,
+    check_out_dir,
+    study_file,
+)
 from runner.errors import StoreError
 
 if TYPE_CHECKING:
@@ -118,6 +124,7 @@ def static_cmd(
     from runner.cli._progress import CountProgress
 
     spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
+    check_out_dir(out_dir, fresh=False)  # an unwritable --out is refused before the computing
     progress = CountProgress("static", "decisions", enabled=not quiet,
                              after="decisions done; analysing (tables, bootstrap, H1)")
     failed: AllModelCallsFailed | None = None
@@ -221,6 +228,7 @@ def report_cmd(
     from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
     schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
+    check_out_dir(out_dir, fresh=False)
     try:
         res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
                                 replicates=replicates)

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_USAGE, die, map_errors
-from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, study_file
+from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, check_out_dir, study_file
 from runner.cli._study import _configure_logging, _refused, _run
 
 __all__ = ["COMMANDS"]
@@ -65,6 +65,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         die(str(e), EXIT_USAGE)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(out) if out else Path("out") / f"demo-{stamp}"
+    check_out_dir(out_dir, fresh=True)  # before the preflight: a used folder is refused at once
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / "v2.db"

@@ -56,6 +56,27 @@ def check_store_dir(store: str | Path, what: str = "store") -> None:
         die(f"{what} directory {parent} does not exist (create it first)", EXIT_USAGE)
 
 
+def check_out_dir(out: str | Path, *, fresh: bool, option: str = "--out") -> None:
+    """Refuse an output directory before any work (exit 2): a path that is a file, one that
+    cannot be created or written (the nearest existing ancestor is not writable), and, with
+    ``fresh``, a folder that already holds something (a command that fills a folder of its own
+    does not write into someone else's).
+    """
+    import os
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        die(f"{option} {path}: exists and is not a directory", EXIT_USAGE)
+    if fresh and path.is_dir() and any(path.iterdir()):
+        die(f"{option} {path}: exists and is not empty; give a new or empty directory",
+            EXIT_USAGE)
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        die(f"{option} {path}: cannot write in {ancestor}", EXIT_USAGE)
+
+
 def study_file(given: str | None, default: str, option: str) -> str:
     """The path of a study file: ``given`` as typed, else ``default`` found from here, else in
     the checkout ``runner`` runs from or the study data an installed wheel carries (so ``ect

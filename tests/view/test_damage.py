@@ -122,6 +122,9 @@ def test_an_overwritten_page_is_named_by_its_record(store: Path, tmp_path: Path)
     bundle = _ect("view", "--store", str(store), "--bundle", str(tmp_path / "bundle"))
     assert bundle.exit_code == 0, bundle.output
     assert "Traceback" not in bundle.output
+    # progress (issue 29): what it does first, then the cell pages as they are written
+    assert f"bundle: verifying {store} in full, then writing every page" in bundle.output
+    assert re.search(r"^bundle: (\d+)/\1 cell pages", bundle.output, re.M), bundle.output
     data = (tmp_path / "bundle" / "data" / f"cell-{first}.js").read_text("utf-8")
     assert f'"error":"record {first} is unreadable: ' in data
     listed = sorted(p.name for p in store.parent.iterdir())
