@@ -299,9 +299,9 @@
       });
       html += '<label>search <input id="q" name="q" type="search" value="' + esc(cellsState.q) + '" placeholder="cell id, outcome, stop reason"></label>';
       html += '<output id="count"></output></form>';
-      html += '<table id="celltable"><thead><tr>' + SHOWN.map(function (c) {
+      html += '<div class="tablewrap"><table id="celltable"><thead><tr>' + SHOWN.map(function (c) {
         return '<th scope="col"><button type="button" data-key="' + c[0] + '">' + esc(c[1]) + "</button></th>";
-      }).join("") + '<th scope="col">view</th></tr></thead><tbody id="cellbody"></tbody></table>';
+      }).join("") + '<th scope="col">view</th></tr></thead><tbody id="cellbody"></tbody></table></div>';
       main.innerHTML = html;
       fillTable(rows);
       var form = document.getElementById("filters");
