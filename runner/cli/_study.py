@@ -445,8 +445,10 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
               help="Where to write the signed manifest (JSON).")
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
               help="The study spec (default: the one recorded in the store's header).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: out, cells, audit_groups, merkle_root.")
 @map_errors(_refused)
-def export_cmd(store: str, out: str, spec: str | None) -> None:
+def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
     """Write the signed final manifest; refuses unless every schedule row committed once.
 
     The manifest lists every cell as {row, cell_id, result_digest} (the digest leaves out
@@ -461,6 +463,13 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
     check_store_dir(out, "--out")
     doc = export_study(Path(store), Path(out), Path(_recorded_spec(store, spec)))
     m = doc["manifest"]
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        click.echo(canonical_bytes({"out": str(out), "cells": len(m["cells"]),
+                                    "audit_groups": len(m["audit_groups"]),
+                                    "merkle_root": m["merkle_root"], "signed": True}).decode())
+        return
     click.echo(f"{out}: {len(m['cells'])} cells, {len(m['audit_groups'])} audit groups, "
                f"merkle root {m['merkle_root'][:16]}..., signed")
 
