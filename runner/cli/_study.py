@@ -225,6 +225,22 @@ def _quiet_check(check: Any) -> None:
         _print_check(check)
 
 
+def _refuse_unwritable_dir(store_path: Path) -> None:
+    """A store directory the run cannot write in (a read-only filesystem): a usage error (2)
+    before the preflight, found by creating and removing a probe file there (`ect preflight`
+    makes the same check its ``store`` check, exit 3)."""
+    import os
+    import secrets
+
+    probe = store_path.parent / f".ect-run-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        probe.unlink()
+    except OSError as e:
+        die(f"--store {store_path}: cannot write in {store_path.parent}: "
+            f"{e.strerror or type(e).__name__}", EXIT_USAGE)
+
+
 def _refuse_used_store(store_path: Path) -> None:
     """``run`` on a store that already holds cells: refused before the preflight (the run would
     refuse it after), in the run's own words."""
@@ -261,6 +277,7 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         check_resume_provider(settings)  # before the preflight, which would fail less clearly
     else:
         _refuse_used_store(settings.store_path)  # cheap refusals before the preflight's probes
+    _refuse_unwritable_dir(settings.store_path)
     if settings.executor == "ray":
         import importlib.util
 

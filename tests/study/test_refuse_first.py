@@ -110,3 +110,13 @@ def test_static_refuses_an_unwritable_out_before_computing(
         r = _ect("static", "--out", str(ro / "static"), "-q")
     assert r.exit_code == 2, r.output
     assert r.output.splitlines()[-1] == f"ect: --out {ro}/static: cannot write in {ro}"
+
+
+def test_run_into_a_read_only_directory_is_refused_before_the_preflight(
+        spec: Path, tmp_path: Path, no_preflight: None) -> None:
+    (tmp_path / "ro").mkdir()
+    with readonly_view(tmp_path / "ro") as ro:
+        r = _ect("run", "--study", str(spec), "--store", str(ro / "v2.db"), "-q")
+    assert r.exit_code == 2, r.output
+    assert r.output.splitlines()[-1] == (
+        f"ect: --store {ro}/v2.db: cannot write in {ro}: Read-only file system")
