@@ -11,10 +11,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
 
 
+# A fresh interpreter importing Inspect, the Agents SDK and LangGraph: about 10-40 s, so opt-in
+# (`make test-slow`); the same examples run in-process in tests/test_doc_examples.py by default.
+@pytest.mark.slow
 def test_the_integration_examples_are_silent_and_leave_nothing(tmp_path: Path) -> None:
     text = (REPO / "docs" / "integrations.md").read_text("utf-8")
     code = "\n".join(textwrap.dedent(m["body"]) for m in FENCE.finditer(text)
