@@ -32,6 +32,12 @@ def _no_hook(point: str) -> None:
     return None
 
 
+def _naming(e: OSError, target: Path) -> OSError:
+    """``e`` as the same kind of OSError (errno and text kept) naming ``target`` only."""
+    named = type(e)(e.errno, e.strerror or str(e), str(target)) if e.errno is not None else e
+    return named
+
+
 def atomic_write(
     path: str | os.PathLike[str],
     data: bytes,
@@ -46,14 +52,19 @@ def atomic_write(
     the rename, and ``point + ".after_rename"`` before the directory is synced.
 
     Raises:
-        OSError: the temp file could not be written or renamed (it is removed first).
+        OSError: the temp file could not be written or renamed (it is removed first). The error
+            names ``path``, the file the caller asked for, never the temp file.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     import secrets  # here, not at the top: it loads `random`, which reading never needs
 
     tmp = directory / f".{target.name}.tmp-{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                     mode)
+    except OSError as e:
+        raise _naming(e, target) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -61,6 +72,9 @@ def atomic_write(
             os.fsync(f.fileno())
         hook(point + ".mid_file")
         os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _naming(e, target) from e
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
-from runner.cli._params import DEFAULT_SCHEDULE, DEFAULT_STATIC_SPEC, PROVIDER_NAMES, study_file
+from runner.cli._params import (
+    DEFAULT_SCHEDULE,
+    DEFAULT_STATIC_SPEC,
+    PROVIDER_NAMES,
+    check_out_dir,
+    study_file,
+)
 from runner.errors import StoreError
 
 if TYPE_CHECKING:
@@ -95,6 +101,8 @@ def _report_codes() -> dict[type[BaseException], int]:
     help="Decisions in flight at once (for a remote provider; output order is unchanged).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print results.json on stdout instead of the summary.")
 @map_errors(_static_codes)
 def static_cmd(
     spec_path: str | None,
@@ -107,6 +115,7 @@ def static_cmd(
     seed: int | None,
     concurrency: int,
     quiet: bool,
+    as_json: bool,
 ) -> None:
     """Run the static study: 7 policies on all 432 snapshots, Table 2, Table 3 and H1.
 
@@ -118,6 +127,7 @@ def static_cmd(
     from runner.cli._progress import CountProgress
 
     spec_path = study_file(spec_path, DEFAULT_STATIC_SPEC, "--spec")
+    check_out_dir(out_dir, fresh=False)  # an unwritable --out is refused before the computing
     progress = CountProgress("static", "decisions", enabled=not quiet,
                              after="decisions done; analysing (tables, bootstrap, H1)")
     failed: AllModelCallsFailed | None = None
@@ -138,7 +148,10 @@ def static_cmd(
         failed, res = e, e.results
     finally:
         progress.stop()
-    _print_static(res, out_dir)
+    if as_json:
+        click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
+    else:
+        _print_static(res, out_dir)
     if failed is not None:
         raise failed
 
@@ -208,9 +221,12 @@ def _print_simulator(res: JsonObject) -> None:
     show_default=True,
     help="Bootstrap replicates.",
 )
+@click.option("--json", "as_json", is_flag=True,
+              help="Print results.json on stdout instead of the summary.")
 @map_errors(_report_codes)
 def report_cmd(
-    store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int
+    store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int,
+    as_json: bool,
 ) -> None:
     """Regenerate Table 4 and the H2-H4 gates from a verified run store.
 
@@ -221,11 +237,15 @@ def report_cmd(
     from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
     schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
+    check_out_dir(out_dir, fresh=False)
     try:
         res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
                                 replicates=replicates)
     except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
         die(str(e), EXIT_USAGE)
+    if as_json:
+        click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
+        return
     click.echo(res["provider_line"])
     _print_simulator(res)
     for h in ("h2", "h3", "h4"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_USAGE, die, map_errors
-from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, study_file
+from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, check_out_dir, study_file
 from runner.cli._study import _configure_logging, _refused, _run
 
 __all__ = ["COMMANDS"]
@@ -32,9 +32,11 @@ __all__ = ["COMMANDS"]
 @click.option("--limit", default=None, type=click.IntRange(1),
               help="Only the first N rows (a smoke run: export and report then refuse).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object on stdout: cells, simulated, gates and every output's path.")
 @map_errors(_refused)
 def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
-             quiet: bool) -> None:
+             quiet: bool, as_json: bool) -> None:
     """Run the whole offline study end to end and print where each output is.
 
     Everything runs on the deterministic simulated provider: no credential, no network.
@@ -65,6 +67,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         die(str(e), EXIT_USAGE)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(out) if out else Path("out") / f"demo-{stamp}"
+    check_out_dir(out_dir, fresh=True)  # before the preflight: a used folder is refused at once
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / "v2.db"
@@ -85,6 +88,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
     report = verify_store(store, full=True)
     click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
     outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]
+    gates: dict[str, str] = {}
     if summary.committed == summary.total:
         step("signing the manifest")
         export_study(store, manifest, Path(spec))
@@ -94,6 +98,7 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
         closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
         outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
+        gates = {h: closed[h]["outcome"] for h in ("h2", "h3", "h4")}
         verdicts = "; ".join(f"{h.upper()}: {closed[h]['outcome']}" for h in ("h2", "h3", "h4"))
         click.echo(f"closed loop: {verdicts}", err=True)
         progress = CountProgress("static study", "decisions", enabled=not quiet,
@@ -104,9 +109,18 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
             progress.stop()
         outputs.append(("static study", out_dir / "static" / "report.html"))
         click.echo(f"static study: H1: {static['h1']['outcome']}", err=True)
+        gates["h1"] = static["h1"]["outcome"]
     else:
         click.echo(f"smoke run ({summary.committed}/{summary.total} cells): no manifest or "
                    "report (they need every cell)", err=True)
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        click.echo(canonical_bytes({
+            "committed": summary.committed, "total": summary.total, "simulated": True,
+            "gates": gates, "outputs": {name: str(path) for name, path in outputs},
+        }).decode())
+        return
     click.echo("simulated provider: every figure below comes from the deterministic simulation, "
                "whose parameters this project chose (each report lists them; `ect sweep` "
                "shows how the gates move with them)")

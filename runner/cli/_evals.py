@@ -30,8 +30,10 @@ def evals() -> None:
 @click.option("--agent", metavar="MODULE:FUNCTION",
               help="Run every case with your own agent's decide(state) instead of the cases' "
                    "scripted agents.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: passed, failed, ok and every case's result.")
 @map_errors({FormatError: EXIT_USAGE})
-def run(path: Path | None, verbose: bool, agent: str | None) -> None:
+def run(path: Path | None, verbose: bool, agent: str | None, as_json: bool) -> None:
     """Run the eval cases in PATH (a case file or a directory of them; default: the bundled
     suite, which covers every stop reason).
 
@@ -48,6 +50,15 @@ def run(path: Path | None, verbose: bool, agent: str | None) -> None:
 
     decide = import_agent(agent) if agent is not None else None
     report = run_evals(path, decide=decide)
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        click.echo(canonical_bytes({"passed": report.passed, "failed": report.failed,
+                                    "ok": report.ok,
+                                    "cases": [r.to_json() for r in report.results]}).decode())
+        if not report.ok:
+            sys.exit(EXIT_NEGATIVE)
+        return
     for result in report.results:
         if not result.passed:
             click.echo(result.failure_line())

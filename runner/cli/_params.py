@@ -35,7 +35,6 @@ PROVIDER_NAMES: tuple[str, ...] = ("simulated", "gemini", "openai")
 DEFAULT_SPEC = "schedules/v2.toml"
 DEFAULT_STATIC_SPEC = "schedules/static.toml"
 DEFAULT_SCHEDULE = "schedules/v2.schedule.jsonl"
-_CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -57,9 +56,31 @@ def check_store_dir(store: str | Path, what: str = "store") -> None:
         die(f"{what} directory {parent} does not exist (create it first)", EXIT_USAGE)
 
 
+def check_out_dir(out: str | Path, *, fresh: bool, option: str = "--out") -> None:
+    """Refuse an output directory before any work (exit 2): a path that is a file, one that
+    cannot be created or written (the nearest existing ancestor is not writable), and, with
+    ``fresh``, a folder that already holds something (a command that fills a folder of its own
+    does not write into someone else's).
+    """
+    import os
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        die(f"{option} {path}: exists and is not a directory", EXIT_USAGE)
+    if fresh and path.is_dir() and any(path.iterdir()):
+        die(f"{option} {path}: exists and is not empty; give a new or empty directory",
+            EXIT_USAGE)
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        die(f"{option} {path}: cannot write in {ancestor}", EXIT_USAGE)
+
+
 def study_file(given: str | None, default: str, option: str) -> str:
-    """The path of a study file: ``given`` as typed, else ``default`` found from here or the
-    checkout ``runner`` was installed from (so ``ect demo`` works outside the repository root).
+    """The path of a study file: ``given`` as typed, else ``default`` found from here, else in
+    the checkout ``runner`` runs from or the study data an installed wheel carries (so ``ect
+    demo`` works outside the repository root).
 
     A path the user typed is never replaced by another file: a missing one is a usage error.
     """
@@ -69,8 +90,10 @@ def study_file(given: str | None, default: str, option: str) -> str:
         return given
     if Path(default).is_file():
         return default
-    beside = _CHECKOUT / default
+    from runner._data import study_root
+
+    beside = study_root() / default
     if beside.is_file():
         return str(beside)
-    die(f"{default} not found here or in {_CHECKOUT}: run from the ect-runner repository "
+    die(f"{default} not found here or in {study_root()}: run from the ect-runner repository "
         f"root or pass {option} PATH", EXIT_USAGE)

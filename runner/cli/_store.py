@@ -72,24 +72,45 @@ def store_group() -> None:
 def verify_cmd(
     path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
 ) -> None:
-    """Verify the store at PATH. Exit 0 only when intact, 1 on damage, 2 on usage errors.
+    """Verify the store at PATH. Exit 0 only when intact, 1 on damage, 2 on usage errors
+    (no such file, a directory, a file that is not an ect run store).
 
     A failure names the first bad sequence number and the kind of damage.
     """
     from runner.store import load_public_key, verify_store
 
+    if path.is_dir():
+        die(f"{path} is a directory, not a store: give the store's file (e.g. {path}/v2.db)",
+            EXIT_USAGE)
     key = load_public_key(public_key) if public_key is not None else None
     report = verify_store(path, full=full, public_key=key, checkpoint=checkpoint)
+    # not a damaged store but some other file: the question "is it intact" has no answer
+    if report.damage == "not_a_store":
+        die(report.detail if str(path) in report.detail else f"{path}: {report.detail}",
+            EXIT_USAGE)
+    if report.damage == "corrupt" and _foreign(path, checkpoint):
+        die(f"{path} is not an ect run store (not an SQLite file, and no store checkpoint "
+            "beside it)", EXIT_USAGE)
     if as_json:
         _emit_json(report.to_json())
     elif report.ok:
         click.echo(f"{path}: {report.detail}; head {report.head[1] if report.head else '-'}")
     else:
-        click.echo(
-            f"{path}: DAMAGED ({report.damage}) first bad seq {report.first_bad_seq}: "
-            f"{report.detail}"
-        )
+        click.echo(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}")
     raise SystemExit(EXIT_OK if report.ok else EXIT_NEGATIVE)
+
+
+def _foreign(path: Path, checkpoint: Path | None) -> bool:
+    """A file that never was a store: not an SQLite file, and no store checkpoint beside it (a
+    store whose first page was overwritten keeps its external checkpoint, and is damage)."""
+    from runner.store import checkpoint_path
+
+    try:
+        with path.open("rb") as f:
+            magic = f.read(16)
+    except OSError:
+        return False
+    return magic != b"SQLite format 3\x00" and not (checkpoint or checkpoint_path(path)).exists()
 
 
 @store_group.command("show")
@@ -107,7 +128,6 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
 
     With --pretty the store is only read (read-only SQLite; no verification, no writes).
     """
-    from runner.store import Store
 
     if seq is not None and cell_id is not None:
         die("give at most one of --seq and --cell", EXIT_USAGE)
@@ -122,7 +142,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
         from runner.view import StoreSource
 
         seq = StoreSource(path).seq_of(cell_id)
-    with Store.open(path, readonly=True) as store:
+    with _open_named(path) as store:
         if seq is None:
             out: JsonObject = {
                 "header": store.header,
@@ -151,6 +171,22 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
     for k, v in out.items():
         text = canonical_bytes(v).decode("utf-8") if isinstance(v, dict | list) else str(v)
         click.echo(f"{k}: {text}")
+
+
+def _open_named(path: Path) -> Any:
+    """``Store.open(path, readonly=True)``; damage it meets is refused naming the first bad seq
+    (SQLite's own "malformed" names none: the verifier finds the record it cannot read)."""
+    from runner.store import Store, StoreDamaged, verify_store
+
+    try:
+        return Store.open(path, readonly=True)
+    except StoreDamaged as e:
+        if e.seq is not None:
+            raise
+        report = verify_store(path)
+        if report.ok or report.first_bad_seq is None:
+            raise
+        die(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}", EXIT_REFUSED)
 
 
 def _orphan_count(store: Any) -> int | None:

@@ -187,10 +187,13 @@ def _print_check(check: Any) -> None:
 @click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
               help="Override the platform's sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only the verdict line (and, on failure, the failed checks).")
 @map_errors(_refused)
 def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
                   base_url: str | None, credential_file: str | None,
-                  credential_env: str | None, sandbox_backend: str | None, as_json: bool) -> None:
+                  credential_env: str | None, sandbox_backend: str | None, as_json: bool,
+                  quiet: bool) -> None:
     """Check everything a run needs before any provider use; exit 3 on any failure.
 
     Lock vs files, schedule vs lock, the store (absent or a verified prefix), an explicit
@@ -205,7 +208,7 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
     report = run_preflight(spec, store, _choice(provider_name, model, base_url, credential_file,
                                                 credential_env),
                            sandbox_backend=sandbox_backend,
-                           on_check=None if as_json else _print_check)
+                           on_check=None if as_json else _quiet_check if quiet else _print_check)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))  # noqa: TID251 - display only
     if not report.passed:
@@ -215,6 +218,46 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
 
 
 # --- run / resume -------------------------------------------------------------------------
+
+
+def _quiet_check(check: Any) -> None:
+    if not check.ok:
+        _print_check(check)
+
+
+def _refuse_unwritable_dir(store_path: Path) -> None:
+    """A store directory the run cannot write in (a read-only filesystem): a usage error (2)
+    before the preflight, found by creating and removing a probe file there (`ect preflight`
+    makes the same check its ``store`` check, exit 3)."""
+    import os
+    import secrets
+
+    probe = store_path.parent / f".ect-run-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        probe.unlink()
+    except OSError as e:
+        die(f"--store {store_path}: cannot write in {store_path.parent}: "
+            f"{e.strerror or type(e).__name__}", EXIT_USAGE)
+
+
+def _refuse_used_store(store_path: Path) -> None:
+    """``run`` on a store that already holds cells: refused before the preflight (the run would
+    refuse it after), in the run's own words."""
+    from runner.errors import StoreError
+    from runner.store import Store
+    from runner.study import StoreNotEmpty
+
+    if not store_path.is_file():
+        return
+    try:
+        with Store.open(store_path, readonly=True) as store:
+            cells = store.count - 1
+    except StoreError:
+        return  # damage or a foreign file: the preflight names it
+    if cells > 0:
+        raise StoreNotEmpty(f"{store_path} already holds {cells} cells; "
+                            f"continue it with `ect resume --store {store_path}`")
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
@@ -232,6 +275,17 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
     load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
     if resume:
         check_resume_provider(settings)  # before the preflight, which would fail less clearly
+    else:
+        _refuse_used_store(settings.store_path)  # cheap refusals before the preflight's probes
+    _refuse_unwritable_dir(settings.store_path)
+    if settings.executor == "ray":
+        import importlib.util
+
+        from runner.study import ClusterUnreachable
+
+        if importlib.util.find_spec("ray") is None:
+            raise ClusterUnreachable("the ray executor needs Ray: pip install '.[ray]' in the "
+                                     "ect-runner checkout")
     if not quiet:
         click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
                    "sandbox and its denial probes)", err=True)
@@ -408,8 +462,10 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
               help="Where to write the signed manifest (JSON).")
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
               help="The study spec (default: the one recorded in the store's header).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: out, cells, audit_groups, merkle_root.")
 @map_errors(_refused)
-def export_cmd(store: str, out: str, spec: str | None) -> None:
+def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
     """Write the signed final manifest; refuses unless every schedule row committed once.
 
     The manifest lists every cell as {row, cell_id, result_digest} (the digest leaves out
@@ -424,6 +480,13 @@ def export_cmd(store: str, out: str, spec: str | None) -> None:
     check_store_dir(out, "--out")
     doc = export_study(Path(store), Path(out), Path(_recorded_spec(store, spec)))
     m = doc["manifest"]
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        click.echo(canonical_bytes({"out": str(out), "cells": len(m["cells"]),
+                                    "audit_groups": len(m["audit_groups"]),
+                                    "merkle_root": m["merkle_root"], "signed": True}).decode())
+        return
     click.echo(f"{out}: {len(m['cells'])} cells, {len(m['audit_groups'])} audit groups, "
                f"merkle root {m['merkle_root'][:16]}..., signed")
 

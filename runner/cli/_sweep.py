@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from runner.cli._common import EXIT_HALTED, EXIT_REFUSED, EXIT_USAGE, map_errors
-from runner.cli._params import DEFAULT_SPEC, study_file
+from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
 
 if TYPE_CHECKING:
     from runner.canonical import JsonObject
@@ -83,6 +83,7 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
     if out_dir is None:
         raise SweepInvalid("--out DIR is required (or --list)")
     grid = parse_grid(params)  # a bad --param is refused before anything is written
+    check_out_dir(out_dir, fresh=True)
     total = 1
     for values in grid.values():
         total *= len(values)
@@ -90,12 +91,22 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
         click.echo(f"sweep: {total} grid points, each a full closed-loop study of {spec}",
                    err=True)
 
+    import time
+
+    from runner.cli._progress import _duration
+
+    started = time.monotonic()
+
     def on_point(done: int, of: int, row: JsonObject) -> None:
         if quiet:
             return
         label = ", ".join(f"{k}={v:g}" for k, v in row["parameters"].items())
         gates = "; ".join(f"{h.upper()} {row[h]['outcome']}" for h in ("h2", "h3", "h4"))
-        click.echo(f"sweep: point {done}/{of} done ({label}): {gates}", err=True)
+        elapsed = time.monotonic() - started
+        per = elapsed / done if done else 0.0
+        left = f", ETA {_duration(per * (of - done))}" if done < of else ""
+        click.echo(f"sweep: point {done}/{of} done ({label}): {gates} "
+                   f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
 
     result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,
                    on_point=on_point)

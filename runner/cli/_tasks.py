@@ -55,12 +55,21 @@ def manifest_command(as_json: bool) -> None:
 
 
 @tasks_group.command("list")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON array of {task_id, split, family, world_id}.")
 @map_errors()
-def list_command() -> None:
+def list_command(as_json: bool) -> None:
     """List every task id with its split, family and world."""
     from runner.worlds import closed_loop_tasks, static_tasks
 
-    for t in (*static_tasks(), *closed_loop_tasks()):
+    tasks = (*static_tasks(), *closed_loop_tasks())
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        click.echo(canonical_bytes([{"task_id": t.task_id, "split": t.split, "family": t.family,
+                                     "world_id": t.world_id} for t in tasks]).decode())
+        return
+    for t in tasks:
         click.echo(f"{t.task_id:32} {t.split:12} {t.family:20} {t.world_id}")
 
 
@@ -82,12 +91,37 @@ def _slot_lines(task_id: str) -> list[str]:
 
 @tasks_group.command("show")
 @click.argument("task_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: task, contract, gold, plan and checkpoints/snapshots.")
 @map_errors(_unknown_task)
-def show_command(task_id: str) -> None:
+def show_command(task_id: str, as_json: bool) -> None:
     """Print a task: descriptor, contract slots, gold answer, plan and checkpoints/snapshots."""
     from runner.worlds import closed_loop_checkpoints, get_task, plan_calls, static_grid
 
     task = get_task(task_id)
+    if as_json:
+        from runner.canonical import canonical_bytes
+
+        doc: dict[str, Any] = {
+            "task_id": task.task_id, "family": task.family, "world_id": task.world_id,
+            "split": task.split, "parameters": task.parameters,
+            "contract": task.contract.to_json(), "gold": task.gold,
+            "plan": [{"tool_id": t, "args": a} for t, a in plan_calls(task.contract)],
+        }
+        if task.split == "closed_loop":
+            doc["checkpoints"] = [
+                {"checkpoint_id": c.checkpoint_id, "fault": c.fault, "calls": len(c.trace),
+                 "receipts": len(c.ledger.receipts), "needs_human": c.needs_human,
+                 "recovery": [{"tool_id": t, "args": a} for t, a in c.recovery_calls]}
+                for c in closed_loop_checkpoints() if c.task.task_id == task_id]
+        else:
+            doc["snapshots"] = [
+                {"snapshot_id": s.snapshot_id, "gold_decision": s.gold_decision,
+                 "calls": len(s.trace), "receipts": len(s.ledger.receipts),
+                 "claims": len(s.certificate.claims)}
+                for s in static_grid() if s.task.task_id == task_id]
+        click.echo(canonical_bytes(doc).decode())
+        return
     click.echo(f"task      {task.task_id}")
     click.echo(f"family    {task.family}")
     click.echo(f"world     {task.world_id} ({task.split})")

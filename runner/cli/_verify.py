@@ -31,6 +31,9 @@ def _read(path: Path, what: str) -> bytes | None:
     """The file's bytes; None when it is over the size cap."""
     from runner.canonical import InputRefused, read_bounded
 
+    if str(path) == "-":  # standard input, as `ect digest` reads it
+        data = sys.stdin.buffer.read(MAX_VERIFY_INPUT_BYTES + 1)
+        return None if len(data) > MAX_VERIFY_INPUT_BYTES else data
     try:
         return read_bounded(path, limit=MAX_VERIFY_INPUT_BYTES, what=f"{what} file")
     except InputRefused as e:
@@ -99,21 +102,21 @@ def _explain_table(decision: Decision, checks: list[Check]) -> None:
     "contract",
     required=True,
     type=click.Path(path_type=Path),
-    help="Trusted contract R_t (ect.contract/1 JSON).",
+    help="Trusted contract R_t (ect.contract/1 JSON); - reads it from stdin.",
 )
 @click.option(
     "--ledger",
     "ledger",
     required=True,
     type=click.Path(path_type=Path),
-    help="Receipt ledger E_t (ect.ledger/1 JSON).",
+    help="Receipt ledger E_t (ect.ledger/1 JSON); - reads it from stdin.",
 )
 @click.option(
     "--certificate",
     "certificate",
     required=True,
     type=click.Path(path_type=Path),
-    help="Proposed certificate C_t (ect.certificate/1 JSON).",
+    help="Proposed certificate C_t (ect.certificate/1 JSON); - reads it from stdin.",
 )
 @click.option(
     "--explain", is_flag=True, help="Also print a table of every check and its outcome on stderr."
@@ -139,6 +142,8 @@ def verify_command(
     from runner.canonical import canonical_bytes
     from runner.ect import verify_bytes
 
+    if [str(p) for p in (contract, ledger, certificate)].count("-") > 1:
+        die("at most one of --contract, --ledger and --certificate can be - (stdin)", EXIT_USAGE)
     read = [_read(p, what) for p, what in
             ((contract, "contract"), (ledger, "ledger"), (certificate, "certificate"))]
     too_big = [n for n, data in zip(("contract", "ledger", "certificate"), read, strict=True)

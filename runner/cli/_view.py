@@ -49,9 +49,10 @@ def _is_loopback(host: str) -> bool:
 @click.option("--allow-remote", is_flag=True,
               help="Allow a non-loopback --host; every request then needs the printed token.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@click.option("--quiet", "-q", is_flag=True, help="With --bundle: no progress output.")
 @map_errors(lambda: {_view_error(): EXIT_USAGE})
 def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, host: str,
-             port: int, allow_remote: bool, open_browser: bool) -> None:
+             port: int, allow_remote: bool, open_browser: bool, quiet: bool) -> None:
     """Look inside a run: the run, the cell table, each trajectory step by step.
 
     Read-only over the store (safe while `ect run` writes to it; new cells show as they
@@ -64,9 +65,19 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
     if static_dir is not None and not static_dir.is_dir():
         die(f"no such directory: {static_dir}", EXIT_USAGE)
     if bundle is not None:
+        from runner.cli._progress import CountProgress
         from runner.view import write_bundle
 
-        n = write_bundle(bundle, store=store, static_dir=static_dir)
+        if not quiet:
+            click.echo(f"bundle: verifying {store} in full, then writing every page"
+                       if store is not None else f"bundle: writing every page of {static_dir}",
+                       err=True)
+        progress = CountProgress("bundle", "cell pages" if store is not None else "snapshots",
+                                 enabled=not quiet)
+        try:
+            n = write_bundle(bundle, store=store, static_dir=static_dir, on_progress=progress)
+        finally:
+            progress.stop()
         click.echo(f"bundle written: {bundle / 'index.html'} ({n} data files; open it from "
                    "file://, no server or network needed)")
         return
@@ -82,7 +93,7 @@ def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, h
 
         from runner.view import build_app
     except ImportError as e:
-        die(f"ect view needs the 'view' extra (pip install 'ect-runner[view]'): {e}", EXIT_USAGE)
+        die(f"ect view needs the 'view' extra (pip install '.[view]' in the ect-runner checkout): {e}", EXIT_USAGE)
     token = secrets.token_urlsafe(24) if remote else None
     app = build_app(store=store, static_dir=static_dir, token=token,
                     allowed_hosts=("*",) if remote else ("127.0.0.1", "localhost", "[::1]"))

@@ -9,9 +9,9 @@ The framework-independent kit (this package's public surface):
 * :func:`ect_stopping_rule`: the same check as a :class:`runner.control.StoppingRule`.
 
 Adapters, each behind an optional extra and imported only when used:
-``runner.integrations.inspect`` (``ect-runner[inspect]``),
-``runner.integrations.openai_agents`` (``ect-runner[openai-agents]``),
-``runner.integrations.langgraph`` (``ect-runner[langgraph]``). docs/integrations.md shows each.
+``runner.integrations.inspect`` (the ``inspect`` extra),
+``runner.integrations.openai_agents`` (the ``openai-agents`` extra),
+``runner.integrations.langgraph`` (the ``langgraph`` extra). docs/integrations.md shows each.
 """
 
 from runner.integrations._control import ect_stopping_rule, session_from_trace

@@ -1,4 +1,4 @@
-"""ECT for Inspect AI (``pip install 'ect-runner[inspect]'``): a solver/submit-tool pair and a scorer.
+"""ECT for Inspect AI (``pip install '.[inspect]'`` in the checkout): a solver/submit-tool pair and a scorer.
 
 * :func:`ect_agent` is a tool-use loop whose only way to finish is the ``submit`` tool: each
   submission is verified against the sample's contract and the ledger built from the sample's

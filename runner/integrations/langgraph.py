@@ -1,4 +1,4 @@
-"""ECT for LangGraph (``pip install 'ect-runner[langgraph]'``): a node and a conditional edge.
+"""ECT for LangGraph (``pip install '.[langgraph]'`` in the checkout): a node and a conditional edge.
 
 The graph routes the agent's turn to :func:`ect_node` whenever the agent calls ``submit`` or
 stops calling tools (a finish). The node rebuilds the ledger from LangGraph's own tool events —

@@ -1,4 +1,4 @@
-"""ECT for the OpenAI Agents SDK (``pip install 'ect-runner[openai-agents]'``).
+"""ECT for the OpenAI Agents SDK (``pip install '.[openai-agents]'`` in the checkout).
 
 :class:`EctGate` (one per run) gives an agent three things:
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from runner._data import study_root
 from runner.canonical import digest
 from runner.sandbox._errors import PinMismatch
 
@@ -25,7 +26,8 @@ __all__ = [
     "write_pins",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The checkout, or the copy of the policy tree a wheel carries (runner/_data.py).
+REPO_ROOT = study_root()
 PINS_FILE = "sandbox_profiles/PINS"
 # Paths relative to the repository root. The worker is pinned because it applies Landlock.
 PINNED_FILES: tuple[str, ...] = (

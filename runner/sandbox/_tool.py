@@ -12,11 +12,10 @@ from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import FormatError, SandboxError
 from runner.sandbox._backend import ChildResult, Limits
 from runner.sandbox._errors import SandboxUnavailable, WorkerFailed
-from runner.sandbox._pins import REPO_ROOT
 
 __all__ = ["DEFAULT_TOOLS_PATH", "ToolSandbox", "WorkerBackend", "check_worker_result"]
 
-DEFAULT_TOOLS_PATH = REPO_ROOT / "runner" / "worlds" / "tools.py"
+DEFAULT_TOOLS_PATH = Path(__file__).resolve().parents[1] / "worlds" / "tools.py"
 _WORLD_ID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 EXIT_LANDLOCK_REFUSED = 78  # mirrors runner/sandbox/_worker.py
 LANDLOCK_MARKER = b"ect-worker: landlock-refused:"

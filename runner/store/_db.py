@@ -124,9 +124,10 @@ def connect(
             ``-wal`` somewhere writable), or the file cannot be opened at all.
     """
     p = os.path.abspath(os.fspath(path))
+    quiet = readonly and _leaves_no_trace(p)
     if readonly:
-        uri = "file:" + urllib.parse.quote(p) + "?mode=ro"
-        if _needs_immutable(p):
+        uri = "file:" + urllib.parse.quote(p) + ("?mode=rw" if quiet else "?mode=ro")
+        if not quiet and _needs_immutable(p):
             uri += "&immutable=1"
         conn = sqlite3.connect(
             uri, uri=True, isolation_level=None, timeout=busy_timeout_s, check_same_thread=False
@@ -139,6 +140,9 @@ def connect(
     try:
         conn.execute("PRAGMA trusted_schema = OFF")
         ok = _pragma(conn, "PRAGMA trusted_schema") == 0
+        if quiet:
+            conn.execute("PRAGMA query_only = ON")
+            ok = ok and _pragma(conn, "PRAGMA query_only") == 1
     except (sqlite3.Error, UnicodeDecodeError) as e:
         conn.close()
         raise unreadable(e, path) from e
@@ -146,6 +150,21 @@ def connect(
         conn.close()
         raise StoreError(f"{path}: could not turn trusted_schema off")
     return conn
+
+
+def _leaves_no_trace(p: str) -> bool:
+    """Whether a reader should open ``p`` read-write under ``PRAGMA query_only``.
+
+    A ``mode=ro`` connection to a WAL store creates ``-wal`` and ``-shm`` files it cannot
+    remove, so a read-only verification would leave both behind. When neither exists (no
+    connection has the store open: a WAL connection keeps both while open) and both the file
+    and its directory are writable, a connection that may not write (``query_only``, checked
+    by SQLite for every statement) removes them on close, as the last connection of a WAL
+    database does; its ``-wal`` is empty, so closing writes nothing to the store.
+    """
+    if os.path.exists(p + "-wal") or os.path.exists(p + "-shm"):
+        return False
+    return os.access(p, os.W_OK) and os.access(os.path.dirname(p) or ".", os.W_OK)
 
 
 def _needs_immutable(p: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.canonical import loads_strict, raw_digest, read_bounded
-from runner.errors import EctError, FormatError
+from runner.errors import EctError, FormatError, StoreError
 from runner.store._check import (
     MAX_CHECKPOINT_BYTES,
     check_connection,
@@ -96,6 +96,13 @@ class StoreReport:
             return None
         return DAMAGE_KINDS[self.damage](self.detail, seq=self.first_bad_seq)
 
+    @property
+    def where(self) -> str:
+        """Where the damage is, for a message: ``seq N``, or that no single record is named."""
+        if self.first_bad_seq is not None:
+            return f"seq {self.first_bad_seq}"
+        return "no single record (the damage is not in one record)"
+
     def raise_for_damage(self) -> None:
         """Raise the typed :class:`StoreDamaged` subclass if the store is not intact."""
         err = self.error
@@ -154,13 +161,13 @@ def verify_store(
     try:
         conn = _open_ro(target, busy_timeout_s)
     except StoreDamaged as e:
-        return _damaged(e, full)
+        return _damaged(e, full, target, busy_timeout_s)
     try:
         try:
             res = check_connection(conn, target, full=full, public_key=public_key, external=ext,
                                    reopen=lambda: _open_ro(target, busy_timeout_s))
         except StoreDamaged as e:
-            return _damaged(e, full)
+            return _damaged(e, full, target, busy_timeout_s)
     finally:
         conn.close()
     return StoreReport(
@@ -169,7 +176,9 @@ def verify_store(
         head=(res.count - 1, res.head.hex()),
         first_bad_seq=None,
         damage=None,
-        detail=f"intact: {res.count} records, {res.attempts_count} attempts"
+        # journal entries (a begin and an end per provider attempt), not attempts: the viewer shows
+        # both counts on one page
+        detail=f"intact: {res.count} records, {res.attempts_count} attempt-journal entries"
         + (" (full verification)" if full else " (quick verification)"),
         full=full,
         root=None if res.root is None else res.root.hex(),
@@ -178,12 +187,40 @@ def verify_store(
     )
 
 
-def _damaged(e: StoreDamaged, full: bool) -> StoreReport:
+def _first_unreadable(target: Path, busy_timeout_s: float) -> int | None:
+    """For damage SQLite reports without naming a record (a malformed page): the first record
+    it cannot read back, or None when every record reads (the damage is elsewhere)."""
+    try:
+        conn = _open_ro(target, busy_timeout_s)
+    except StoreError:
+        return None
+    try:
+        try:
+            top = conn.execute("SELECT MAX(seq) FROM records").fetchone()[0]
+        except (sqlite3.Error, UnicodeDecodeError):
+            return None
+        for seq in range(int(top or 0) + 1):
+            try:
+                row = conn.execute("SELECT seq, body, leaf, chain FROM records WHERE seq = ?",
+                                   (seq,)).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError):
+                return seq
+            if row is None:
+                return seq
+    finally:
+        conn.close()
+    return None
+
+
+def _damaged(e: StoreDamaged, full: bool, target: Path, busy_timeout_s: float) -> StoreReport:
+    seq = e.seq
+    if seq is None and isinstance(e, FileCorrupt):
+        seq = _first_unreadable(target, busy_timeout_s)
     return StoreReport(
         ok=False,
         records=0,
         head=None,
-        first_bad_seq=e.seq,
+        first_bad_seq=seq,
         damage=type(e).kind,
         detail=str(e),
         full=full,

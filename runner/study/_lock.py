@@ -106,7 +106,10 @@ def source_tree_digest(root: Path | None = None) -> str:
     base = root or Path(__file__).resolve().parent.parent
     entries = []
     for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        # runner/_study is a wheel's copy of the study's data, digested on its own (spec,
+        # schedule, sandbox pins): the tree a wheel runs has the checkout's digest
+        dirnames[:] = sorted(d for d in dirnames
+                             if d != "__pycache__" and not (Path(dirpath) == base and d == "_study"))
         for name in sorted(filenames):
             if not name.endswith(_SOURCE_SUFFIXES):
                 continue

@@ -20,6 +20,8 @@ The JSON report is hashed into the store's header (``preflight_digest``).
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,15 +132,35 @@ def _layers_line(layers: JsonObject) -> str:
             f"allow-list, cgroups {layers['cgroups'] or 'none'}, host uid {layers['host_uid']})")
 
 
+def _unwritable(directory: Path) -> str | None:
+    """Why a run could not write its store, its checkpoint and its lock in ``directory`` (a
+    read-only filesystem, a missing or foreign directory), found by creating and removing a probe
+    file there; None when it can."""
+    probe = directory / f".ect-preflight-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        return f"cannot create a file in {directory}: {e.strerror}"
+    os.close(fd)
+    try:
+        probe.unlink()
+    except OSError as e:
+        return f"cannot remove a file from {directory}: {e.strerror}"
+    return None
+
+
 def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tuple[bool, str, int]:
     from runner.store import Store, verify_store
 
+    problem = _unwritable(store_path.parent)
+    if problem is not None:
+        return False, f"{store_path}: the store's directory is not writable ({problem})", 0
     if not store_path.exists():
         return True, f"{store_path} is absent: a new store will be created", 0
     report = verify_store(store_path, full=True)
     if not report.ok:
-        return False, (f"{store_path} does not verify: {report.damage} at seq "
-                       f"{report.first_bad_seq} ({report.detail})"), 0
+        return False, (f"{store_path} does not verify: {report.damage} at "
+                       f"{report.where} ({report.detail})"), 0
     with Store.open(store_path, readonly=True) as store:
         try:
             made_under = RunHeader.from_header(store.header).lock_digest

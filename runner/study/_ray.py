@@ -246,7 +246,7 @@ def _ray() -> Any:
         return importlib.import_module("ray")
     except ImportError:
         raise ClusterUnreachable("the ray executor needs Ray: "
-                                 "pip install 'ect-runner[ray]'") from None
+                                 "pip install '.[ray]' in the ect-runner checkout") from None
 
 
 def _check_reachable(target: str, timeout_s: float = 5.0) -> None:

@@ -157,8 +157,8 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
 
     verified = verify_store(store_path, full=True)
     if not verified.ok:
-        raise ReplayRefused(f"{store_path} does not verify: {verified.damage} at seq "
-                            f"{verified.first_bad_seq} ({verified.detail}); nothing was replayed")
+        raise ReplayRefused(f"{store_path} does not verify: {verified.damage} at "
+                            f"{verified.where} ({verified.detail}); nothing was replayed")
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path, readonly=True) as store:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,15 @@ def _script(name: str, obj: Any) -> bytes:
 
 
 def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[str] | None = None,
-                 static_dir: str | os.PathLike[str] | None = None) -> int:
+                 static_dir: str | os.PathLike[str] | None = None,
+                 on_progress: Callable[[int, int], None] | None = None) -> int:
     """Write the bundle into ``out_dir`` (which must not exist or be empty); returns the number
-    of data files written. The store is read only (the same read-only access as the server)."""
+    of data files written. The store is read only (the same read-only access as the server).
+    ``on_progress(done, total)`` follows the cell (or snapshot) pages as they are built."""
+    def progress(done: int, total: int) -> None:
+        if on_progress is not None:
+            on_progress(done, total)
+
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ViewError(f"{out}: exists and is not an empty directory; refusing to write into it")
@@ -38,9 +45,14 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
         src = StoreSource(store)
         data["run"] = run_summary(src, integrity=src.verify(full=True).to_json())
         data["cells"] = {"columns": list(CELL_COLUMNS), "rows": cell_rows(src)}
-        for seq, record in sorted(src.cells().items()):
-            if not isinstance(record, ViewError):  # an unreadable record has no cell page
+        seqs = sorted(src.cells())
+        for i, seq in enumerate(seqs, 1):
+            # an unreadable record's page says which record and why, as the server's does
+            try:
                 data[f"cell-{seq}"] = cell_view(src, seq)
+            except ViewError as e:
+                data[f"cell-{seq}"] = {"error": str(e)}
+            progress(i, len(seqs))
         mode = "bundle-store"
     else:
         assert static_dir is not None
@@ -48,6 +60,7 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
         data["static"] = study.summary()
         for i in range(len(study.snapshot_ids)):
             data[f"snapshot-{i}"] = study.snapshot(i)
+            progress(i + 1, len(study.snapshot_ids))
         mode = "bundle-static"
     tmp = out.with_name(out.name + ".tmp-bundle")
     if tmp.exists():

@@ -78,6 +78,21 @@ def _layers(header: dict[str, Any], preflight: dict[str, Any] | None) -> Any:
     return None
 
 
+def _with_unreadable(integrity: dict[str, Any] | None,
+                     cells: dict[int, CellRecord | ViewError]) -> dict[str, Any] | None:
+    """The verification as the page shows it: never "intact" beside a record the page could not
+    read. A quick verification does not re-read the bodies the page reads; when one of them is
+    unreadable, that is the first damage the page names."""
+    bad = [(seq, r) for seq, r in sorted(cells.items()) if not isinstance(r, CellRecord)]
+    if not bad or integrity is None or not integrity.get("ok"):
+        return integrity
+    seq, err = bad[0]
+    kind = "full" if integrity.get("full") else "quick"
+    return {**integrity, "ok": False, "damage": UNREADABLE, "first_bad_seq": seq,
+            "detail": f"{len(bad)} record(s) unreadable, first {err} (the {kind} verification, "
+                      f"which does not read every body, found: {integrity.get('detail')})"}
+
+
 def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[str, Any]:
     header = src.header
     preflight = src.blob_json(header.get("preflight_blob"))
@@ -98,6 +113,7 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
     simulated = bool(header.get("simulated"))
     provider = str(header.get("provider", "unknown"))
     checks = (preflight or {}).get("checks", [])
+    integrity = _with_unreadable(integrity, cells)
     return {
         "store": str(src.path),
         "study": header.get("study"),
@@ -232,21 +248,8 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
             "tool": tool,
             "pipeline": pipe,
         })
-    raw = src.raw_record(seq)
-    cp = src.latest_checkpoint()
-    size = int(cp["checkpoint"]["size"]) if cp and seq < int(cp["checkpoint"]["size"]) else None
-    leaves = src.leaves(size if size is not None else seq + 1)
-    size = len(leaves)
-    proof = merkle.inclusion_proof(leaves, seq)
-    root = merkle.root(leaves)
-    signed = cp is not None and int(cp["checkpoint"]["size"]) == size
-    try:
-        merkle.verify_inclusion(raw.leaf, seq, size, proof, root)
-        server_ok = merkle.leaf_hash(raw.body) == raw.leaf
-    except ProofInvalid:  # shown as a failed check
-        server_ok = False
     o = result.outcome
-    return {
+    view = {
         "seq": seq,
         "cell_id": record.cell_id,
         "row": record.row,
@@ -263,18 +266,39 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
         "steps": steps,
         "prior_trace": trace[:len(trace) - executed] if executed else trace,
         "unmatched_calls": len(calls) - ci if ci < len(calls) else 0,
-        "chain": {
-            "seq": seq,
-            "store_id": src.header.get("store_id"),
-            "body_b64": base64.b64encode(raw.body).decode("ascii"),
-            "leaf": raw.leaf.hex(),
-            "chain": raw.chain.hex(),
-            "prev_chain": raw.prev_chain.hex(),
-            "tree_size": size,
-            "proof": [p.hex() for p in proof],
-            "root": root.hex(),
-            "checkpoint_root": cp["checkpoint"]["root"] if signed and cp else None,
-            "signed": signed,
-            "server_verified": server_ok,
-        },
+    }
+    try:
+        view["chain"] = _chain(src, seq)
+    except ViewError as e:  # another record's damaged page: this one reads, its proof cannot
+        view["chain"] = {"seq": seq, "error": str(e)}
+    return view
+
+
+def _chain(src: StoreSource, seq: int) -> dict[str, Any]:
+    raw = src.raw_record(seq)
+    cp = src.latest_checkpoint()
+    size = int(cp["checkpoint"]["size"]) if cp and seq < int(cp["checkpoint"]["size"]) else None
+    leaves = src.leaves(size if size is not None else seq + 1)
+    size = len(leaves)
+    proof = merkle.inclusion_proof(leaves, seq)
+    root = merkle.root(leaves)
+    signed = cp is not None and int(cp["checkpoint"]["size"]) == size
+    try:
+        merkle.verify_inclusion(raw.leaf, seq, size, proof, root)
+        server_ok = merkle.leaf_hash(raw.body) == raw.leaf
+    except ProofInvalid:  # shown as a failed check
+        server_ok = False
+    return {
+        "seq": seq,
+        "store_id": src.header.get("store_id"),
+        "body_b64": base64.b64encode(raw.body).decode("ascii"),
+        "leaf": raw.leaf.hex(),
+        "chain": raw.chain.hex(),
+        "prev_chain": raw.prev_chain.hex(),
+        "tree_size": size,
+        "proof": [p.hex() for p in proof],
+        "root": root.hex(),
+        "checkpoint_root": cp["checkpoint"]["root"] if signed and cp else None,
+        "signed": signed,
+        "server_verified": server_ok,
     }

@@ -115,13 +115,13 @@ class StoreSource:
                 immutable = not self._wal().exists()
                 before = self._stat()
                 with self._connect(immutable) as conn:
-                    conn.execute("BEGIN")
                     try:
+                        conn.execute("BEGIN")
                         out = fn(conn)
-                    except sqlite3.Error as e:
-                        raise ViewError(f"{self.path}: read failed ({e})") from e
-                    finally:
                         conn.execute("COMMIT")
+                    except sqlite3.Error as e:
+                        # closing the connection ends the read transaction
+                        raise ViewError(f"{self.path}: read failed ({e})") from e
                 if not immutable or (not self._wal().exists() and self._stat() == before):
                     return out
             raise ViewError(f"{self.path}: the store kept changing while it was read")
@@ -140,11 +140,41 @@ class StoreSource:
         """Every committed record n >= 1 read as a :class:`runner.study.CellRecord`, reading
         only those not seen before; a record that is not one maps to the error naming why."""
         start = max(self._cells, default=0) + 1
-        rows = self.run(lambda c: c.execute(
-            "SELECT seq, body FROM records WHERE seq >= ? ORDER BY seq", (start,)).fetchall())
+        try:
+            rows = self.run(lambda c: c.execute(
+                "SELECT seq, body FROM records WHERE seq >= ? ORDER BY seq", (start,)).fetchall())
+        except ViewError:
+            self._cells.update(self._cells_one_by_one(start))
+            return self._cells
         for seq, body in rows:
             self._cells[int(seq)] = _read_cell(int(seq), body)
         return self._cells
+
+    def _cells_one_by_one(self, start: int) -> dict[int, CellRecord | ViewError]:
+        """The records from ``start`` on when SQLite cannot read them in one go (damaged
+        pages): each one that reads is a cell as usual, each one that does not is the error
+        naming it. Records up to the highest seq SQLite or the latest checkpoint knows of."""
+        def last(c: sqlite3.Connection) -> int:
+            return int(c.execute("SELECT MAX(seq) FROM records").fetchone()[0] or 0)
+        try:
+            top = self.run(last)
+        except ViewError:
+            top = 0
+        try:
+            size = int((self.latest_checkpoint() or {}).get("checkpoint", {}).get("size", 0))
+        except (ViewError, ValueError, TypeError, AttributeError):
+            size = 0
+        out: dict[int, CellRecord | ViewError] = {}
+        for seq in range(start, max(top, size - 1) + 1):
+            try:
+                row = self.run(lambda c, n=seq: c.execute(  # type: ignore[misc]
+                    "SELECT body FROM records WHERE seq = ?", (n,)).fetchone())
+            except ViewError as e:
+                out[seq] = ViewError(f"record {seq} is unreadable: {e}")
+                continue
+            out[seq] = (ViewError(f"record {seq} is missing (the checkpoint names {size} records)")
+                        if row is None else _read_cell(seq, row[0]))
+        return out
 
     def cell(self, seq: int) -> CellRecord:
         """Record ``seq`` as a cell record.

@@ -80,6 +80,10 @@ def format_cell(view: dict[str, Any], *, raw: bool = False) -> list[str]:
     chain = view.get("chain") or {}
     out.append("")
     out.append(f"stop: {stop.get('reason')} — {stop.get('detail')}")
+    if chain.get("error"):
+        out.append(f"chain: record {chain.get('seq')}: DAMAGED store, no inclusion proof: "
+                   f"{chain['error']}")
+        return out
     out.append(f"chain: record {chain.get('seq')} leaf {chain.get('leaf')} chain {chain.get('chain')}")
     out.append(f"merkle: inclusion in tree of {chain.get('tree_size')} "
                f"({'signed checkpoint' if chain.get('signed') else 'not yet signed'}) root "

@@ -8,6 +8,7 @@ spec (48 cells a point) so it stays CI-sized.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,12 @@ def test_a_two_point_grid_gives_two_rows_that_differ(tmp_path: Path) -> None:
     for text in (md, (out / "sweep.svg").read_text(), res.output):
         assert "PASSED" not in text and "FAILED" not in text
     assert (out / "sweep.svg").read_text().startswith("<svg")
+    # progress (issue 29): each point's line says how long it has been, the rate and what is left
+    points = [line for line in res.stderr.splitlines() if line.startswith("sweep: point ")]
+    assert len(points) == 2, res.stderr
+    assert re.fullmatch(r"sweep: point 1/2 done \(.*\): H2 .*; H3 .*; H4 .* "
+                        r"\[\S+ elapsed, \S+/point, ETA \S+\]", points[0]), points[0]
+    assert re.fullmatch(r"sweep: point 2/2 done \(.*\): .* \[\S+ elapsed, \S+/point\]", points[1])
 
 
 def test_a_failed_point_names_itself_and_crosses_processes(tmp_path: Path) -> None:

@@ -55,17 +55,23 @@ def test_verify_damage_exit_1(sealed: Path) -> None:
     restore_triggers(conn, saved)
     conn.close()
     code, out = _run("store", "verify", str(sealed))
-    assert code == 1 and "first bad seq 4" in out and "tamper" in out
+    assert code == 1 and "DAMAGED (tamper) at seq 4: " in out and "tamper" in out
     code, out = _run("store", "verify", str(sealed), "--json")
     assert code == 1
     assert json.loads(out)["first_bad_seq"] == 4
 
 
-def test_verify_not_a_store_exit_1(tmp_path: Path) -> None:
+def test_verify_not_a_store_is_refused_exit_2(tmp_path: Path) -> None:
+    # issue 29: a file that never was a store is a usage error, not "DAMAGED" (exit 1) ...
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database at all" * 50)
     code, out = _run("store", "verify", str(junk))
-    assert code == 1 and "corrupt" in out
+    assert code == 2 and "is not an ect run store" in out and "DAMAGED" not in out
+    # ... but the same bytes with a store's checkpoint beside them are a store whose first page
+    # was overwritten: damage, exit 1
+    (tmp_path / "junk.db.checkpoint").write_text("{}", "utf-8")
+    code, out = _run("store", "verify", str(junk))
+    assert code == 1 and "DAMAGED (corrupt)" in out
 
 
 def test_verify_usage_exit_2(tmp_path: Path) -> None:

@@ -183,10 +183,10 @@ def test_demo_runs_outside_the_repository_root(tmp_path: Path,
 
 def test_missing_study_files_name_where_to_run(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.cli._params as params
+    import runner._data as data
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(params, "_CHECKOUT", tmp_path / "nowhere")
+    monkeypatch.setattr(data, "study_root", lambda: tmp_path / "nowhere")
     result = CliRunner().invoke(cli, ["demo", "--limit", "1"])
     assert result.exit_code == 2
     assert result.stderr.startswith("ect: schedules/v2.toml not found here or in ")

@@ -16,15 +16,21 @@
   /* ---------------------------------------------------------------- data */
   window.ectData = function (name, obj) {
     cache[name] = obj;
-    (waiting[name] || []).forEach(function (f) { f[0](obj); });
+    (waiting[name] || []).forEach(function (f) { if (obj && obj.error) f[1](new Error(obj.error)); else f[0](obj); });
     delete waiting[name];
   };
   function load(name, fresh) {
-    if (!fresh && cache[name] !== undefined) return Promise.resolve(cache[name]);
+    if (!fresh && cache[name] !== undefined) {
+      if (cache[name] && cache[name].error) return Promise.reject(new Error(cache[name].error));
+      return Promise.resolve(cache[name]);
+    }
     if (!BUNDLE) {
       return fetch("api/" + name, { credentials: "same-origin", cache: "no-store" })
         .then(function (r) {
-          return r.json().then(function (j) {
+          return r.text().then(function (t) {
+            var j;
+            // a reply that is not JSON (a proxy's or server's error page) is named, not parsed
+            try { j = JSON.parse(t); } catch (e) { throw new Error("HTTP " + r.status + " from the viewer: " + t.split("\n")[0].slice(0, 200)); }
             if (!r.ok) throw new Error(j.error || ("HTTP " + r.status));
             cache[name] = j; return j;
           });
@@ -293,9 +299,9 @@
       });
       html += '<label>search <input id="q" name="q" type="search" value="' + esc(cellsState.q) + '" placeholder="cell id, outcome, stop reason"></label>';
       html += '<output id="count"></output></form>';
-      html += '<table id="celltable"><thead><tr>' + SHOWN.map(function (c) {
+      html += '<div class="tablewrap"><table id="celltable"><thead><tr>' + SHOWN.map(function (c) {
         return '<th scope="col"><button type="button" data-key="' + c[0] + '">' + esc(c[1]) + "</button></th>";
-      }).join("") + '<th scope="col">view</th></tr></thead><tbody id="cellbody"></tbody></table>';
+      }).join("") + '<th scope="col">view</th></tr></thead><tbody id="cellbody"></tbody></table></div>';
       main.innerHTML = html;
       fillTable(rows);
       var form = document.getElementById("filters");
@@ -415,9 +421,14 @@
       html += '<div id="steps">' + c.steps.map(stepHtml).join("") + "</div>";
       html += '<section class="card"><h2>Stop</h2><p>' + esc(c.stop && c.stop.reason) + ": " + esc(c.stop && c.stop.detail) + "</p>" + (c.final_certificate ? "<details><summary>final certificate</summary>" + pre(c.final_certificate) + "</details>" : "") + "</section>";
       var ch = c.chain;
+      if (ch.error) {
+        html += '<section class="card" id="proof"><h2>Chain position and Merkle inclusion</h2><p class="error" role="alert">' + badge(false, "", "DAMAGED") + " record " + esc(ch.seq) + ": no inclusion proof: " + esc(ch.error) + "</p></section>";
+        main.innerHTML = html;
+        return;
+      }
       html += '<section class="card" id="proof"><h2>Chain position and Merkle inclusion</h2><dl><dt>record</dt><dd>' + esc(ch.seq) + "</dd><dt>leaf</dt><dd><code>" + esc(ch.leaf) + "</code></dd><dt>chain</dt><dd><code>" + esc(ch.chain) + "</code></dd>";
       html += "<dt>tree size</dt><dd>" + esc(ch.tree_size) + (ch.signed ? " (the latest signed checkpoint)" : " (current tree; not yet covered by a signed checkpoint)") + "</dd><dt>root</dt><dd><code>" + esc(ch.root) + "</code></dd>";
-      html += "<dt>proof</dt><dd>" + ch.proof.map(function (p) { return "<code>" + esc(p) + "</code>"; }).join("<br>") + "</dd><dt>server check</dt><dd>" + badge(ch.server_verified, "verified", "FAILED") + "</dd>";
+      html += "<dt>proof</dt><dd>" + ch.proof.map(function (p) { return "<code>" + esc(p) + "</code>"; }).join("<br>") + "</dd><dt>" + (BUNDLE ? "checked when the bundle was written" : "server check") + "</dt><dd>" + badge(ch.server_verified, "verified", "FAILED") + "</dd>";
       html += '<dt>in this page</dt><dd id="jsproof">checking…</dd></dl></section>';
       main.innerHTML = html;
       checkChain(ch).then(function (r) {
