@@ -38,7 +38,7 @@ PINNED_FILES: tuple[str, ...] = (
     "runner/sandbox/_worker.py",
 )
 _HEADER = (
-    "# sha256 of every sandbox policy file (DESIGN §5). A backend refuses bytes that differ.\n"
+    "# sha256 of every sandbox policy file (docs/sandbox.md). A backend refuses bytes that differ.\n"
     "# Regenerate after a deliberate edit: ect sandbox pins --write\n"
 )
 
