@@ -1,9 +1,12 @@
 """Attempt bookkeeping shared by the HTTP adapters: one place that sends, retries and records.
 
 :class:`RecordingTransport` sits between an httpx ``AsyncClient`` and the egress guard. For every
-HTTP attempt it (1) awaits the observer's ``begin`` before a byte is sent, (2) sends, (3) reads
-the whole body, keeping the exact request and response bytes, and (4) applies the
-:class:`RetryPolicy` by re-sending the very same request object, so a retry is byte-identical.
+HTTP attempt it (0) waits for the provider's :class:`Throttle`, (1) awaits the observer's
+``begin`` before a byte is sent, (2) sends, (3) reads the whole body within the per-request
+timeout, keeping the exact request and response bytes, and (4) applies the :class:`RetryPolicy`
+to a transport failure (an exception, HTTP 429/5xx, a body that is not a JSON object) by waiting
+(``Retry-After`` obeyed) and re-sending the very same request object, so a retry is
+byte-identical.
 The last attempt is left open for the adapter, which knows whether the body parsed, and closes
 it (awaiting the observer's ``end``) through :class:`CallLog.finish`.
 
@@ -23,9 +26,16 @@ from datetime import UTC, datetime
 import anyio
 import httpx
 
-from runner.canonical import raw_digest
+from runner.canonical import loads_strict, raw_digest
+from runner.errors import FormatError
 from runner.providers._errors import EgressRefused, ProviderFailure
-from runner.providers._retry import RetryPolicy, classify_httpx_error, parse_retry_after
+from runner.providers._retry import (
+    RetryPolicy,
+    classify_httpx_error,
+    kind_for_status,
+    parse_retry_after,
+)
+from runner.providers._throttle import Throttle, estimate_tokens
 from runner.providers._types import (
     AttemptObserver,
     AttemptRecord,
@@ -67,6 +77,7 @@ class _Slot:
     usage: Usage | None = None
     closed: bool = False
     headers: httpx.Headers = field(default_factory=httpx.Headers)
+    estimated_tokens: int = 0
 
 
 class CallLog:
@@ -83,6 +94,8 @@ class CallLog:
         simulated: bool = False,
         id_factory: Callable[[int], str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        throttle: Throttle | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -92,6 +105,8 @@ class CallLog:
         self.simulated = simulated
         self._id_factory = id_factory or (lambda _n: uuid.uuid4().hex)
         self._clock = clock
+        self.throttle = throttle
+        self.timeout_s = timeout_s
         self.slots: list[_Slot] = []
 
     def record(self, s: _Slot) -> AttemptRecord:
@@ -151,6 +166,10 @@ class CallLog:
                 last.kind = failure.kind
             if failure is None:
                 last.usage = usage
+        if self.throttle is not None:
+            for s in self.slots:
+                if s.usage is not None:
+                    self.throttle.settle(s.estimated_tokens, s.usage.total_tokens)
         for s in self.slots:
             await self.close(s)
 
@@ -179,51 +198,105 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         if log is None:
             raise RuntimeError("a provider HTTP request was made outside generate()")
         body = await request.aread()
+        estimated = estimate_tokens(body)
         retries = 0
         while True:
+            if log.throttle is not None:
+                await log.throttle.acquire(estimated)
             slot = await log.begin(body, retry=retries > 0)
+            slot.estimated_tokens = estimated
             try:
-                response = await self._inner.handle_async_request(request)
+                response = await self._attempt(log, slot, request)
             except EgressRefused:
                 slot.kind = "egress_refused"
                 log.mark_end(slot)
                 raise
-            except httpx.HTTPError as e:
-                slot.kind = classify_httpx_error(e, response_started=False)
-                log.mark_end(slot)
+            except httpx.HTTPError:
+                assert slot.kind is not None
                 if log.policy.should_retry(slot.kind, retries):
                     await log.close(slot)
                     retries += 1
-                    if log.policy.delay_s:
-                        await anyio.sleep(log.policy.delay_s)
+                    await self._wait(log, None)
                     continue
                 raise
-            slot.status = response.status_code
-            slot.headers = response.headers
-            slot.retry_after_s = parse_retry_after(response.headers.get("retry-after"))
-            chunks: list[bytes] = []
-            try:
-                async for chunk in response.stream:  # type: ignore[union-attr]
-                    chunks.append(chunk)
-            except httpx.HTTPError as e:
-                slot.kind = classify_httpx_error(e, response_started=True)
+            kind = _status_kind(response.status_code, slot.response_bytes or b"")
+            if kind is not None and log.policy.should_retry(kind, retries):
+                slot.kind = kind
+                await log.close(slot)
+                retries += 1
+                await self._wait(log, slot.retry_after_s)
+                continue
+            return response
+
+    @staticmethod
+    async def _wait(log: CallLog, retry_after_s: float | None) -> None:
+        if retry_after_s is not None and log.throttle is not None:
+            log.throttle.pause(min(retry_after_s, log.policy.wait_s(retry_after_s)))
+        wait = log.policy.wait_s(retry_after_s)
+        if wait > 0:
+            await anyio.sleep(wait)
+
+    async def _attempt(self, log: CallLog, slot: _Slot, request: httpx.Request) -> httpx.Response:
+        """Send once and read the whole body, within the per-request timeout when one is set.
+        A failure sets ``slot.kind`` and raises the httpx error (a timeout as ReadTimeout)."""
+        started = False
+        chunks: list[bytes] = []
+        try:
+            with anyio.fail_after(log.timeout_s):
+                try:
+                    response = await self._inner.handle_async_request(request)
+                except EgressRefused:
+                    raise
+                except httpx.HTTPError as e:
+                    slot.kind = classify_httpx_error(e, response_started=False)
+                    log.mark_end(slot)
+                    raise
+                started = True
+                slot.status = response.status_code
+                slot.headers = response.headers
+                slot.retry_after_s = parse_retry_after(response.headers.get("retry-after"))
+                try:
+                    async for chunk in response.stream:  # type: ignore[union-attr]
+                        chunks.append(chunk)
+                except httpx.HTTPError as e:
+                    slot.kind = classify_httpx_error(e, response_started=True)
+                    slot.response_bytes = b"".join(chunks)
+                    log.mark_end(slot)
+                    raise
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            slot.kind = "timeout_after_output" if started else "timeout_before_response"
+            if started:
                 slot.response_bytes = b"".join(chunks)
-                log.mark_end(slot)
-                raise
-            finally:
-                await response.aclose()
-            slot.response_bytes = b"".join(chunks)
             log.mark_end(slot)
-            return httpx.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=httpx.ByteStream(slot.response_bytes),
-                extensions=response.extensions,
-                request=request,
-            )
+            raise httpx.ReadTimeout(
+                f"no complete response within the {log.timeout_s:g} s request timeout",
+                request=request) from None
+        slot.response_bytes = b"".join(chunks)
+        log.mark_end(slot)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(slot.response_bytes),
+            extensions=response.extensions,
+            request=request,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _status_kind(status: int, body: bytes) -> str | None:
+    """The transport failure a complete response is (a non-2xx status; a 2xx body that is not a
+    JSON object: malformed or truncated), or None when the adapter should parse it."""
+    if not 200 <= status < 300:
+        return kind_for_status(status)
+    try:
+        obj = loads_strict(body)
+    except FormatError:
+        return "unparseable"
+    return None if isinstance(obj, dict) else "unparseable"
 
 
 Outcome = tuple[ProviderResponse | None, ProviderFailure | None]
