@@ -22,7 +22,8 @@ Faults (:class:`Faults`, changeable while the server runs):
   a body that is not JSON), ``truncated`` (200 whose body stops half-way, Content-Length
   promising more, then the connection closes) and ``close`` (the connection closes with no
   response);
-* ``storm``: the next ``storm`` requests all get HTTP 503 (a burst that outlasts one retry).
+* ``storm``: after ``storm_after`` more requests, the next ``storm`` requests all get HTTP 503
+  (a burst that outlasts one retry).
 
 ``python -m tests.fake_provider [--latency S]`` serves until killed and prints its base URL.
 """
@@ -52,6 +53,7 @@ class Faults:
     rate_limit: tuple[int, float] | None = None
     first_faults: dict[str, float] = field(default_factory=dict)
     storm: int = 0
+    storm_after: int = 0
 
 
 def _unit(data: bytes, salt: bytes) -> float:
@@ -183,7 +185,9 @@ class FakeProvider:
                 if len(self._times) >= n:
                     return "429"
                 self._times.append(now)
-            if f.storm > 0:
+            if f.storm > 0 and f.storm_after > 0:
+                f.storm_after -= 1
+            elif f.storm > 0:
                 f.storm -= 1
                 return "storm"
             first = body not in self._sent

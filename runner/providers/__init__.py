@@ -30,6 +30,7 @@ from runner.providers._errors import (
     ProviderFailure,
     failure_class,
 )
+from runner.providers._http import ReplayCache
 from runner.providers._openai import OpenAICompatProvider
 from runner.providers._registry import (
     PROVIDER_NAMES,
@@ -112,6 +113,7 @@ __all__ = [
     "ProviderResponse",
     "ProviderResult",
     "RawExchange",
+    "ReplayCache",
     "Responder",
     "RetryPolicy",
     "SimulatedProvider",

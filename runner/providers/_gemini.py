@@ -30,6 +30,7 @@ from runner.providers._http import (
     ObserverFailed,
     Outcome,
     RecordingTransport,
+    ReplayCache,
     run_call,
 )
 from runner.providers._retry import RetryPolicy, classify_httpx_error, kind_for_status
@@ -99,6 +100,8 @@ class GeminiProvider:
         self.timeout_s = float(timeout_s)
         self.retry_policy = retry_policy or RetryPolicy()
         self.throttle = throttle
+        # responses a resumed run already paid for (set by the study on resume)
+        self.replay: ReplayCache | None = None
         self._credential = credential
         self.removed_env = scrub_environment(sdk=True)
         # identity encoding: the recorded response bytes are the JSON body itself.
@@ -210,6 +213,7 @@ class GeminiProvider:
             policy=self.retry_policy,
             throttle=self.throttle,
             timeout_s=self.timeout_s,
+            replay=self.replay,
         )
 
         async def attempt(log: CallLog) -> Outcome:

@@ -22,13 +22,14 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import httpx
 
 from runner.canonical import loads_strict, raw_digest
 from runner.errors import FormatError
-from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._errors import MODEL_OUTPUT_KINDS, EgressRefused, ProviderFailure
 from runner.providers._retry import (
     RetryPolicy,
     classify_httpx_error,
@@ -45,11 +46,43 @@ from runner.providers._types import (
     Usage,
 )
 
-__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "run_call", "utc_now"]
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "ReplayCache", "run_call",
+           "utc_now"]
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class ReplayCache:
+    """Responses a resumed run already paid for: journaled in an earlier session for cells that
+    never committed, keyed by ``(cell_id, request_sha256)`` of the exact request bytes.
+
+    The recording transport takes a matching entry instead of sending the request again (the
+    attempt it records is the journaled one: same id, times and usage, so it is counted once);
+    a request whose bytes differ from every journaled one is sent. Each entry serves once.
+    """
+
+    def __init__(self, entries: dict[tuple[str, str], list[tuple[dict[str, Any], bytes]]]
+                 | None = None) -> None:
+        self._entries = {k: list(v) for k, v in (entries or {}).items()}
+        self.replayed = 0
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    def add(self, cell_id: str, attempt: dict[str, Any], response: bytes) -> None:
+        key = (cell_id, str(attempt["request_sha256"]))
+        self._entries.setdefault(key, []).append((attempt, response))
+
+    def take(self, cell_id: str | None, request_sha256: str) -> tuple[dict[str, Any], bytes] | None:
+        if cell_id is None:
+            return None
+        found = self._entries.get((cell_id, request_sha256))
+        if not found:
+            return None
+        self.replayed += 1
+        return found.pop(0)
 
 
 class ObserverFailed(Exception):
@@ -96,6 +129,7 @@ class CallLog:
         clock: Callable[[], float] = time.monotonic,
         throttle: Throttle | None = None,
         timeout_s: float | None = None,
+        replay: ReplayCache | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -107,6 +141,7 @@ class CallLog:
         self._clock = clock
         self.throttle = throttle
         self.timeout_s = timeout_s
+        self.replay = replay
         self.slots: list[_Slot] = []
 
     def record(self, s: _Slot) -> AttemptRecord:
@@ -140,6 +175,19 @@ class CallLog:
         self.slots.append(slot)
         return slot
 
+    def adopt(self, request_bytes: bytes, attempt: dict[str, Any], response: bytes,
+              *, retry: bool) -> _Slot:
+        """Record a journaled attempt of an earlier session as this call's next attempt (a
+        replayed response): already journaled, so the observer is not called again."""
+        usage = attempt.get("usage")
+        slot = _Slot(len(self.slots) + 1, str(attempt["attempt_id"]), request_bytes,
+                     str(attempt["started_utc"]), self._clock(), retry,
+                     status=attempt.get("status"), response_bytes=response,
+                     ended_utc=attempt.get("ended_utc"), latency_s=attempt.get("latency_s"),
+                     usage=Usage(**usage) if isinstance(usage, dict) else None, closed=True)
+        self.slots.append(slot)
+        return slot
+
     def mark_end(self, slot: _Slot, *, latency: float | None = None) -> None:
         if slot.ended_utc is None:
             slot.ended_utc = utc_now()
@@ -151,8 +199,17 @@ class CallLog:
         self.mark_end(slot)
         slot.closed = True
         if self.observer is not None:
+            # An observer that keeps responses (the study's journal, for resume) gets the bytes
+            # of an attempt the API answered well-formed.
+            keep = getattr(self.observer, "end_with_response", None)
+            answered = (slot.status is not None and 200 <= slot.status < 300
+                        and slot.response_bytes is not None
+                        and (slot.kind is None or slot.kind in MODEL_OUTPUT_KINDS))
             try:
-                await self.observer.end(self.record(slot))
+                if keep is not None and answered:
+                    await keep(self.record(slot), slot.response_bytes)
+                else:
+                    await self.observer.end(self.record(slot))
             except Exception as e:
                 raise ObserverFailed(e) from e
 
@@ -201,6 +258,13 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         estimated = estimate_tokens(body)
         retries = 0
         while True:
+            hit = (log.replay.take(log.cell_id, raw_digest(body)) if log.replay is not None
+                   else None)
+            if hit is not None:  # paid for in an earlier session: not sent again
+                slot = log.adopt(body, hit[0], hit[1], retry=retries > 0)
+                return httpx.Response(slot.status or 200, stream=httpx.ByteStream(hit[1]),
+                                      headers={"content-type": "application/json"},
+                                      request=request)
             if log.throttle is not None:
                 await log.throttle.acquire(estimated)
             slot = await log.begin(body, retry=retries > 0)

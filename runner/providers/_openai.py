@@ -23,6 +23,7 @@ from runner.providers._http import (
     ObserverFailed,
     Outcome,
     RecordingTransport,
+    ReplayCache,
     run_call,
 )
 from runner.providers._retry import (
@@ -89,6 +90,8 @@ class OpenAICompatProvider:
         self.timeout_s = float(timeout_s)
         self.retry_policy = retry_policy or RetryPolicy()
         self.throttle = throttle
+        # responses a resumed run already paid for (set by the study on resume)
+        self.replay: ReplayCache | None = None
         self.response_format = response_format
         self._credential = credential
         self.removed_env = scrub_environment(sdk=False)
@@ -207,6 +210,7 @@ class OpenAICompatProvider:
             policy=self.retry_policy,
             throttle=self.throttle,
             timeout_s=self.timeout_s,
+            replay=self.replay,
         )
 
         async def attempt(log: CallLog) -> Outcome:

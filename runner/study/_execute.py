@@ -10,6 +10,7 @@ and ``ect resume`` continues from the verified prefix.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import tempfile
@@ -264,6 +265,8 @@ class RunSummary:
     on_transport_failure: str = "halt"
     # transport failures that halted a cell this session (the cell was not committed)
     transport_halts: list[str] = field(default_factory=list)
+    # responses journaled for cells that never committed, replayed instead of paid again
+    replayed_attempts: int = 0
 
     def to_json(self) -> JsonObject:
         return {
@@ -284,6 +287,7 @@ class RunSummary:
             "provider_failures": self.failures.to_json(),
             "on_transport_failure": self.on_transport_failure,
             "transport_halts": list(self.transport_halts),
+            "replayed_attempts": self.replayed_attempts,
             "throttle": dict(self.throttle),
         }
 
@@ -314,7 +318,8 @@ def _run_kill_switch(settings: RunSettings) -> KillSwitch:
 
 
 def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: Any = None,
-                           throttle: JsonObject | None = None) -> Callable[[], Any]:
+                           throttle: JsonObject | None = None,
+                           replay: Any = None) -> Callable[[], Any]:
     """Return a factory giving the provider for one cell (fresh per cell when simulated).
 
     ``credential`` is the one preflight loaded (a variable is removed from the environment when
@@ -336,7 +341,32 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: 
                    retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output),
                    # one limiter for every cell: the cells share this provider
                    throttle=Throttle(**(throttle or {})))
+    if replay is not None:
+        shared.replay = replay  # type: ignore[attr-defined]  # both HTTP adapters have it
     return lambda: shared
+
+
+def replay_cache(store: Any, committed: set[str]) -> Any:
+    """The responses journaled (with their bytes) for cells that never committed: what resume
+    replays into those cells' re-runs when the request bytes are identical."""
+    from runner.errors import StoreError
+    from runner.providers import ReplayCache
+
+    cache = ReplayCache()
+    for a in store.orphan_attempts(committed):
+        end = a.get("end") or {}
+        attempt = end.get("attempt") if isinstance(end, dict) else None
+        if not isinstance(attempt, dict) or not isinstance(attempt.get("response_sha256"), str):
+            continue
+        status = attempt.get("status")
+        if not isinstance(status, int) or not 200 <= status < 300:
+            continue
+        try:
+            response = store.get_blob(attempt["response_sha256"])
+        except StoreError:
+            continue  # the bytes were not kept (an older run): the request is sent again
+        cache.add(a["cell_id"], attempt, response)
+    return cache
 
 
 class _Journaled:
@@ -383,6 +413,15 @@ class _Journaled:
         seq = self._seqs.pop(record.attempt_id)
         await anyio.to_thread.run_sync(self._store.attempt_end, seq,
                                        {"attempt": record.to_json()})
+
+    async def end_with_response(self, record: Any, response: bytes) -> None:
+        """The end of an attempt the API answered, its response bytes kept as a blob in the
+        same transaction: if the cell never commits, resume replays them instead of paying for
+        the same request again."""
+        seq = self._seqs.pop(record.attempt_id)
+        await anyio.to_thread.run_sync(
+            functools.partial(self._store.attempt_end, seq, {"attempt": record.to_json()},
+                              blobs=(response,)))
 
 
 # --- one cell -----------------------------------------------------------------------------
@@ -702,8 +741,11 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             summary.stop_reasons[committed.result.stop_reason] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
             summary.failures.add(committed)
+        replay = None
         if resume:
             summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
+            if settings.provider.name != "simulated":
+                replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
         todo = rows[summary.committed:end]
         if on_start is not None:
@@ -720,7 +762,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
                 provider_factory=_make_provider_factory(spec, settings.provider, report.credential,
-                                                        throttle),
+                                                        throttle, replay),
                 store=store,
                 executor=remote or LocalExecutor(
                     ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
@@ -741,6 +783,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         summary.provider_attempts = ctx.attempts[0]
         summary.tool_calls = ctx.tool_calls[0]
         summary.tool_retries = ctx.tool_retries[0]
+        summary.replayed_attempts = replay.replayed if replay is not None else 0
         store.checkpoint()
     finally:
         store.close()

@@ -112,7 +112,8 @@ def test_throttled_run_under_a_rate_limit_and_faults_sees_no_429_and_changes_no_
 def test_a_503_storm_halts_without_committing_a_damaged_cell_and_resume_finishes(
         live_study: Path, undisturbed: dict[str, str], tmp_path: Path) -> None:
     store = tmp_path / "storm.db"
-    with FakeProvider(Faults(storm=12)) as server:  # a burst that outlasts any single retry
+    # a burst that outlasts any single retry, once the first cells have had some replies
+    with FakeProvider(Faults(storm=12, storm_after=8)) as server:
         halted = _run(live_study, store, server)
         assert halted.returncode == 4, halted.stderr
         assert "transport failure" in halted.stderr and "server_error" in halted.stderr
@@ -122,9 +123,30 @@ def test_a_503_storm_halts_without_committing_a_damaged_cell_and_resume_finishes
         committed = result_digests(store)
         assert len(committed) < CELLS
         assert all(undisturbed[c] == d for c, d in committed.items())
+        paid = _orphan_replies(store)  # replies already paid for, for cells not committed
+        assert paid >= 1
+        sent_before = len(server.seen)
         resumed = _run(live_study, store, server, resume=True)
     assert resumed.returncode == 0, resumed.stderr
     _assert_equal_and_clean(store, undisturbed)
+    # resume does not pay twice: every journaled reply of an uncommitted cell was replayed
+    summary = json.loads(resumed.stdout)
+    assert summary["replayed_attempts"] == paid
+    assert summary["provider_attempts"] == len(server.seen) - sent_before
+
+
+def _orphan_replies(store: Path) -> int:
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        committed = {loads_strict(r[0])["cell_id"]
+                     for r in conn.execute("SELECT body FROM records WHERE seq > 0")}
+        ends = [(r[0], loads_strict(r[1])) for r in
+                conn.execute("SELECT cell_id, body FROM attempts WHERE kind = 'end'")]
+    finally:
+        conn.close()
+    return sum(1 for cell, body in ends if cell not in committed
+               and body["entry"]["attempt"]["status"] == 200
+               and body["entry"]["attempt"]["response_sha256"] is not None)
 
 
 def test_record_policy_keeps_the_strict_reading_and_counts_it(tmp_path: Path) -> None:
