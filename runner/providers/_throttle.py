@@ -4,7 +4,8 @@ A paid API enforces quotas; a run that ignores them gets HTTP 429 and, when it h
 exactly when it is limited, many of them. :class:`Throttle` paces every HTTP attempt of one
 provider (and so of every cell of a run, which share the provider) so that:
 
-* attempts start at least ``60 / requests_per_minute`` seconds apart (evenly spaced, no bursts:
+* attempts start at least ``60 / requests_per_minute`` seconds apart (evenly spaced, 0.1% over,
+  no bursts:
   no 60-second window, however the server aligns it, sees more than the quota);
 * the tokens the responses report are paid off at ``tokens_per_minute``: an attempt waits until
   the tokens of the earlier ones (its own request's size as the estimate until its usage is
@@ -26,6 +27,9 @@ from typing import Any
 import anyio
 
 __all__ = ["Throttle"]
+
+# Attempts are spaced a hair over 60/N s apart, so rounding never lets N + 1 fit in a minute.
+_SPACING_MARGIN = 1.001
 
 
 class Throttle:
@@ -78,7 +82,7 @@ class Throttle:
                 await self._sleep(start - now)
             start = max(start, self._clock())
             if self.requests_per_minute is not None:
-                self._next_request = start + 60.0 / self.requests_per_minute
+                self._next_request = start + _SPACING_MARGIN * 60.0 / self.requests_per_minute
             if self.tokens_per_minute is not None:
                 self._token_free = max(self._token_free, start) + (
                     60.0 * max(0, estimated_tokens) / self.tokens_per_minute)

@@ -267,6 +267,13 @@ class RunSummary:
     transport_halts: list[str] = field(default_factory=list)
     # responses journaled for cells that never committed, replayed instead of paid again
     replayed_attempts: int = 0
+    # the cells this session aims at: ``total``, or the end row under --limit
+    target: int | None = None
+
+    @property
+    def goal(self) -> int:
+        """The committed count this session runs to (``--limit`` counted): what an ETA uses."""
+        return self.total if self.target is None else min(self.target, self.total)
 
     def to_json(self) -> JsonObject:
         return {
@@ -747,6 +754,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             if settings.provider.name != "simulated":
                 replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
+        summary.target = end
         todo = rows[summary.committed:end]
         if on_start is not None:
             on_start(summary)

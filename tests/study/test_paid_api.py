@@ -196,3 +196,13 @@ def test_each_fault_alone_over_a_longer_run(kind: str, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert server.stats[kind] >= 1
     _assert_equal_and_clean(disturbed, result_digests(ref))
+
+
+def test_the_progress_eta_counts_only_the_cells_this_session_runs() -> None:
+    # `ect resume --limit 6` on a 576-row study: the ETA is for the 4 cells left of 6, not 574.
+    from runner.cli._progress import cell_fields
+    from runner.study import RunSummary
+
+    summary = RunSummary(store="s.db", total=576, committed=2, target=6)
+    assert summary.goal == 6
+    assert cell_fields(summary, done_now=2, elapsed=2.0)["eta"] == "ETA 4s"
