@@ -425,6 +425,9 @@ class _Journaled:
         """The end of an attempt the API answered, its response bytes kept as a blob in the
         same transaction: if the cell never commits, resume replays them instead of paying for
         the same request again."""
+        if self.simulated:  # recomputed offline on resume: nothing to keep
+            await self.end(record)
+            return
         seq = self._seqs.pop(record.attempt_id)
         await anyio.to_thread.run_sync(
             functools.partial(self._store.attempt_end, seq, {"attempt": record.to_json()},
