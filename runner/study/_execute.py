@@ -893,12 +893,14 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
             if i not in done:
                 break  # halted before cell i started
             trajectory, record = done.pop(i)
-            await anyio.to_thread.run_sync(ctx.store.append, record.to_json())
-            summary.committed += 1
-            summary.committed_now += 1
+            # The spend is counted before the append is awaited (it runs in a worker thread),
+            # so the launcher, which may run meanwhile, checks the ceiling against it.
             summary.stop_reasons[trajectory.stop_reason.value] += 1
             summary.cost_usd += trajectory.cost_usd
             summary.failures.add(record)
+            await anyio.to_thread.run_sync(ctx.store.append, record.to_json())
+            summary.committed += 1
+            summary.committed_now += 1
             summary.provider_attempts = ctx.attempts[0]  # so far: on_cell shows it live
             summary.tool_calls = ctx.tool_calls[0]
             if summary.committed % settings.checkpoint_every == 0:

@@ -18,7 +18,7 @@ import pytest
 
 from runner.canonical import loads_strict
 from tests.fake_provider import FakeProvider, Faults
-from tests.study.support import ect, make_study, result_digests, subprocess_env
+from tests.study.support import REPO, ect, make_study, result_digests, subprocess_env
 
 LIMIT = 6
 CELLS = LIMIT
@@ -206,3 +206,43 @@ def test_the_progress_eta_counts_only_the_cells_this_session_runs() -> None:
     summary = RunSummary(store="s.db", total=576, committed=2, target=6)
     assert summary.goal == 6
     assert cell_fields(summary, done_now=2, elapsed=2.0)["eta"] == "ETA 4s"
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('on_transport_failure = "retry"', "on_transport_failure must be one of 'halt', 'record'"),
+    ("requests_per_minute = -5", "requests_per_minute must be 0 (no limit) or a positive"),
+    ("tokens_per_minute = 1.5", "tokens_per_minute must be 0 (no limit) or a positive"),
+    ("burst = 3", "[provider] has unknown field 'burst'"),
+])
+def test_a_bad_provider_table_is_refused_in_one_line(tmp_path: Path, line: str,
+                                                     message: str) -> None:
+    from runner.study import SpecError, load_spec
+
+    text = (REPO / "schedules" / "v2.toml").read_text("utf-8")
+    key = line.split(" = ")[0]
+    lines = [x for x in text.splitlines() if not x.startswith(key + " = ")]
+    at = lines.index("[provider]") + 1
+    spec = tmp_path / "v2.toml"
+    spec.write_text("\n".join([*lines[:at], line, *lines[at:]]) + "\n", "utf-8")
+    with pytest.raises(SpecError) as e:
+        load_spec(spec)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert load_spec(REPO / "schedules" / "v2.toml").provider.on_transport_failure == "halt"
+
+
+@pytest.mark.slow
+def test_the_whole_small_study_throttled_under_a_rate_limit_with_5pct_503s(
+        tmp_path: Path) -> None:
+    # 48 cells at concurrency 8; the API allows 20 requests in any 5 s and answers the first
+    # sending of 5% of request bodies with 503; the run is throttled to 220 a minute.
+    spec = make_study(tmp_path / "study")
+    ref, throttled = tmp_path / "ref.db", tmp_path / "throttled.db"
+    with FakeProvider() as server:
+        assert _run(spec, ref, server, limit=48).returncode == 0
+    faults = Faults(rate_limit=(20, 5.0), first_faults={"503": 0.05})
+    with FakeProvider(faults) as server:
+        done = _run(spec, throttled, server, "--requests-per-minute", "220", "--concurrency",
+                    "8", limit=48)
+    assert done.returncode == 0, done.stderr
+    assert server.stats["429"] == 0 and server.stats["503"] >= 1, server.stats
+    _assert_equal_and_clean(throttled, result_digests(ref))
