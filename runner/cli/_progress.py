@@ -104,7 +104,7 @@ class CellProgress:
                                             completed=summary.committed,
                                             **cell_fields(summary, 0, 0.0))
         elif summary.committed:
-            click.echo(f"cells {summary.committed}/{summary.goal} already committed; "
+            click.echo(f"cells {summary.committed}/{summary.total} already committed; "
                        f"{summary.goal - summary.committed} to run", file=self.stream)
 
     def update(self, record: object, summary: RunSummary) -> None:
@@ -116,7 +116,7 @@ class CellProgress:
             self._bar.update(self._task, completed=summary.committed, **fields)
             return
         if self._lines.due(final=summary.committed >= summary.goal):
-            click.echo(f"cells {summary.committed}/{summary.goal}  " + "  ".join(fields.values()),
+            click.echo(f"cells {summary.committed}/{summary.total}  " + "  ".join(fields.values()),
                        file=self.stream)
 
     def stop(self) -> None:
