@@ -26,9 +26,9 @@ CELLS = LIMIT
 
 @pytest.fixture(scope="module")
 def live_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The small study with a 2 s per-request timeout (a hung request costs 2 s, not 60)."""
+    """The small study with a 3 s per-request timeout (a hung request costs 3 s, not 60)."""
     return make_study(tmp_path_factory.mktemp("paid-study"),
-                      edits={"timeout_s = 60.0": "timeout_s = 2.0"})
+                      edits={"timeout_s = 60.0": "timeout_s = 3.0"})
 
 
 def _run(spec: Path, store: Path, server: FakeProvider, *extra: str, resume: bool = False,
@@ -83,7 +83,7 @@ def _assert_equal_and_clean(store: Path, undisturbed: dict[str, str]) -> None:
 def test_throttled_run_under_a_rate_limit_and_faults_sees_no_429_and_changes_no_cell(
         live_study: Path, undisturbed: dict[str, str], tmp_path: Path) -> None:
     # The server allows 10 requests a second and answers the first sending of some request
-    # bodies with 503 (5%), 500, a hang (the 2 s request timeout), a body that is not JSON, a
+    # bodies with 503 (5%), 500, a hang (the 3 s request timeout), a body that is not JSON, a
     # truncated body or a closed connection; the run is throttled to 480 requests a minute.
     faults = Faults(rate_limit=(10, 1.0),
                     first_faults={"503": 0.05, "500": 0.03, "hang": 0.03, "malformed": 0.04,
@@ -188,7 +188,7 @@ def test_gemini_client_through_faults_changes_no_cell(live_study: Path, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["503", "500", "hang", "malformed", "truncated", "close"])
 def test_each_fault_alone_over_a_longer_run(kind: str, tmp_path: Path) -> None:
-    spec = make_study(tmp_path / "study", edits={"timeout_s = 60.0": "timeout_s = 2.0"})
+    spec = make_study(tmp_path / "study", edits={"timeout_s = 60.0": "timeout_s = 3.0"})
     ref, disturbed = tmp_path / "ref.db", tmp_path / "disturbed.db"
     with FakeProvider() as server:
         assert _run(spec, ref, server, limit=24).returncode == 0
