@@ -173,7 +173,7 @@ def test_record_policy_keeps_the_strict_reading_and_counts_it(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_gemini_client_through_faults_changes_no_cell(live_study: Path, tmp_path: Path) -> None:
-    faults = Faults(first_faults={"503": 0.1, "malformed": 0.1, "close": 0.1})
+    faults = Faults(first_faults={"503": 0.3, "malformed": 0.2, "close": 0.2})
     ref, disturbed = tmp_path / "g-ref.db", tmp_path / "g.db"
     with FakeProvider() as server:
         clean = _run(live_study, ref, server, provider="gemini", limit=3)
