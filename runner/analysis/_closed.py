@@ -321,6 +321,7 @@ def analyse_closed_loop(
     simulator: Mapping[str, Any] | None = None,
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[Mapping[str, Any]] | None = None,
+    provider_failures: Mapping[str, Any] | None = None,
 ) -> JsonObject:
     """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
 
@@ -329,7 +330,9 @@ def analyse_closed_loop(
     with a simulated provider they are written under ``"simulator"`` and every gate's
     ``outcome`` says it holds under them. ``"choices"`` lists the project's own definitions.
     ``reason_codes`` (from :func:`runner.study.reason_codes_by_stratum`, which needs
-    the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without).
+    the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without),
+    and ``provider_failures`` (:class:`runner.study.FailureCounts` of the cell records) into
+    ``"provider_failures"`` (``null`` without); a report with failures says so first.
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
     AnalysisError when an outcome is malformed or a comparison arm is absent.
@@ -396,6 +399,8 @@ def analyse_closed_loop(
                       else None),
         "choices": choices_json(),
         "reason_codes": [dict(e) for e in reason_codes] if reason_codes is not None else None,
+        "provider_failures": (dict(provider_failures) if provider_failures is not None
+                              else None),
         "secondary": secondary,
         "intervals": intervals,
         "unseen": {"pooled": unseen_pooled, "by_fault": unseen},

@@ -127,12 +127,13 @@ def closed_loop_report(
     simulator: JsonObject | None = None,
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[JsonObject] | None = None,
+    provider_failures: JsonObject | None = None,
 ) -> JsonObject:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
         inputs=inputs, simulator=simulator, simulator_source=simulator_source,
-        reason_codes=reason_codes,
+        reason_codes=reason_codes, provider_failures=provider_failures,
     )
     write_outputs(results, Path(out_dir))
     return results
@@ -185,4 +186,15 @@ def report_from_store(
         simulator=simulator,
         simulator_source=source,
         reason_codes=[e.to_json() for e in reason_codes_by_stratum(loaded.cells)],
+        provider_failures=_failure_counts(loaded.cells),
     )
+
+
+def _failure_counts(cells: Sequence[Any]) -> JsonObject:
+    """Provider failures of the committed cells by class, kind, role and pipeline."""
+    from runner.study import FailureCounts
+
+    counts = FailureCounts()
+    for cell in cells:
+        counts.add(cell)
+    return counts.to_json()

@@ -58,6 +58,20 @@ class Choice:
 
 CHOICES: tuple[Choice, ...] = (
     Choice(
+        key="transport_failures",
+        what="a provider call that fails in transport (connection, timeout, HTTP 429 or 5xx, a "
+        "body that is not the API's JSON or is truncated)",
+        ours="one identical retry after any transport failure (a 429/503 Retry-After is waited "
+        "out first); a transport failure that survives it produces no outcome: under "
+        "on_transport_failure = \"halt\" (the default, recorded in the lock) the cell is not "
+        "committed, the run halts and `ect resume` runs the cell again; \"record\" keeps it in "
+        "the denominator. A well-formed reply whose content is unusable is the model's answer "
+        "and stays in the denominator either way",
+        paper="A single identical retry is allowed only after a pre-output transport failure; "
+        "final provider and parse failures remain in the denominator",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
         key="simulator_parameters",
         what="the simulated provider's behaviour (planner and critic probabilities)",
         ours="every probability of the simulated planner and critics was chosen by this project "

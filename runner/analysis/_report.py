@@ -597,6 +597,8 @@ def _html(
         "</head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<div class="banner {banner_cls}">{escape(r["provider_line"])}</div>',
+        *([f'<p class="banner sim">{escape(warning)}</p>']
+          if (warning := failure_warning(r)) is not None else []),
         *([f'<p class="banner sim">{escape(r["simulator"]["note"])}</p>']
           if r.get("simulator") else []),
         '<div class="gates">'
@@ -627,6 +629,33 @@ def _gate_class(ok: bool, simulated: bool) -> str:
     if simulated:
         return "neutral"
     return "pass" if ok else "fail"
+def failure_warning(r: Mapping[str, Any]) -> str | None:
+    """The line a report opens with when its store records provider failures (else None)."""
+    f = r.get("provider_failures")
+    if not isinstance(f, Mapping) or not f.get("total"):
+        return None
+    by_class = f.get("by_class", {})
+    roles = ", ".join(f"{k} {v}" for k, v in f.get("by_role", {}).items())
+    return (f"This store records {f['total']} provider failure(s) in {f['cells']} cell(s): "
+            f"{by_class.get('transport', 0)} transport (the API or the way to it failed), "
+            f"{by_class.get('model_output', 0)} model output (by role: {roles}). They are in "
+            "the denominator of every figure below; see \"Provider failures\".")
+
+
+def failure_table(r: Mapping[str, Any]) -> tuple[str, list[str], list[list[str]], str] | None:
+    """The "Provider failures" table (by class, kind, role and pipeline), or None if none."""
+    f = r.get("provider_failures")
+    if not isinstance(f, Mapping) or not f.get("total"):
+        return None
+    rows: list[list[str]] = []
+    for what in ("by_class", "by_kind", "by_role", "by_pipeline"):
+        for key, n in f.get(what, {}).items():
+            rows.append([what.removeprefix("by_"), str(key), str(n)])
+    cells = f.get("cells_with_transport_failure") or []
+    note = (f"{f['cells']} cell(s) carry a provider failure; with a transport failure: "
+            + (", ".join(cells) if cells else "none") + ". A transport failure is kept here "
+            "only under on_transport_failure = \"record\" (docs/providers.md).")
+    return ("Provider failures", ["counted by", "value", "failed calls"], rows, note)
 
 
 def _markdown(
@@ -636,6 +665,9 @@ def _markdown(
     tables: Sequence[tuple[str, list[str], list[list[str]], str]],
 ) -> bytes:
     out = [f"# {title}", "", f"**{r['provider_line']}**", ""]
+    warning = failure_warning(r)
+    if warning is not None:
+        out += [f"**{warning}**", ""]
     if r.get("simulator"):
         out += [r["simulator"]["note"], ""]
     out.append("Gates: " + "; ".join(f"{n}: {text}" for n, _, text in gates))
@@ -662,6 +694,9 @@ def render_outputs(results: Mapping[str, Any]) -> dict[str, bytes]:
     names = ("h1",) if fmt == "ect.analysis.static/1" else ("h2", "h3", "h4")
     gates = [(h.upper(), bool(results[h]["passed"]), _outcome(results, h)) for h in names]
     tables = tables_fn(results)
+    failures = failure_table(results)
+    if failures is not None:
+        tables = [*tables, failures]
     return {
         "results.json": results_json_bytes(results),
         "tables.md": _markdown(title, results, gates, tables),

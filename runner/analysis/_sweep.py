@@ -167,6 +167,8 @@ class _Point:
     directory: str
     seed: int
     replicates: int
+    requests_per_minute: int | None = None  # the point's throttle (None: the spec's)
+    tokens_per_minute: int | None = None
 
     @property
     def label(self) -> str:
@@ -241,7 +243,9 @@ def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
     store = where / "run.db"
     for stale in where.glob("run.db*"):
         stale.unlink()
-    execute(RunSettings(spec_path, store, ProviderChoice("simulated"), concurrency=1))
+    execute(RunSettings(spec_path, store, ProviderChoice("simulated"), concurrency=1,
+                        requests_per_minute=point.requests_per_minute,
+                        tokens_per_minute=point.tokens_per_minute))
     res = report_from_store(store, paths.schedule, where / "report", seed=point.seed,
                             replicates=point.replicates)
     return _row(point, res)
@@ -275,8 +279,13 @@ def sweep(
     seed: int = 2705,
     replicates: int = 10_000,
     on_point: Callable[[int, int, JsonObject], None] | None = None,
+    requests_per_minute: int | None = None,
+    tokens_per_minute: int | None = None,
 ) -> JsonObject:
     """Run the closed-loop study at every grid point of ``params`` and write the outputs.
+
+    ``requests_per_minute``/``tokens_per_minute`` throttle each point's run (one limiter per
+    point process; None: the spec's [provider] values; pacing changes no result).
 
     ``params`` are ``NAME=v1,v2,...`` items (dotted simulator parameter names); ``jobs`` grid
     points run at once, each in its own process (default: ``os.cpu_count()``, at most the
@@ -303,7 +312,7 @@ def sweep(
     names = list(grid)
     points = [
         _Point(i + 1, dict(zip(names, values, strict=True)), str(out / "points" / f"p{i + 1:03d}"),
-               seed, replicates)
+               seed, replicates, requests_per_minute, tokens_per_minute)
         for i, values in enumerate(itertools.product(*(grid[n] for n in names)))
     ]
     workers = min(len(points), jobs or os.cpu_count() or 1)

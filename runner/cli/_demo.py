@@ -15,7 +15,7 @@ import click
 
 from runner.cli._common import EXIT_USAGE, die, map_errors
 from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, check_out_dir, study_file
-from runner.cli._study import _configure_logging, _refused, _run
+from runner.cli._study import _configure_logging, _refused, _run, throttle_options
 
 __all__ = ["COMMANDS"]
 
@@ -31,11 +31,14 @@ __all__ = ["COMMANDS"]
               help="Cells in flight at once.")
 @click.option("--limit", default=None, type=click.IntRange(1),
               help="Only the first N rows (a smoke run: export and report then refuse).")
+@throttle_options()[0]
+@throttle_options()[1]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object on stdout: cells, simulated, gates and every output's path.")
 @map_errors(_refused)
 def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
+             requests_per_minute: int | None, tokens_per_minute: int | None,
              quiet: bool, as_json: bool) -> None:
     """Run the whole offline study end to end and print where each output is.
 
@@ -72,7 +75,9 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
     out_dir.mkdir(parents=True, exist_ok=True)
     store = out_dir / "v2.db"
     manifest = out_dir / "manifest.json"
-    settings = RunSettings(Path(spec), store, ProviderChoice("simulated"), concurrency, limit)
+    settings = RunSettings(Path(spec), store, ProviderChoice("simulated"), concurrency, limit,
+                           requests_per_minute=requests_per_minute,
+                           tokens_per_minute=tokens_per_minute)
     try:
         summary = _run(settings, resume=False, as_json=False, quiet=quiet)
     except BaseException:

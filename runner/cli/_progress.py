@@ -53,7 +53,7 @@ class _Lines:
 def cell_fields(summary: RunSummary, done_now: int, elapsed: float) -> dict[str, str]:
     """The figures of a run's progress line, as text: rate, ETA, cost, calls and stops."""
     rate = done_now / elapsed if elapsed > 0 else 0.0
-    left = summary.total - summary.committed
+    left = summary.goal - summary.committed
     eta = "-" if left == 0 else (_duration(left / rate) if rate > 0 else "?")
     simulated = " (simulated)" if summary.provider == "simulated" else ""
     stops = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())) or "-"
@@ -100,12 +100,12 @@ class CellProgress:
                 console=Console(file=self.stream, force_terminal=True, highlight=False),
                 transient=False)
             self._bar.start()
-            self._task = self._bar.add_task("cells", total=summary.total,
+            self._task = self._bar.add_task("cells", total=summary.goal,
                                             completed=summary.committed,
                                             **cell_fields(summary, 0, 0.0))
         elif summary.committed:
             click.echo(f"cells {summary.committed}/{summary.total} already committed; "
-                       f"{summary.total - summary.committed} to run", file=self.stream)
+                       f"{summary.goal - summary.committed} to run", file=self.stream)
 
     def update(self, record: object, summary: RunSummary) -> None:
         if not self.enabled:
@@ -115,7 +115,7 @@ class CellProgress:
         if self._bar is not None:
             self._bar.update(self._task, completed=summary.committed, **fields)
             return
-        if self._lines.due(final=summary.committed >= summary.total):
+        if self._lines.due(final=summary.committed >= summary.goal):
             click.echo(f"cells {summary.committed}/{summary.total}  " + "  ".join(fields.values()),
                        file=self.stream)
 

@@ -151,6 +151,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
                 "attempts": len(store.attempts()),
                 "orphan_attempts": _orphan_count(store),
                 "latest_checkpoint": store.latest_checkpoint(),
+                "provider_failures": _failure_counts(store),
             }
         else:
             if seq >= store.count:
@@ -162,6 +163,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
                 "chain": rec.chain.hex(),
                 "digest": rec.digest,
                 "body": rec.body,
+                "provider_failures": _record_failures(rec),
             }
     if as_json:
         _emit_json(out)
@@ -187,6 +189,32 @@ def _open_named(path: Path) -> Any:
         if report.ok or report.first_bad_seq is None:
             raise
         die(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}", EXIT_REFUSED)
+def _failure_counts(store: Any) -> JsonObject | None:
+    """The provider failures of the committed cells by class, kind, role and pipeline, and the
+    cells carrying one; ``None`` for a store whose records are not cell records."""
+    from runner.errors import FormatError
+    from runner.study import CellRecord, FailureCounts
+
+    counts = FailureCounts()
+    try:
+        for rec in store.records(1):
+            counts.add(CellRecord.from_json(rec.body, f"record {rec.seq}"))
+    except FormatError:
+        return None
+    return counts.to_json()
+
+
+def _record_failures(rec: Any) -> list[JsonObject] | None:
+    """The failed provider calls of one cell record (None: record 0 or not a cell record)."""
+    from runner.errors import FormatError
+    from runner.study import CellRecord, record_failures
+
+    if rec.seq == 0:
+        return None
+    try:
+        return record_failures(CellRecord.from_json(rec.body, f"record {rec.seq}"))
+    except FormatError:
+        return None
 
 
 def _orphan_count(store: Any) -> int | None:

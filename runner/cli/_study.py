@@ -326,6 +326,8 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         progress.stop()
         if as_json:
             click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
+        elif not quiet and (line := _failure_line(e.summary)) is not None:
+            click.echo(line, err=True)
         raise
     finally:
         progress.stop()
@@ -335,7 +337,40 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
         click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
                    f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})", err=True)
+        if (line := _failure_line(summary)) is not None:
+            click.echo(line, err=True)
     return summary
+
+
+def throttle_options() -> list[Callable[..., Any]]:
+    """``--requests-per-minute`` and ``--tokens-per-minute`` (run, resume, demo, sweep)."""
+    return [
+        click.option("--requests-per-minute", "requests_per_minute", default=None,
+                     type=click.IntRange(0), metavar="N",
+                     help="Start at most N provider requests a minute, evenly spaced, across all "
+                          "cells (default: the spec's [provider] value; 0: no limit). Changes "
+                          "no result; recorded in the run header."),
+        click.option("--tokens-per-minute", "tokens_per_minute", default=None,
+                     type=click.IntRange(0), metavar="N",
+                     help="Keep the provider's tokens (as its usage reports them) under N a "
+                          "minute across all cells (default: the spec's; 0: no limit)."),
+    ]
+
+
+def _failure_line(summary: RunSummary) -> str | None:
+    """One line counting the provider failures of the committed cells, or None if there are none."""
+    f = summary.failures
+    if not f.total and not summary.transport_halts:
+        return None
+    roles = ", ".join(f"{k} {v}" for k, v in sorted(f.by_role.items())) or "none"
+    pipelines = ", ".join(f"{k} {v}" for k, v in sorted(f.by_pipeline.items())) or "none"
+    line = (f"provider failures in committed cells: {f.by_class.get('transport', 0)} transport, "
+            f"{f.by_class.get('model_output', 0)} model output, in {len(f.cells)} cell(s) "
+            f"(by role: {roles}; by pipeline: {pipelines})")
+    if summary.transport_halts:
+        line += (f"; {len(summary.transport_halts)} cell(s) halted by a transport failure "
+                 "and not committed")
+    return line
 
 
 def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -348,6 +383,7 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="Halt at a cell boundary once this much has been spent."),
         click.option("--max-calls", default=None, type=click.IntRange(1),
                      help="Halt at a cell boundary after this many provider attempts."),
+        *throttle_options(),
         click.option("--sandbox-backend", default=None,
                      type=click.Choice(["bwrap", "sandbox-exec"]),
                      help="Override the platform's sandbox backend."),
@@ -377,6 +413,7 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None, concurrency: int,
             limit: int | None, max_cost_usd: float | None, max_calls: int | None,
+            requests_per_minute: int | None, tokens_per_minute: int | None,
             sandbox_backend: str | None, executor: str, ray_address: str | None,
             log_json: bool, quiet: bool, as_json: bool) -> None:
     """Run the locked study: preflight, then every cell, each committed to the hash chain.
@@ -393,7 +430,9 @@ def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),
                            concurrency, limit, max_cost_usd, max_calls, sandbox_backend,
-                           executor=executor, ray_address=_ray_address(executor, ray_address))
+                           executor=executor, ray_address=_ray_address(executor, ray_address),
+                           requests_per_minute=requests_per_minute,
+                           tokens_per_minute=tokens_per_minute)
     _run(settings, resume=False, as_json=as_json, quiet=quiet)
 
 
@@ -423,7 +462,8 @@ def _recorded_spec(store: str, spec: str | None) -> str:
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
                base_url: str | None, credential_file: str | None, credential_env: str | None,
                concurrency: int, limit: int | None, max_cost_usd: float | None,
-               max_calls: int | None, sandbox_backend: str | None, executor: str,
+               max_calls: int | None, requests_per_minute: int | None,
+               tokens_per_minute: int | None, sandbox_backend: str | None, executor: str,
                ray_address: str | None, log_json: bool, quiet: bool, as_json: bool) -> None:
     """Continue an interrupted run from its verified prefix.
 
@@ -449,7 +489,9 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
                            _choice(provider_name, model, base_url, credential_file,
                                    credential_env),
                            concurrency, limit, max_cost_usd, max_calls, sandbox_backend,
-                           executor=executor, ray_address=_ray_address(executor, ray_address))
+                           executor=executor, ray_address=_ray_address(executor, ray_address),
+                           requests_per_minute=requests_per_minute,
+                           tokens_per_minute=tokens_per_minute)
     _run(settings, resume=True, as_json=as_json, quiet=quiet)
 
 

@@ -10,6 +10,7 @@ import click
 
 from runner.cli._common import EXIT_HALTED, EXIT_REFUSED, EXIT_USAGE, map_errors
 from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
+from runner.cli._study import throttle_options
 
 if TYPE_CHECKING:
     from runner.canonical import JsonObject
@@ -60,10 +61,14 @@ Exit codes: 0 written; 2 bad --param, --study or --jobs; 3 a point's preflight r
 @click.option("--list", "list_params", is_flag=True,
               help="Print every simulator parameter name with the spec's value, and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print sweep.json on stdout.")
+@throttle_options()[0]
+@throttle_options()[1]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @map_errors(_codes)
 def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jobs: int | None,
-              seed: int, replicates: int, list_params: bool, as_json: bool, quiet: bool) -> None:
+              seed: int, replicates: int, list_params: bool, as_json: bool,
+              requests_per_minute: int | None, tokens_per_minute: int | None,
+              quiet: bool) -> None:
     """Rerun the closed-loop study at every point of a grid of simulator parameters.
 
     With the simulated provider a gate's outcome follows from the simulator's parameters,
@@ -109,7 +114,8 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
                    f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
 
     result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,
-                   on_point=on_point)
+                   on_point=on_point, requests_per_minute=requests_per_minute,
+                   tokens_per_minute=tokens_per_minute)
     out = Path(out_dir)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))  # noqa: TID251

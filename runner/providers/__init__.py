@@ -19,12 +19,18 @@ from runner.providers._environment import (
     scrub_environment,
 )
 from runner.providers._errors import (
+    FAILURE_CLASSES,
     FAILURE_KINDS,
+    MODEL_OUTPUT_KINDS,
+    RETRYABLE_KINDS,
+    TRANSPORT_KINDS,
     CredentialError,
     EgressRefused,
     ProviderCallFailed,
     ProviderFailure,
+    failure_class,
 )
+from runner.providers._http import ReplayCache
 from runner.providers._openai import OpenAICompatProvider
 from runner.providers._registry import (
     PROVIDER_NAMES,
@@ -34,6 +40,7 @@ from runner.providers._registry import (
 )
 from runner.providers._retry import (
     HTTPX_EXCEPTION_KINDS,
+    MAX_RETRY_AFTER_S,
     PRE_RESPONSE_KINDS,
     RetryPolicy,
     classify_httpx_error,
@@ -47,6 +54,7 @@ from runner.providers._simulated import (
     example_from_schema,
     simulated_rng,
 )
+from runner.providers._throttle import Throttle
 from runner.providers._types import (
     VOLATILE_ATTEMPT_FIELDS,
     AttemptObserver,
@@ -67,15 +75,20 @@ from runner.providers._types import (
 
 __all__ = [
     "DEFAULT_GEMINI_BASE_URL",
+    "FAILURE_CLASSES",
     "FAILURE_KINDS",
     "GENAI_EXCEPTION_KINDS",
     "HTTPX_EXCEPTION_KINDS",
     "IMPLICIT_ENV_PREFIXES",
     "IMPLICIT_ENV_VARS",
+    "MAX_RETRY_AFTER_S",
+    "MODEL_OUTPUT_KINDS",
     "PRE_RESPONSE_KINDS",
     "PROVIDER_NAMES",
     "PROXY_ENV_VARS",
     "REDACTED",
+    "RETRYABLE_KINDS",
+    "TRANSPORT_KINDS",
     "VOLATILE_ATTEMPT_FIELDS",
     "AttemptObserver",
     "AttemptRecord",
@@ -100,10 +113,12 @@ __all__ = [
     "ProviderResponse",
     "ProviderResult",
     "RawExchange",
+    "ReplayCache",
     "Responder",
     "RetryPolicy",
     "SimulatedProvider",
     "SimulatedReply",
+    "Throttle",
     "ToolDecl",
     "Usage",
     "build",
@@ -111,6 +126,7 @@ __all__ = [
     "classify_httpx_error",
     "default_responder",
     "example_from_schema",
+    "failure_class",
     "load_credential",
     "parse_retry_after",
     "scrub_environment",

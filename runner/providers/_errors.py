@@ -21,11 +21,16 @@ from typing import Any
 from runner.errors import ProviderError
 
 __all__ = [
+    "FAILURE_CLASSES",
     "FAILURE_KINDS",
+    "MODEL_OUTPUT_KINDS",
+    "RETRYABLE_KINDS",
+    "TRANSPORT_KINDS",
     "CredentialError",
     "EgressRefused",
     "ProviderCallFailed",
     "ProviderFailure",
+    "failure_class",
     "failure_of",
 ]
 
@@ -42,13 +47,47 @@ FAILURE_KINDS: dict[str, str] = {
     "client_error": "HTTP 4xx other than 429",
     "server_error": "HTTP 5xx",
     "http_status": "an HTTP status that is neither 2xx, 4xx nor 5xx",
-    "unparseable": "the response body is not the JSON shape the API promises",
+    "unparseable": "the response body is not the JSON shape the API promises (or is truncated)",
+    "malformed_output": "the API reply is well-formed but the model's content is not (a tool "
+    "call's arguments are not a JSON object)",
     "empty_response": "the response carried no candidate/choice (blocked or filtered)",
     "egress_refused": "the egress guard refused the request; nothing was sent",
     "request_invalid": "the SDK refused to build the request; nothing was sent",
     "sdk_error": "the SDK raised an error class that does not fit another kind",
     "simulated": "the simulated responder scripted a failure",
 }
+
+
+# The two classes of failure (docs/providers.md "Running against a paid API").
+FAILURE_CLASSES: dict[str, str] = {
+    "transport": "the API or the way to it failed (connection, timeout, 429, 5xx, a body that is "
+    "not the API's JSON or is truncated, a request that could not be sent): no outcome of the "
+    "model; retried once, then halts the run (on_transport_failure = \"halt\") or is recorded",
+    "model_output": "the API answered well-formed but the model's answer is unusable (no "
+    "candidate, malformed tool-call arguments, a scripted simulated failure): part of the "
+    "outcome, kept in the denominator",
+}
+
+MODEL_OUTPUT_KINDS = frozenset({"empty_response", "malformed_output", "simulated"})
+"""Failure kinds of the ``model_output`` class; every other kind is ``transport``."""
+
+TRANSPORT_KINDS = frozenset(FAILURE_KINDS) - MODEL_OUTPUT_KINDS
+"""Failure kinds of the ``transport`` class."""
+
+RETRYABLE_KINDS = TRANSPORT_KINDS - {"egress_refused", "request_invalid", "client_error"}
+"""Transport kinds the single identical retry may follow (not a request that was never sent, nor
+a 4xx other than 429: the server would answer the same bytes the same way again)."""
+
+
+def failure_class(kind: str) -> str:
+    """``"transport"`` or ``"model_output"``: the class of failure kind ``kind``.
+
+    Raises:
+        ValueError: ``kind`` is not a key of :data:`FAILURE_KINDS`.
+    """
+    if kind not in FAILURE_KINDS:
+        raise ValueError(f"unknown failure kind {kind!r}")
+    return "model_output" if kind in MODEL_OUTPUT_KINDS else "transport"
 
 
 @dataclass(frozen=True)
@@ -77,6 +116,11 @@ class ProviderFailure:
             "retry_after_s": self.retry_after_s,
             "error_class": self.error_class,
         }
+
+    @property
+    def transport(self) -> bool:
+        """Whether this failure is of the ``transport`` class (see :data:`FAILURE_CLASSES`)."""
+        return self.kind in TRANSPORT_KINDS
 
     def as_error(self) -> ProviderCallFailed:
         return ProviderCallFailed(self)

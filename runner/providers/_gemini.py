@@ -30,9 +30,11 @@ from runner.providers._http import (
     ObserverFailed,
     Outcome,
     RecordingTransport,
+    ReplayCache,
     run_call,
 )
 from runner.providers._retry import RetryPolicy, classify_httpx_error, kind_for_status
+from runner.providers._throttle import Throttle
 from runner.providers._types import (
     AttemptObserver,
     FunctionCall,
@@ -78,6 +80,7 @@ class GeminiProvider:
         timeout_s: float = 60.0,
         guard: EgressGuardTransport | None = None,
         retry_policy: RetryPolicy | None = None,
+        throttle: Throttle | None = None,
     ) -> None:
         if not isinstance(credential, Credential):
             raise TypeError("GeminiProvider needs a Credential (see load_credential)")
@@ -96,6 +99,9 @@ class GeminiProvider:
         self.guard = guard
         self.timeout_s = float(timeout_s)
         self.retry_policy = retry_policy or RetryPolicy()
+        self.throttle = throttle
+        # responses a resumed run already paid for (set by the study on resume)
+        self.replay: ReplayCache | None = None
         self._credential = credential
         self.removed_env = scrub_environment(sdk=True)
         # identity encoding: the recorded response bytes are the JSON body itself.
@@ -205,6 +211,9 @@ class GeminiProvider:
             cell_id=request.cell_id,
             observer=observer,
             policy=self.retry_policy,
+            throttle=self.throttle,
+            timeout_s=self.timeout_s,
+            replay=self.replay,
         )
 
         async def attempt(log: CallLog) -> Outcome:

@@ -1,9 +1,12 @@
 """Attempt bookkeeping shared by the HTTP adapters: one place that sends, retries and records.
 
 :class:`RecordingTransport` sits between an httpx ``AsyncClient`` and the egress guard. For every
-HTTP attempt it (1) awaits the observer's ``begin`` before a byte is sent, (2) sends, (3) reads
-the whole body, keeping the exact request and response bytes, and (4) applies the
-:class:`RetryPolicy` by re-sending the very same request object, so a retry is byte-identical.
+HTTP attempt it (0) waits for the provider's :class:`Throttle`, (1) awaits the observer's
+``begin`` before a byte is sent, (2) sends, (3) reads the whole body within the per-request
+timeout, keeping the exact request and response bytes, and (4) applies the :class:`RetryPolicy`
+to a transport failure (an exception, HTTP 429/5xx, a body that is not a JSON object) by waiting
+(``Retry-After`` obeyed) and re-sending the very same request object, so a retry is
+byte-identical.
 The last attempt is left open for the adapter, which knows whether the body parsed, and closes
 it (awaiting the observer's ``end``) through :class:`CallLog.finish`.
 
@@ -19,13 +22,21 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import httpx
 
-from runner.canonical import raw_digest
-from runner.providers._errors import EgressRefused, ProviderFailure
-from runner.providers._retry import RetryPolicy, classify_httpx_error, parse_retry_after
+from runner.canonical import loads_strict, raw_digest
+from runner.errors import FormatError
+from runner.providers._errors import MODEL_OUTPUT_KINDS, EgressRefused, ProviderFailure
+from runner.providers._retry import (
+    RetryPolicy,
+    classify_httpx_error,
+    kind_for_status,
+    parse_retry_after,
+)
+from runner.providers._throttle import Throttle, estimate_tokens
 from runner.providers._types import (
     AttemptObserver,
     AttemptRecord,
@@ -35,11 +46,43 @@ from runner.providers._types import (
     Usage,
 )
 
-__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "run_call", "utc_now"]
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "ReplayCache", "run_call",
+           "utc_now"]
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class ReplayCache:
+    """Responses a resumed run already paid for: journaled in an earlier session for cells that
+    never committed, keyed by ``(cell_id, request_sha256)`` of the exact request bytes.
+
+    The recording transport takes a matching entry instead of sending the request again (the
+    attempt it records is the journaled one: same id, times and usage, so it is counted once);
+    a request whose bytes differ from every journaled one is sent. Each entry serves once.
+    """
+
+    def __init__(self, entries: dict[tuple[str, str], list[tuple[dict[str, Any], bytes]]]
+                 | None = None) -> None:
+        self._entries = {k: list(v) for k, v in (entries or {}).items()}
+        self.replayed = 0
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    def add(self, cell_id: str, attempt: dict[str, Any], response: bytes) -> None:
+        key = (cell_id, str(attempt["request_sha256"]))
+        self._entries.setdefault(key, []).append((attempt, response))
+
+    def take(self, cell_id: str | None, request_sha256: str) -> tuple[dict[str, Any], bytes] | None:
+        if cell_id is None:
+            return None
+        found = self._entries.get((cell_id, request_sha256))
+        if not found:
+            return None
+        self.replayed += 1
+        return found.pop(0)
 
 
 class ObserverFailed(Exception):
@@ -67,6 +110,7 @@ class _Slot:
     usage: Usage | None = None
     closed: bool = False
     headers: httpx.Headers = field(default_factory=httpx.Headers)
+    estimated_tokens: int = 0
 
 
 class CallLog:
@@ -83,6 +127,9 @@ class CallLog:
         simulated: bool = False,
         id_factory: Callable[[int], str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        throttle: Throttle | None = None,
+        timeout_s: float | None = None,
+        replay: ReplayCache | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -92,6 +139,9 @@ class CallLog:
         self.simulated = simulated
         self._id_factory = id_factory or (lambda _n: uuid.uuid4().hex)
         self._clock = clock
+        self.throttle = throttle
+        self.timeout_s = timeout_s
+        self.replay = replay
         self.slots: list[_Slot] = []
 
     def record(self, s: _Slot) -> AttemptRecord:
@@ -125,6 +175,19 @@ class CallLog:
         self.slots.append(slot)
         return slot
 
+    def adopt(self, request_bytes: bytes, attempt: dict[str, Any], response: bytes,
+              *, retry: bool) -> _Slot:
+        """Record a journaled attempt of an earlier session as this call's next attempt (a
+        replayed response): already journaled, so the observer is not called again."""
+        usage = attempt.get("usage")
+        slot = _Slot(len(self.slots) + 1, str(attempt["attempt_id"]), request_bytes,
+                     str(attempt["started_utc"]), self._clock(), retry,
+                     status=attempt.get("status"), response_bytes=response,
+                     ended_utc=attempt.get("ended_utc"), latency_s=attempt.get("latency_s"),
+                     usage=Usage(**usage) if isinstance(usage, dict) else None, closed=True)
+        self.slots.append(slot)
+        return slot
+
     def mark_end(self, slot: _Slot, *, latency: float | None = None) -> None:
         if slot.ended_utc is None:
             slot.ended_utc = utc_now()
@@ -136,8 +199,17 @@ class CallLog:
         self.mark_end(slot)
         slot.closed = True
         if self.observer is not None:
+            # An observer that keeps responses (the study's journal, for resume) gets the bytes
+            # of an attempt the API answered well-formed.
+            keep = getattr(self.observer, "end_with_response", None)
+            answered = (slot.status is not None and 200 <= slot.status < 300
+                        and slot.response_bytes is not None
+                        and (slot.kind is None or slot.kind in MODEL_OUTPUT_KINDS))
             try:
-                await self.observer.end(self.record(slot))
+                if keep is not None and answered:
+                    await keep(self.record(slot), slot.response_bytes)
+                else:
+                    await self.observer.end(self.record(slot))
             except Exception as e:
                 raise ObserverFailed(e) from e
 
@@ -151,6 +223,10 @@ class CallLog:
                 last.kind = failure.kind
             if failure is None:
                 last.usage = usage
+        if self.throttle is not None:
+            for s in self.slots:
+                if s.usage is not None:
+                    self.throttle.settle(s.estimated_tokens, s.usage.total_tokens)
         for s in self.slots:
             await self.close(s)
 
@@ -179,51 +255,112 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         if log is None:
             raise RuntimeError("a provider HTTP request was made outside generate()")
         body = await request.aread()
+        estimated = estimate_tokens(body)
         retries = 0
         while True:
+            hit = (log.replay.take(log.cell_id, raw_digest(body)) if log.replay is not None
+                   else None)
+            if hit is not None:  # paid for in an earlier session: not sent again
+                slot = log.adopt(body, hit[0], hit[1], retry=retries > 0)
+                return httpx.Response(slot.status or 200, stream=httpx.ByteStream(hit[1]),
+                                      headers={"content-type": "application/json"},
+                                      request=request)
+            if log.throttle is not None:
+                await log.throttle.acquire(estimated)
             slot = await log.begin(body, retry=retries > 0)
+            slot.estimated_tokens = estimated
             try:
-                response = await self._inner.handle_async_request(request)
+                response = await self._attempt(log, slot, request)
             except EgressRefused:
                 slot.kind = "egress_refused"
                 log.mark_end(slot)
                 raise
-            except httpx.HTTPError as e:
-                slot.kind = classify_httpx_error(e, response_started=False)
-                log.mark_end(slot)
+            except httpx.HTTPError:
+                assert slot.kind is not None
                 if log.policy.should_retry(slot.kind, retries):
                     await log.close(slot)
                     retries += 1
-                    if log.policy.delay_s:
-                        await anyio.sleep(log.policy.delay_s)
+                    await self._wait(log, None)
                     continue
                 raise
-            slot.status = response.status_code
-            slot.headers = response.headers
-            slot.retry_after_s = parse_retry_after(response.headers.get("retry-after"))
-            chunks: list[bytes] = []
-            try:
-                async for chunk in response.stream:  # type: ignore[union-attr]
-                    chunks.append(chunk)
-            except httpx.HTTPError as e:
-                slot.kind = classify_httpx_error(e, response_started=True)
+            kind = _status_kind(response.status_code, slot.response_bytes or b"")
+            if kind is not None and log.policy.should_retry(kind, retries):
+                slot.kind = kind
+                await log.close(slot)
+                retries += 1
+                await self._wait(log, slot.retry_after_s)
+                continue
+            return response
+
+    @staticmethod
+    async def _wait(log: CallLog, retry_after_s: float | None) -> None:
+        if retry_after_s is not None and log.throttle is not None:
+            log.throttle.pause(min(retry_after_s, log.policy.wait_s(retry_after_s)))
+        wait = log.policy.wait_s(retry_after_s)
+        if wait > 0:
+            await anyio.sleep(wait)
+
+    async def _attempt(self, log: CallLog, slot: _Slot, request: httpx.Request) -> httpx.Response:
+        """Send once and read the whole body, within the per-request timeout when one is set.
+        A failure sets ``slot.kind`` and raises the httpx error (a timeout as ReadTimeout)."""
+        started = False
+        chunks: list[bytes] = []
+        try:
+            with anyio.fail_after(log.timeout_s):
+                try:
+                    response = await self._inner.handle_async_request(request)
+                except EgressRefused:
+                    raise
+                except httpx.HTTPError as e:
+                    slot.kind = classify_httpx_error(e, response_started=False)
+                    log.mark_end(slot)
+                    raise
+                started = True
+                slot.status = response.status_code
+                slot.headers = response.headers
+                slot.retry_after_s = parse_retry_after(response.headers.get("retry-after"))
+                try:
+                    async for chunk in response.stream:  # type: ignore[union-attr]
+                        chunks.append(chunk)
+                except httpx.HTTPError as e:
+                    slot.kind = classify_httpx_error(e, response_started=True)
+                    slot.response_bytes = b"".join(chunks)
+                    log.mark_end(slot)
+                    raise
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            slot.kind = "timeout_after_output" if started else "timeout_before_response"
+            if started:
                 slot.response_bytes = b"".join(chunks)
-                log.mark_end(slot)
-                raise
-            finally:
-                await response.aclose()
-            slot.response_bytes = b"".join(chunks)
             log.mark_end(slot)
-            return httpx.Response(
-                response.status_code,
-                headers=response.headers,
-                stream=httpx.ByteStream(slot.response_bytes),
-                extensions=response.extensions,
-                request=request,
-            )
+            raise httpx.ReadTimeout(
+                f"no complete response within the {log.timeout_s:g} s request timeout",
+                request=request) from None
+        slot.response_bytes = b"".join(chunks)
+        log.mark_end(slot)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=httpx.ByteStream(slot.response_bytes),
+            extensions=response.extensions,
+            request=request,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _status_kind(status: int, body: bytes) -> str | None:
+    """The transport failure a complete response is (a non-2xx status; a 2xx body that is not a
+    JSON object: malformed or truncated), or None when the adapter should parse it."""
+    if not 200 <= status < 300:
+        return kind_for_status(status)
+    try:
+        obj = loads_strict(body)
+    except FormatError:
+        return "unparseable"
+    return None if isinstance(obj, dict) else "unparseable"
 
 
 Outcome = tuple[ProviderResponse | None, ProviderFailure | None]

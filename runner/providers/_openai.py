@@ -23,6 +23,7 @@ from runner.providers._http import (
     ObserverFailed,
     Outcome,
     RecordingTransport,
+    ReplayCache,
     run_call,
 )
 from runner.providers._retry import (
@@ -31,6 +32,7 @@ from runner.providers._retry import (
     kind_for_status,
     parse_retry_after,
 )
+from runner.providers._throttle import Throttle
 from runner.providers._types import (
     AttemptObserver,
     FunctionCall,
@@ -64,6 +66,7 @@ class OpenAICompatProvider:
         timeout_s: float = 60.0,
         guard: EgressGuardTransport | None = None,
         retry_policy: RetryPolicy | None = None,
+        throttle: Throttle | None = None,
         response_format: Literal["json_schema", "json_object"] = "json_schema",
     ) -> None:
         if credential is not None and not isinstance(credential, Credential):
@@ -86,6 +89,9 @@ class OpenAICompatProvider:
         self.model = model
         self.timeout_s = float(timeout_s)
         self.retry_policy = retry_policy or RetryPolicy()
+        self.throttle = throttle
+        # responses a resumed run already paid for (set by the study on resume)
+        self.replay: ReplayCache | None = None
         self.response_format = response_format
         self._credential = credential
         self.removed_env = scrub_environment(sdk=False)
@@ -202,6 +208,9 @@ class OpenAICompatProvider:
             cell_id=request.cell_id,
             observer=observer,
             policy=self.retry_policy,
+            throttle=self.throttle,
+            timeout_s=self.timeout_s,
+            replay=self.replay,
         )
 
         async def attempt(log: CallLog) -> Outcome:
@@ -283,12 +292,18 @@ class OpenAICompatProvider:
                 if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
                     raise FormatError("a tool call has no function name")
                 raw_args = fn.get("arguments", "{}")
-                args = loads_strict(raw_args) if isinstance(raw_args, str) else raw_args
+                try:
+                    args = loads_strict(raw_args) if isinstance(raw_args, str) else raw_args
+                except FormatError as e:
+                    raise _ModelOutputError(f"tool call arguments are not JSON: {e}") from e
                 if not isinstance(args, dict):
-                    raise FormatError("tool call arguments are not a JSON object")
+                    raise _ModelOutputError("tool call arguments are not a JSON object")
                 call = FunctionCall(fn["name"], args, tc.get("id"))
                 calls.append(call)
                 parts.append(Part(function_call=call))
+        except _ModelOutputError as e:
+            # The API's reply is well-formed; the model's answer in it is not.
+            return None, self._failure("malformed_output", e, detail=str(e)[:300], status=status)
         except FormatError as e:
             return None, self._failure("unparseable", e, detail=str(e)[:300], status=status)
         structured: Any = None
@@ -313,6 +328,10 @@ class OpenAICompatProvider:
             message=Message("model", tuple(parts), native=msg),
         )
         return response, None
+
+
+class _ModelOutputError(FormatError):
+    """The model's content inside a well-formed reply is malformed (a model-output failure)."""
 
 
 def _openai_usage(u: Any) -> Usage:

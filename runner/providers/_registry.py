@@ -14,6 +14,7 @@ from runner.providers._egress import Origin
 from runner.providers._errors import EgressRefused
 from runner.providers._retry import RetryPolicy
 from runner.providers._simulated import Responder, SimulatedProvider
+from runner.providers._throttle import Throttle
 from runner.providers._types import Provider
 
 __all__ = ["PROVIDER_NAMES", "ProviderConfigError", "build", "check_provider_settings"]
@@ -77,13 +78,15 @@ def build(
     timeout_s: float = 60.0,
     retry_policy: RetryPolicy | None = None,
     responder: Responder | None = None,
+    throttle: Throttle | None = None,
 ) -> Provider:
     """The provider ``name`` with these settings (validated by :func:`check_provider_settings`).
 
     ``credential`` is one already loaded (a variable is removed from the environment when read,
     so it cannot be read twice); otherwise it is loaded from ``credential_file`` or
     ``credential_env``. ``responder`` is the simulated provider's; ``model`` defaults to
-    ``simulated-1`` and ``gemini-2.5-flash``, and is required for ``openai``.
+    ``simulated-1`` and ``gemini-2.5-flash``, and is required for ``openai``. ``throttle`` paces
+every attempt of a live provider (the simulated one sends nothing and ignores it).
 
     Raises:
         ProviderConfigError: settings the provider cannot use.
@@ -100,11 +103,12 @@ def build(
 
         assert credential is not None  # checked above
         return GeminiProvider(credential, model=model or "gemini-2.5-flash", base_url=base_url,
-                              timeout_s=timeout_s, retry_policy=retry_policy)
+                              timeout_s=timeout_s, retry_policy=retry_policy,
+                              throttle=throttle)
     from runner.providers._openai import OpenAICompatProvider
 
     if not model:
         raise ProviderConfigError("openai needs --model")
     assert base_url is not None  # checked above
     return OpenAICompatProvider(base_url, credential=credential, model=model, timeout_s=timeout_s,
-                                retry_policy=retry_policy)
+                                retry_policy=retry_policy, throttle=throttle)

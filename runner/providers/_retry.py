@@ -1,13 +1,16 @@
 """The retry policy, as data fixed in the study lock, and the transport-failure classifier.
 
-The protocol (docs/providers.md): exactly one identical retry, and only after a transport failure before
-any response byte (connection refused, reset or closed before a response head arrived, or the
-request could not be written). Everything else — any HTTP status including 429 and 5xx, a
-timeout once the request was delivered, a break after the response began, an unparseable body —
-is final: recorded, returned as a typed failure, and kept in the denominator.
+The protocol (docs/providers.md): exactly one identical retry, after a failure of the
+``transport`` class (connection refused, reset or closed, a timeout, HTTP 429 or 5xx, a body that
+is not the API's JSON or is truncated; see :data:`runner.providers.FAILURE_CLASSES`). A 429 or
+503 that carries ``Retry-After`` is retried after that wait (at most :data:`MAX_RETRY_AFTER_S`).
+A failure of the ``model_output`` class (a well-formed reply whose content is unusable) is never
+retried: it is the model's answer and stays in the denominator.
 
-A read timeout before the response head is final on purpose: the request was delivered, so the
-model may be generating (and billing) it; retrying would double-spend and bias the statistics.
+A transport failure that survives its retry produces no outcome of the model; what the study does
+with it is the lock's ``on_transport_failure`` (``"halt"``: the cell is not committed and the run
+halts; ``"record"``: kept as a failure in the denominator). Every attempt, retried or not, stays in
+the attempt journal and in the spend.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from typing import Any
 import httpx
 
 from runner.errors import FormatError
-from runner.providers._errors import FAILURE_KINDS
+from runner.providers._errors import FAILURE_KINDS, RETRYABLE_KINDS
 
 __all__ = [
     "HTTPX_EXCEPTION_KINDS",
+    "MAX_RETRY_AFTER_S",
     "PRE_RESPONSE_KINDS",
     "RetryPolicy",
     "classify_httpx_error",
@@ -33,10 +37,13 @@ __all__ = [
 ]
 
 # Kinds that happen before any response byte, with the request not (fully) delivered or the
-# connection dropped before a response head. Only these may ever be retried.
+# connection dropped before a response head (a retry of these cannot have been billed twice).
 PRE_RESPONSE_KINDS = frozenset({"connect_failed", "closed_before_response", "send_failed"})
 
-_FORMAT = "ect.retry-policy/1"
+MAX_RETRY_AFTER_S = 60.0
+"""The longest ``Retry-After`` wait obeyed before the single retry (a longer one is cut to this)."""
+
+_FORMAT = "ect.retry-policy/2"
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class RetryPolicy:
     """How many identical retries, after which failure kinds. Serialised into the study lock."""
 
     max_retries: int = 1
-    retry_on: frozenset[str] = PRE_RESPONSE_KINDS
+    retry_on: frozenset[str] = RETRYABLE_KINDS
     delay_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -53,17 +60,23 @@ class RetryPolicy:
         if not 0 <= self.max_retries <= 1:
             raise ValueError("the protocol allows at most one retry")
         object.__setattr__(self, "retry_on", frozenset(self.retry_on))
-        bad = self.retry_on - PRE_RESPONSE_KINDS
+        bad = self.retry_on - RETRYABLE_KINDS
         if bad:
             raise ValueError(
-                f"retrying after {sorted(bad)} is not allowed: only failures before any "
-                "response byte may be retried"
+                f"retrying after {sorted(bad)} is not allowed: only transport failures of a "
+                "request that was sent may be retried"
             )
         if not math.isfinite(self.delay_s) or not 0 <= self.delay_s <= 60:
             raise ValueError("delay_s must be within [0, 60]")
 
     def should_retry(self, kind: str, retries_done: int) -> bool:
         return kind in self.retry_on and retries_done < self.max_retries
+
+    def wait_s(self, retry_after_s: float | None) -> float:
+        """Seconds to wait before the retry: ``delay_s``, or the server's ``Retry-After`` when it
+        asks for longer (capped at :data:`MAX_RETRY_AFTER_S`)."""
+        asked = min(retry_after_s, MAX_RETRY_AFTER_S) if retry_after_s is not None else 0.0
+        return max(self.delay_s, asked)
 
     def to_json(self) -> dict[str, Any]:
         return {

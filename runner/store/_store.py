@@ -484,11 +484,17 @@ class Store:
 
     # ---- attempt journal ----------------------------------------------------------------
 
-    def _append_attempt(self, kind: str, ref: int | None, cell_id: str, body: bytes) -> int:
+    def _append_attempt(self, kind: str, ref: int | None, cell_id: str, body: bytes,
+                        blobs: Sequence[bytes] = ()) -> int:
         leaf = leaf_hash(body)
+        prepared = [(raw_digest(bytes(b)), bytes(b)) for b in blobs]
         with self._lock:
             with self._transaction():
                 conn = self._conn
+                if prepared:
+                    conn.executemany(
+                        "INSERT INTO blobs (digest, data) VALUES (?, ?) "
+                        "ON CONFLICT(digest) DO NOTHING", prepared)
                 if ref is not None:
                     row = conn.execute(
                         "SELECT kind, cell_id FROM attempts WHERE seq = ?", (ref,)
@@ -522,8 +528,10 @@ class Store:
         body = canonical_bytes({"kind": "begin", "cell_id": cell_id, "entry": entry})
         return self._append_attempt("begin", None, cell_id, body)
 
-    def attempt_end(self, attempt_seq: int, entry: dict[str, Any]) -> int:
-        """Journal the end of attempt ``attempt_seq``; returns the end entry's seq.
+    def attempt_end(self, attempt_seq: int, entry: dict[str, Any], *,
+                    blobs: Sequence[bytes] = ()) -> int:
+        """Journal the end of attempt ``attempt_seq``; returns the end entry's seq. ``blobs``
+        (the response bytes, say) are stored in the same transaction, under their digests.
 
         Raises:
             AttemptError: no such begun attempt, or it already ended.
@@ -546,7 +554,7 @@ class Store:
             body = canonical_bytes(
                 {"kind": "end", "cell_id": cell_id, "begin_seq": attempt_seq, "entry": entry}
             )
-            return self._append_attempt("end", attempt_seq, cell_id, body)
+            return self._append_attempt("end", attempt_seq, cell_id, body, blobs)
 
     def attempts(self) -> list[dict[str, Any]]:
         """Every attempt, in begin order: ``{"attempt_seq", "cell_id", "begin", "end",
@@ -600,6 +608,25 @@ class Store:
                     (digest, raw),
                 )
         return digest
+
+    def put_blobs(self, blobs: Sequence[bytes]) -> list[str]:
+        """Store several blobs in one transaction (all or none); return their digests in order.
+        The same as calling :meth:`put_blob` for each, with one commit instead of one each."""
+        prepared: list[tuple[str, bytes]] = []
+        for data in blobs:
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise TypeError("blob data must be bytes")
+            raw = bytes(data)
+            prepared.append((raw_digest(raw), raw))
+        if not prepared:
+            return []
+        with self._lock:
+            with self._transaction():
+                self._conn.executemany(
+                    "INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT(digest) DO NOTHING",
+                    prepared,
+                )
+        return [d for d, _ in prepared]
 
     def get_blob(self, digest: str) -> bytes:
         """The bytes stored under ``digest``, re-hashed before they are returned.

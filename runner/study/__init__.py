@@ -6,18 +6,22 @@
 
 from runner.study._execute import (
     ClusterLost,
+    FailureCounts,
     Halted,
     ProviderMismatch,
     RunSettings,
     RunSummary,
     StoreInUse,
     StoreNotEmpty,
+    TransportFailed,
     cell_result,
     check_resume_provider,
     execute,
     orphan_attempts,
+    record_failures,
     run_lock_path,
     stop_file,
+    throttle_settings,
 )
 from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
 from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
@@ -71,6 +75,8 @@ from runner.study._schedule import (
     schedule_bytes,
 )
 from runner.study._spec import (
+    ON_TRANSPORT_FAILURE,
+    ProviderSettings,
     SandboxLimits,
     SpecError,
     StudySpec,
@@ -98,6 +104,7 @@ from runner.study._strata import StratumReasons, reason_codes_by_stratum
 __all__ = [
     "EXECUTORS",
     "LOCK_FORMAT",
+    "ON_TRANSPORT_FAILURE",
     "PREFLIGHT_FORMAT",
     "STATIC_ABLATIONS",
     "TABLE3_ABLATIONS",
@@ -110,6 +117,7 @@ __all__ = [
     "ClusterLost",
     "ClusterUnreachable",
     "Drift",
+    "FailureCounts",
     "FastPathInvariantBroken",
     "Halted",
     "IncompleteStore",
@@ -122,6 +130,7 @@ __all__ = [
     "PreflightReport",
     "ProviderChoice",
     "ProviderMismatch",
+    "ProviderSettings",
     "RawExchangeRef",
     "RayExecutor",
     "ReplayDiverged",
@@ -145,6 +154,7 @@ __all__ = [
     "StudyPaths",
     "StudySpec",
     "ToolExecutor",
+    "TransportFailed",
     "UnknownParameter",
     "build_lock",
     "build_schedule",
@@ -162,6 +172,7 @@ __all__ = [
     "read_lock",
     "read_schedule",
     "reason_codes_by_stratum",
+    "record_failures",
     "recorded_spec",
     "replay_store",
     "run_lock_path",
@@ -174,6 +185,7 @@ __all__ = [
     "static_provider",
     "stop_file",
     "study_paths",
+    "throttle_settings",
     "verify_export",
     "with_overrides",
     "write_lock",

@@ -10,6 +10,7 @@ and ``ect resume`` continues from the verified prefix.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import tempfile
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import structlog
 
 from runner import __version__
@@ -30,7 +32,8 @@ from runner.control import KillSwitch
 from runner.ect import ledger_digest
 from runner.errors import EctError, FormatError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
-from runner.providers import GenerationConfig, PriceTable, ProviderResult
+from runner.providers import GenerationConfig, PriceTable, ProviderResult, Throttle, failure_class
+from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
@@ -53,6 +56,7 @@ __all__ = [
     "RunSummary",
     "StoreInUse",
     "StoreNotEmpty",
+    "TransportFailed",
     "cell_result",
     "check_resume_provider",
     "execute",
@@ -78,6 +82,22 @@ class Halted(StudyError):
 class ClusterLost(Halted):
     """Halted because no node of the Ray cluster was left to run a tool call (exit 4 as any
     halt; resume once the cluster is back, or with the local executor)."""
+
+
+class TransportFailed(StudyError):
+    """A provider call's transport failure survived its single retry under
+    ``on_transport_failure = "halt"``: the cell produced no outcome and is not committed (the
+    run halts at the next cell boundary; ``ect resume`` runs the cell again)."""
+
+    def __init__(self, cell_id: str, role: str, failure: Any, attempts: int) -> None:
+        self.cell_id = cell_id
+        self.role = role
+        self.failure = failure
+        status = f" HTTP {failure.status}" if failure.status is not None else ""
+        super().__init__(f"provider transport failure in {cell_id} ({role} call: "
+                         f"{failure.kind}{status} after {attempts} attempt"
+                         f"{'s' if attempts != 1 else ''}: {failure.detail}); "
+                         f"on_transport_failure = \"halt\": the cell was not committed")
 
 
 class StoreNotEmpty(StudyError):
@@ -151,6 +171,77 @@ class RunSettings:
     # ray_address, default $RAY_ADDRESS or "auto"); never part of a cell's result.
     executor: str = "local"
     ray_address: str | None = None
+    # The throttle (None: the spec's [provider] default; 0: off). Pacing changes no result.
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
+def throttle_settings(settings: RunSettings, spec: StudySpec) -> JsonObject:
+    """The run's throttle: the settings' values, else the spec's [provider] defaults
+    (0 in the settings turns a spec default off); ``None`` means no limit."""
+    rpm = (spec.provider.requests_per_minute if settings.requests_per_minute is None
+           else settings.requests_per_minute or None)
+    tpm = (spec.provider.tokens_per_minute if settings.tokens_per_minute is None
+           else settings.tokens_per_minute or None)
+    return {"requests_per_minute": rpm, "tokens_per_minute": tpm}
+
+
+@dataclass
+class FailureCounts:
+    """Provider failures counted by class, kind, role and pipeline, and the cells carrying one."""
+
+    by_class: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[str] = field(default_factory=Counter)
+    by_role: Counter[str] = field(default_factory=Counter)
+    by_pipeline: Counter[str] = field(default_factory=Counter)
+    cells: list[str] = field(default_factory=list)
+    transport_cells: list[str] = field(default_factory=list)
+
+    def add(self, record: CellRecord) -> None:
+        found = record_failures(record)
+        for f in found:
+            self.by_class[f["class"]] += 1
+            self.by_kind[f["kind"]] += 1
+            self.by_role[f["role"]] += 1
+            self.by_pipeline[record.schedule_row.policy] += 1
+        if found:
+            self.cells.append(record.cell_id)
+            if any(f["class"] == "transport" for f in found):
+                self.transport_cells.append(record.cell_id)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_class.values())
+
+    def to_json(self) -> JsonObject:
+        return {
+            "total": self.total,
+            "by_class": {c: self.by_class.get(c, 0) for c in ("transport", "model_output")},
+            "by_kind": dict(sorted(self.by_kind.items())),
+            "by_role": dict(sorted(self.by_role.items())),
+            "by_pipeline": dict(sorted(self.by_pipeline.items())),
+            "cells": len(self.cells),
+            "cells_with_transport_failure": sorted(self.transport_cells),
+        }
+
+
+def record_failures(record: CellRecord) -> list[JsonObject]:
+    """Every failed provider call of a committed cell: ``{"kind", "class", "role", "status"}``
+    (role ``"unknown"`` in a store written before calls recorded it)."""
+    from runner.providers import FAILURE_KINDS, failure_class
+
+    out: list[JsonObject] = []
+    for call in record.audit.calls:
+        f = call.failure
+        if f is None:
+            continue
+        kind = f.get("kind")
+        kind = kind if isinstance(kind, str) and kind in FAILURE_KINDS else "sdk_error"
+        role = f.get("role")
+        out.append({"kind": kind, "class": failure_class(kind),
+                    "role": role if isinstance(role, str) else "unknown",
+                    "status": f.get("status")})
+    return out
 
 
 @dataclass
@@ -169,6 +260,20 @@ class RunSummary:
     provider: str = "simulated"
     executor: str = "local"
     tool_retries: int = 0
+    failures: FailureCounts = field(default_factory=FailureCounts)
+    throttle: JsonObject = field(default_factory=dict)
+    on_transport_failure: str = "halt"
+    # transport failures that halted a cell this session (the cell was not committed)
+    transport_halts: list[str] = field(default_factory=list)
+    # responses journaled for cells that never committed, replayed instead of paid again
+    replayed_attempts: int = 0
+    # the cells this session aims at: ``total``, or the end row under --limit
+    target: int | None = None
+
+    @property
+    def goal(self) -> int:
+        """The committed count this session runs to (``--limit`` counted): what an ETA uses."""
+        return self.total if self.target is None else min(self.target, self.total)
 
     def to_json(self) -> JsonObject:
         return {
@@ -186,6 +291,11 @@ class RunSummary:
             "orphan_attempts": self.orphan_attempts,
             "executor": self.executor,
             "tool_retries": self.tool_retries,
+            "provider_failures": self.failures.to_json(),
+            "on_transport_failure": self.on_transport_failure,
+            "transport_halts": list(self.transport_halts),
+            "replayed_attempts": self.replayed_attempts,
+            "throttle": dict(self.throttle),
         }
 
 
@@ -214,15 +324,16 @@ def _run_kill_switch(settings: RunSettings) -> KillSwitch:
 # --- providers ----------------------------------------------------------------------------
 
 
-def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
-                           credential: Any = None) -> Callable[[], Any]:
+def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: Any = None,
+                           throttle: JsonObject | None = None,
+                           replay: Any = None) -> Callable[[], Any]:
     """Return a factory giving the provider for one cell (fresh per cell when simulated).
 
     ``credential`` is the one preflight loaded (a variable is removed from the environment when
     read, so it cannot be read twice); without it the credential is loaded here. The provider
     is built by :func:`runner.providers.build` (the one validation of provider settings).
     """
-    from runner.providers import RetryPolicy, build
+    from runner.providers import RetryPolicy, Throttle, build
 
     if choice.name == "simulated":
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
@@ -234,15 +345,46 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
     shared = build(choice.name, model=choice.model or spec.model.name, base_url=choice.base_url,
                    credential=credential, credential_file=choice.credential_file,
                    credential_env=choice.credential_env, timeout_s=spec.model.timeout_s,
-                   retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output))
+                   retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output),
+                   # one limiter for every cell: the cells share this provider
+                   throttle=Throttle(**(throttle or {})))
+    if replay is not None:
+        shared.replay = replay  # type: ignore[attr-defined]  # both HTTP adapters have it
     return lambda: shared
+
+
+def replay_cache(store: Any, committed: set[str]) -> Any:
+    """The responses journaled (with their bytes) for cells that never committed: what resume
+    replays into those cells' re-runs when the request bytes are identical."""
+    from runner.errors import StoreError
+    from runner.providers import ReplayCache
+
+    cache = ReplayCache()
+    for a in store.orphan_attempts(committed):
+        end = a.get("end") or {}
+        attempt = end.get("attempt") if isinstance(end, dict) else None
+        if not isinstance(attempt, dict) or not isinstance(attempt.get("response_sha256"), str):
+            continue
+        status = attempt.get("status")
+        if not isinstance(status, int) or not 200 <= status < 300:
+            continue
+        try:
+            response = store.get_blob(attempt["response_sha256"])
+        except StoreError:
+            continue  # the bytes were not kept (an older run): the request is sent again
+        cache.add(a["cell_id"], attempt, response)
+    return cache
 
 
 class _Journaled:
     """A provider wrapper that journals every attempt in the store before it is sent."""
 
-    def __init__(self, inner: Any, store: Any, row: ScheduleRow, counter: list[int]) -> None:
+    def __init__(self, inner: Any, store: Any, row: ScheduleRow, counter: list[int],
+                 halt_on_transport: bool = False, throttle: Any = None) -> None:
         self._inner = inner
+        self.throttle = throttle
+        self._halt = halt_on_transport
+        self.roles: list[str] = []
         self._store = store
         self._row = row
         self._seqs: dict[str, int] = {}
@@ -254,18 +396,42 @@ class _Journaled:
         self.simulated = inner.simulated
 
     async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
-        self.requests.append(raw_digest(request.canonical()))
+        canonical = request.canonical()
+        if self.throttle is not None and self.simulated:
+            # a live adapter paces each HTTP attempt itself; the simulated one is paced here
+            await self.throttle.acquire(estimate_tokens(canonical))
+        self.requests.append(raw_digest(canonical))
+        self.roles.append(request.role)
         result: ProviderResult = await self._inner.generate(request, observer=self)
+        if self._halt and result.failure is not None and result.failure.transport:
+            raise TransportFailed(self._row.cell_id, request.role, result.failure,
+                                  len(result.attempts))
         return result
 
     async def begin(self, record: Any) -> None:
+        # Durable before the attempt is sent (awaited), but off the event loop: the other
+        # cells' calls go on while SQLite commits.
         self._counter[0] += 1
-        self._seqs[record.attempt_id] = self._store.attempt_begin(
+        self._seqs[record.attempt_id] = await anyio.to_thread.run_sync(
+            self._store.attempt_begin,
             {"cell_id": self._row.cell_id, "row": self._row.row, "attempt": record.to_json()})
 
     async def end(self, record: Any) -> None:
         seq = self._seqs.pop(record.attempt_id)
-        self._store.attempt_end(seq, {"attempt": record.to_json()})
+        await anyio.to_thread.run_sync(self._store.attempt_end, seq,
+                                       {"attempt": record.to_json()})
+
+    async def end_with_response(self, record: Any, response: bytes) -> None:
+        """The end of an attempt the API answered, its response bytes kept as a blob in the
+        same transaction: if the cell never commits, resume replays them instead of paying for
+        the same request again."""
+        if self.simulated:  # recomputed offline on resume: nothing to keep
+            await self.end(record)
+            return
+        seq = self._seqs.pop(record.attempt_id)
+        await anyio.to_thread.run_sync(
+            functools.partial(self._store.attempt_end, seq, {"attempt": record.to_json()},
+                              blobs=(response,)))
 
 
 # --- one cell -----------------------------------------------------------------------------
@@ -283,6 +449,8 @@ class _Context:
     simulated: bool
     tool_retries: list[int] = field(default_factory=lambda: [0])
     kill_switch: KillSwitch = field(default_factory=KillSwitch)  # STOP file and ceilings
+    halt_on_transport: bool = True  # the lock's on_transport_failure == "halt"
+    throttle: Any = None  # paces the simulated provider (a live one paces its own attempts)
 
 
 async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: TaskCheckpoint,
@@ -311,7 +479,8 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
 
 
 async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRecord]:
-    provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts)
+    provider = _Journaled(ctx.provider_factory(), ctx.store, row, ctx.attempts,
+                          halt_on_transport=ctx.halt_on_transport, throttle=ctx.throttle)
 
     def retried(attempt: JsonObject) -> None:
         # A call lost with its node and re-run elsewhere: journaled, never part of the result.
@@ -327,7 +496,10 @@ async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRe
 
     trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
-    return trajectory, _record(ctx, row, trajectory, provider.requests)
+    # the record's blobs are written off the event loop (one transaction), as is every write
+    record = await anyio.to_thread.run_sync(_record, ctx, row, trajectory, provider.requests,
+                                            provider.roles)
+    return trajectory, record
 
 
 def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResult:
@@ -350,7 +522,8 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
     )
 
 
-def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str]) -> CellRecord:
+def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str],
+            roles: list[str]) -> CellRecord:
     """The record body. Each audited call keeps the digest of its canonical request, the raw
     exchanges of every attempt and, when it succeeded, the adapter's parsed response (so replay
     works offline for every provider, not only for the simulated one)."""
@@ -358,17 +531,25 @@ def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str])
     if len(requests) != len(t.provider_results):
         raise StudyError(f"{row.cell_id}: {len(requests)} provider requests but "
                          f"{len(t.provider_results)} results")
+    blobs: list[bytes] = []  # every blob of the record, stored in one transaction
+
+    def blob(data: bytes) -> str:
+        blobs.append(data)
+        return raw_digest(data)
+
     calls = []
-    for request_digest, r in zip(requests, t.provider_results, strict=True):
+    for request_digest, role, r in zip(requests, roles, t.provider_results, strict=True):
         calls.append(AuditCall(
             request=request_digest,
-            parsed=(ctx.store.put_blob(canonical_bytes(r.response.to_json()))
+            parsed=(blob(canonical_bytes(r.response.to_json()))
                     if r.response is not None else None),
             ok=r.ok,
-            failure=r.failure.to_json() if r.failure is not None else None,
+            # a failed call also names its class and the role that made it (the accounting)
+            failure=({**r.failure.to_json(), "class": failure_class(r.failure.kind),
+                      "role": role} if r.failure is not None else None),
             attempts=tuple(a.to_json() for a in r.attempts),
-            raw=tuple(RawExchangeRef(ctx.store.put_blob(x.request_bytes),
-                                     (ctx.store.put_blob(x.response_bytes)
+            raw=tuple(RawExchangeRef(blob(x.request_bytes),
+                                     (blob(x.response_bytes)
                                       if x.response_bytes is not None else None))
                       for x in r.raw),
         ))
@@ -379,8 +560,10 @@ def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str])
         model=first.model if first is not None else None,
         calls=tuple(calls),
     )
+    trace = blob(trace_bytes(t))
+    ctx.store.put_blobs(blobs)
     return CellRecord(schedule_row=row, result=result, audit=audit,
-                      artifacts={"trace": ctx.store.put_blob(trace_bytes(t))},
+                      artifacts={"trace": trace},
                       code_version=__version__)
 
 
@@ -422,7 +605,8 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
-                          executor: JsonObject | None = None) -> Any:
+                          executor: JsonObject | None = None,
+                          throttle: JsonObject | None = None) -> Any:
     from runner.store import Store, generate_key, load_signing_key
 
     key_path = settings.store_path.with_name(settings.store_path.name + ".key")
@@ -433,6 +617,9 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
             store.close()
             raise StoreNotEmpty(f"{settings.store_path} already holds {cells} cells; "
                                 f"continue it with `ect resume --store {settings.store_path}`")
+        if throttle is not None and resume:
+            # The header is written once; a resumed session's throttle goes to the log.
+            log.info("run.throttle", **throttle)
         if executor is not None and executor["name"] != "local":
             # The header is written once; a resumed session's node preflight is kept as a blob.
             log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor)))
@@ -464,6 +651,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         # sandbox layers in force, probe results) and every excluded node with its reason.
         executor=(executor or {"name": "local"})["name"],
         executor_blob=raw_digest(executor_bytes),
+        # the pacing of provider attempts (changes no result, so not in the lock)
+        throttle=throttle or {"requests_per_minute": None, "tokens_per_minute": None},
     )
     return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
@@ -546,8 +735,13 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
 
     assert report.spec is not None
     spec, rows = report.spec, report.rows
+    throttle = throttle_settings(settings, spec)
+    summary.throttle = throttle
+    ctx_simulated = settings.provider.name == "simulated"
+    summary.on_transport_failure = spec.provider.on_transport_failure
     store = _open_or_create_store(settings, report, resume=resume,
-                                  executor=remote.describe() if remote is not None else None)
+                                  executor=remote.describe() if remote is not None else None,
+                                  throttle=throttle)
     try:
         summary.committed = store.count - 1
         cell_ids = set()
@@ -556,9 +750,14 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             cell_ids.add(committed.cell_id)
             summary.stop_reasons[committed.result.stop_reason] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
+            summary.failures.add(committed)
+        replay = None
         if resume:
             summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
+            if settings.provider.name != "simulated":
+                replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
+        summary.target = end
         todo = rows[summary.committed:end]
         if on_start is not None:
             on_start(summary)
@@ -573,7 +772,8 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             ctx = _Context(
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
-                provider_factory=_make_provider_factory(spec, settings.provider, report.credential),
+                provider_factory=_make_provider_factory(spec, settings.provider, report.credential,
+                                                        throttle, replay),
                 store=store,
                 executor=remote or LocalExecutor(
                     ToolSandbox(select_backend(settings.sandbox_backend), snapdir, limits),
@@ -582,6 +782,8 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 tool_calls=[0],
                 simulated=settings.provider.name == "simulated",
                 kill_switch=kill_switch,
+                halt_on_transport=spec.provider.on_transport_failure == "halt",
+                throttle=Throttle(**throttle) if ctx_simulated else None,
             )
             flag = [""]
             with _sigint_flag(flag, settings.store_path):
@@ -592,6 +794,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         summary.provider_attempts = ctx.attempts[0]
         summary.tool_calls = ctx.tool_calls[0]
         summary.tool_retries = ctx.tool_retries[0]
+        summary.replayed_attempts = replay.replayed if replay is not None else 0
         store.checkpoint()
     finally:
         store.close()
@@ -661,6 +864,12 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
             done[i] = await _run_cell(ctx, todo[i])
         except ExecutorLost as e:  # no node left: halt here, the cell runs again on resume
             halted[0] = halted[0] or str(e)
+        except TransportFailed as e:  # no outcome: not committed, runs again on resume
+            halted[0] = halted[0] or str(e)
+            summary.transport_halts.append(e.cell_id)
+            log.warning("provider.transport_failure", row=todo[i].row, cell_id=e.cell_id,
+                        role=e.role, kind=e.failure.kind, status=e.failure.status,
+                        policy="halt", committed=False)
         finally:
             ready[i].set()
             slots.release()
@@ -684,18 +893,27 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
             if i not in done:
                 break  # halted before cell i started
             trajectory, record = done.pop(i)
-            ctx.store.append(record.to_json())
-            summary.committed += 1
-            summary.committed_now += 1
+            # The spend is counted before the append is awaited (it runs in a worker thread),
+            # so the launcher, which may run meanwhile, checks the ceiling against it.
             summary.stop_reasons[trajectory.stop_reason.value] += 1
             summary.cost_usd += trajectory.cost_usd
+            summary.failures.add(record)
+            await anyio.to_thread.run_sync(ctx.store.append, record.to_json())
+            summary.committed += 1
+            summary.committed_now += 1
             summary.provider_attempts = ctx.attempts[0]  # so far: on_cell shows it live
             summary.tool_calls = ctx.tool_calls[0]
             if summary.committed % settings.checkpoint_every == 0:
-                ctx.store.checkpoint()
+                await anyio.to_thread.run_sync(ctx.store.checkpoint)
+            failed = record_failures(record)
+            for f in failed:
+                log.warning("provider.failure", row=record.row, cell_id=record.cell_id,
+                            pipeline=record.schedule_row.policy, role=f["role"], kind=f["kind"],
+                            failure_class=f["class"], status=f["status"], committed=True)
             log.info("cell.committed", row=record.row, cell_id=record.cell_id,
                      stop_reason=trajectory.stop_reason.value,
-                     result_digest=record.result_digest)
+                     result_digest=record.result_digest, provider_failures=len(failed),
+                     transport_failures=sum(f["class"] == "transport" for f in failed))
             if on_cell is not None:
                 on_cell(record, summary)
     return halted[0]

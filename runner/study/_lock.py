@@ -127,7 +127,9 @@ def generation_config(spec: StudySpec) -> JsonObject:
         "temperature": spec.model.temperature,
         "max_output_tokens": spec.model.max_output_tokens,
         "timeout_s": spec.model.timeout_s,
-        "retry": {"identical_retries_before_output": spec.identical_retries_before_output},
+        "retry": {"identical_retries_before_output": spec.identical_retries_before_output,
+                  # what a transport failure that survived its retry does ([provider])
+                  "on_transport_failure": spec.provider.on_transport_failure},
         "price": {"input_per_mtok": spec.price_input_per_mtok,
                   "output_per_mtok": spec.price_output_per_mtok},
         "budget": {"max_decisions": spec.budget.max_decisions,

@@ -396,6 +396,9 @@ class RunHeader:
     # every rule that can end a trajectory, as the lock records them (StudySpec.
     # stop_rules_in_force); None for a store written before the header carried them
     stop_rules: JsonObject | None = None
+    # the run's throttle (requests/tokens per minute, None = no limit); None for a store
+    # written before the header carried it
+    throttle: JsonObject | None = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "study", "lock_digest", "lock_blob", "preflight_digest", "preflight_blob",
@@ -417,6 +420,7 @@ class RunHeader:
             "executor": self.executor,
             "executor_blob": self.executor_blob,
             **({"stop_rules": self.stop_rules} if self.stop_rules is not None else {}),
+            **({"throttle": self.throttle} if self.throttle is not None else {}),
         }
 
     @classmethod
@@ -427,6 +431,7 @@ class RunHeader:
             raise RecordFormatError(path, "expected an object")
         own = {k: v for k, v in header.items() if k not in HEADER_RESERVED}
         stop_rules = own.pop("stop_rules", None)
+        throttle = own.pop("throttle", None)
         h = read_object(own, path, cls._FIELDS)
         return cls(
             study=read_str(h["study"], f"{path}.study"),
@@ -443,4 +448,5 @@ class RunHeader:
             executor_blob=read_digest(h["executor_blob"], f"{path}.executor_blob"),
             stop_rules=(None if stop_rules is None
                         else _object(stop_rules, f"{path}.stop_rules")),
+            throttle=None if throttle is None else _object(throttle, f"{path}.throttle"),
         )

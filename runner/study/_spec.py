@@ -24,8 +24,10 @@ if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
     from runner.policies import CriticBehaviour, PlannerBehaviour
 
 __all__ = [
+    "ON_TRANSPORT_FAILURE",
     "Budget",
     "ModelConfig",
+    "ProviderSettings",
     "SandboxLimits",
     "SpecError",
     "StudySpec",
@@ -87,6 +89,25 @@ class ModelConfig:
     timeout_s: float
 
 
+ON_TRANSPORT_FAILURE: dict[str, str] = {
+    "halt": "the cell is not committed; the run halts at the next cell boundary (exit 4) and "
+    "`ect resume` runs the cell again from scratch",
+    "record": "the failure is recorded as the call's outcome and stays in the denominator (the "
+    "paper's strict reading of \"final provider failures\")",
+}
+"""What a run does with a transport failure that survived its single retry ([provider])."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """[provider] (optional): the transport-failure policy (locked) and the default throttle
+    (``--requests-per-minute``/``--tokens-per-minute`` override it; it changes no result)."""
+
+    on_transport_failure: str = "halt"
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxLimits:
     """The per-call limits of every sandboxed tool call ([sandbox])."""
@@ -120,6 +141,8 @@ class StudySpec:
     """The [simulated] behaviour tables, as ``runner.policies`` reads them (and the lock pins)."""
     overrides: JsonObject = field(default_factory=dict)
     """Simulator parameters set by :func:`with_overrides` (dotted name -> value), over the file's."""
+    provider: ProviderSettings = field(default_factory=ProviderSettings)
+    """[provider]: the transport-failure policy and the default throttle."""
 
     @property
     def digest(self) -> str:
@@ -140,7 +163,7 @@ class StudySpec:
 
 
 _TOP_KEYS = {"format", "name", "design", "budget", "stop_rules", "model", "retry", "price",
-             "sandbox", "simulated"}
+             "sandbox", "simulated", "provider"}
 
 
 class UnknownParameter(SpecError):
@@ -229,6 +252,31 @@ def _stop_rules(data: JsonObject) -> StopRules:
     return StopRules(no_progress=table["no_progress"],
                      token_ceiling=table["token_ceiling"] or None,
                      side_effect_call_limit=table["side_effect_call_limit"] or None)
+
+
+def _provider(data: JsonObject) -> ProviderSettings:
+    """[provider] (optional, every field optional): ``on_transport_failure`` ("halt", the
+    default, or "record"), ``requests_per_minute`` and ``tokens_per_minute`` (0 = no limit)."""
+    table = data.get("provider")
+    if table is None:
+        return ProviderSettings()
+    if not isinstance(table, dict):
+        raise SpecError("spec: [provider] must be a table")
+    unknown = sorted(set(table) - {"on_transport_failure", "requests_per_minute",
+                                   "tokens_per_minute"})
+    if unknown:
+        raise SpecError(f"spec: [provider] has unknown field {unknown[0]!r}")
+    policy = table.get("on_transport_failure", "halt")
+    if policy not in ON_TRANSPORT_FAILURE:
+        raise SpecError(f"spec: [provider].on_transport_failure must be one of "
+                        f"{', '.join(repr(p) for p in ON_TRANSPORT_FAILURE)}, got {policy!r}")
+    limits: dict[str, int | None] = {}
+    for name in ("requests_per_minute", "tokens_per_minute"):
+        value = table.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(f"spec: [provider].{name} must be 0 (no limit) or a positive integer")
+        limits[name] = value or None
+    return ProviderSettings(policy, limits["requests_per_minute"], limits["tokens_per_minute"])
 
 
 def _table(data: JsonObject, key: str, fields: dict[str, type | tuple[type, ...]],
@@ -386,4 +434,5 @@ def load_spec(path: str | Path) -> StudySpec:
         sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"], sandbox["output_bytes"],
                               sandbox.get("memory_bytes")),
         simulated=dict(simulated),
+        provider=_provider(data),
     )

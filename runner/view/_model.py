@@ -15,7 +15,7 @@ from typing import Any
 
 from runner.loop import Outcome
 from runner.store import ProofInvalid, merkle
-from runner.study import AuditCall, CellRecord
+from runner.study import AuditCall, CellRecord, FailureCounts, record_failures
 from runner.view._errors import ViewError
 from runner.view._source import StoreSource
 
@@ -32,6 +32,7 @@ __all__ = [
 CELL_COLUMNS: tuple[str, ...] = (
     "seq", "row", "cell_id", "task_id", "family", "world_id", "checkpoint", "policy",
     "seed_index", "fault", "outcome", "stop_reason", "turns", "tool_calls", "cost_usd",
+    "provider_failures",
 )
 
 
@@ -55,15 +56,25 @@ def cell_rows(src: StoreSource) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for seq, record in sorted(src.cells().items()):
         if not isinstance(record, CellRecord):
-            rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 4)])
+            rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 5)])
             continue
         o, srow = record.result.outcome, record.schedule_row
         rows.append([
             seq, record.row, record.cell_id, o.task_id, o.family, o.world_id, o.checkpoint,
             o.policy, srow.seed_index, o.fault, outcome_label(o), o.stop_reason, o.turns,
-            o.tool_calls, o.cost_usd,
+            o.tool_calls, o.cost_usd, _failure_flag(record),
         ])
     return rows
+
+
+def _failure_flag(record: CellRecord) -> str:
+    """The cell's failed provider calls in a few characters ("" when none): e.g. ``"2 (1 T)"``
+    is two failures, one of them a transport failure."""
+    found = record_failures(record)
+    if not found:
+        return ""
+    transport = sum(f["class"] == "transport" for f in found)
+    return f"{len(found)} ({transport} T)" if transport else str(len(found))
 
 
 def _layers(header: dict[str, Any], preflight: dict[str, Any] | None) -> Any:
@@ -101,10 +112,12 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
     outcomes: Counter[str] = Counter()
     cost = 0.0
     tokens = 0
+    failures = FailureCounts()
     for record in cells.values():
         if not isinstance(record, CellRecord):
             outcomes[UNREADABLE] += 1
             continue
+        failures.add(record)
         o = record.result.outcome
         stops[o.stop_reason] += 1
         outcomes[outcome_label(o)] += 1
@@ -141,6 +154,7 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
         "provider_attempts": src.attempt_count(),
         "stop_reasons": dict(sorted(stops.items())),
         "outcomes": dict(sorted(outcomes.items())),
+        "provider_failures": failures.to_json(),
         "latest_checkpoint": (src.latest_checkpoint() or {}).get("checkpoint"),
         "integrity": integrity,
     }

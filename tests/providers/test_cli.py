@@ -69,7 +69,7 @@ def test_gemini_smoke_against_local_server(server, credential_file, canary):
 
 
 def test_openai_smoke_failure_exits_runtime(server):
-    server.play(Reply.json({"error": {"message": "down"}}, 503))
+    server.play(*[Reply.json({"error": {"message": "down"}}, 503)] * 2)  # and its retry
     out = CliRunner().invoke(
         cli,
         [

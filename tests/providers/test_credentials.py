@@ -82,18 +82,19 @@ def test_canary_appears_nowhere(server, credential_file, canary, caplog, monkeyp
     monkeypatch.setenv("ECT_CANARY_ENV", canary)
     env_cred = load_credential(env="ECT_CANARY_ENV")
     file_cred = load_credential(file=credential_file)
-    server.play(
+    quota = Reply.json(
+        {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}, 429)
+    internal = Reply.json({"error": {"code": 500, "message": "x", "status": "INTERNAL"}}, 500)
+    server.play(  # a transport failure is retried once: each failing call gets two
         Reply.json(gemini_ok()),
-        Reply.json(
-            {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}, 429
-        ),
-        Reply.json({"error": {"code": 500, "message": "x", "status": "INTERNAL"}}, 500),
+        quota, quota,
+        internal, internal,
         Close(),
         Reply.json(gemini_ok()),
-        Reply(200, b"{nope"),
-        StallAfterHead(30.0),
+        Reply(200, b"{nope"), Reply(200, b"{nope"),
+        StallAfterHead(30.0), StallAfterHead(30.0),
         Reply.json(openai_ok()),
-        Reply.json({"error": {}}, 429),
+        Reply.json({"error": {}}, 429), Reply.json({"error": {}}, 429),
     )
     gemini = GeminiProvider(file_cred, base_url=server.url, timeout_s=10.0)
     openai = OpenAICompatProvider(server.url + "/v1", credential=env_cred, model="m", timeout_s=1.0)

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from runner.canonical import loads_strict
-from runner.providers import Credential, Message, OpenAICompatProvider, Part
+from runner.providers import RETRYABLE_KINDS, Credential, Message, OpenAICompatProvider, Part
 from tests.providers.conftest import SCHEMA, Journal, make_request, openai_ok
 from tests.providers.fakeserver import Close, Reply, Stall, StallAfterHead
 
@@ -93,7 +93,7 @@ def test_structured_content(server):
     ("reply", "kind", "status"),
     [
         (
-            Reply.json({"error": {"message": "slow down"}}, 429, **{"Retry-After": "3"}),
+            Reply.json({"error": {"message": "slow down"}}, 429, **{"Retry-After": "1"}),
             "rate_limited",
             429,
         ),
@@ -117,35 +117,60 @@ def test_structured_content(server):
                     ],
                 }
             ),
-            "unparseable",
+            "malformed_output",
             200,
         ),
         (Reply.json({"id": "x", "choices": []}), "empty_response", 200),
     ],
     ids=["429", "500", "503", "404", "malformed", "bad-arguments", "no-choices"],
 )
-def test_failures_are_final_and_typed(server, reply, kind, status):
-    server.play(reply, Reply.json(openai_ok()))
+def test_failures_are_typed_and_only_transport_ones_retried_once(server, reply, kind, status):
+    # A transport failure (429, 5xx, a body that is not the API's JSON) is retried once, the
+    # very same bytes, after the Retry-After wait; a second failure is final. A 4xx other than
+    # 429 and a model-output failure (malformed arguments, no choice) are final at once.
+    server.play(reply, reply, Reply.json(openai_ok()))
     journal = Journal(server)
     result = gen(provider(server), make_request(), observer=journal)
     assert result.failure is not None and result.failure.kind == kind
     assert result.failure.status == status
-    assert len(server.seen) == 1 and len(result.attempts) == 1
-    assert result.attempts[0].error_class == kind and result.attempts[0].status == status
+    retried = kind in RETRYABLE_KINDS
+    n = 2 if retried else 1
+    assert len(server.seen) == n and len(result.attempts) == n
+    assert result.failure.transport == (kind not in ("malformed_output", "empty_response"))
+    for a in result.attempts:
+        assert a.error_class == kind and a.status == status
+    assert [a.retry for a in result.attempts] == [False, True][:n]
+    if retried:
+        assert server.seen[0].body == server.seen[1].body
     if kind == "rate_limited":
-        assert result.failure.retry_after_s == 3.0 and result.attempts[0].retry_after_s == 3.0
-    assert [e[0] for e in journal.events] == ["begin", "end"]
+        assert result.failure.retry_after_s == 1.0 and result.attempts[0].retry_after_s == 1.0
+    assert [e[0] for e in journal.events] == ["begin", "end"] * n
 
 
-def test_timeouts_are_final(server):
-    server.play(Stall(30.0), StallAfterHead(30.0))
-    p = provider(server, timeout_s=0.5)
-    before = gen(p, make_request())
-    after = gen(p, make_request())
-    assert before.failure.kind == "timeout_before_response" and len(before.attempts) == 1
-    assert after.failure.kind == "timeout_after_output" and len(after.attempts) == 1
+@pytest.mark.parametrize(
+    "reply",
+    [Reply.json({"error": {"message": "busy"}}, 503),
+     Reply(200, b"<html>bad gateway</html>", {"Content-Type": "text/html"}),
+     Close(), Stall(30.0), StallAfterHead(30.0)],
+    ids=["503", "not-json", "closed", "hung", "hung-after-head"],
+)
+def test_one_transport_failure_then_the_retry_answers(server, reply):
+    server.play(reply, Reply.json(openai_ok()))
+    result = gen(provider(server, timeout_s=2.0), make_request())
+    assert result.ok, result.failure
+    assert [a.retry for a in result.attempts] == [False, True]
+    assert result.attempts[0].error_class is not None and result.attempts[1].status == 200
+
+
+def test_timeouts_are_transport_failures_retried_once(server):
+    server.play(Stall(30.0), Stall(30.0), StallAfterHead(30.0), StallAfterHead(30.0))
+    before = gen(provider(server, timeout_s=0.5), make_request())
+    # the head is sent at once, but a busy machine may take a while to deliver it
+    after = gen(provider(server, timeout_s=2.0), make_request())
+    assert before.failure.kind == "timeout_before_response" and len(before.attempts) == 2
+    assert after.failure.kind == "timeout_after_output" and len(after.attempts) == 2
     assert after.attempts[0].status == 200
-    assert len(server.seen) == 2
+    assert len(server.seen) == 4
 
 
 def test_closed_before_response_retries_once_identically(server):

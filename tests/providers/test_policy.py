@@ -11,7 +11,10 @@ import runner.providers as providers
 from runner.errors import FormatError, ProviderError
 from runner.providers import (
     FAILURE_KINDS,
-    PRE_RESPONSE_KINDS,
+    MAX_RETRY_AFTER_S,
+    MODEL_OUTPUT_KINDS,
+    RETRYABLE_KINDS,
+    TRANSPORT_KINDS,
     GenerationConfig,
     Part,
     PriceTable,
@@ -19,6 +22,7 @@ from runner.providers import (
     RetryPolicy,
     Usage,
     classify_httpx_error,
+    failure_class,
     parse_retry_after,
 )
 
@@ -27,28 +31,38 @@ def test_default_policy_is_the_protocol():
     p = RetryPolicy()
     j = p.to_json()
     assert j["max_retries"] == 1 and j["identical_request"] is True
-    assert set(j["retry_on"]) == PRE_RESPONSE_KINDS
-    for kind in (
-        "rate_limited",
-        "server_error",
-        "client_error",
-        "timeout_after_output",
-        "timeout_before_response",
-        "unparseable",
-        "transport_after_output",
-    ):
+    assert set(j["retry_on"]) == RETRYABLE_KINDS
+    # transport failures are retried once; model-output failures and requests that were never
+    # sent (or a 4xx the server will answer again) are final
+    for kind in ("rate_limited", "server_error", "timeout_after_output",
+                 "timeout_before_response", "unparseable", "transport_after_output",
+                 "closed_before_response", "connect_failed"):
+        assert p.should_retry(kind, 0) and not p.should_retry(kind, 1)
+        assert failure_class(kind) == "transport"
+    for kind in ("empty_response", "malformed_output", "simulated", "client_error",
+                 "egress_refused", "request_invalid"):
         assert kind in j["final"] and not p.should_retry(kind, 0)
-    assert p.should_retry("closed_before_response", 0)
-    assert not p.should_retry("closed_before_response", 1)
+    for kind in ("empty_response", "malformed_output", "simulated"):
+        assert failure_class(kind) == "model_output"
+    assert set(FAILURE_KINDS) == TRANSPORT_KINDS | MODEL_OUTPUT_KINDS
     assert RetryPolicy.from_json(j) == p
 
 
-def test_policy_refuses_retrying_after_output_or_more_than_once():
+def test_retry_waits_for_retry_after_within_a_cap():
+    p = RetryPolicy()
+    assert p.wait_s(None) == 0.0 and p.wait_s(3.0) == 3.0
+    assert p.wait_s(3600.0) == MAX_RETRY_AFTER_S
+    assert RetryPolicy(delay_s=2.0).wait_s(1.0) == 2.0
+
+
+def test_policy_refuses_retrying_model_output_or_more_than_once():
     with pytest.raises(ValueError):
-        RetryPolicy(retry_on=frozenset({"server_error"}))
+        RetryPolicy(retry_on=frozenset({"malformed_output"}))
+    with pytest.raises(ValueError):
+        RetryPolicy(retry_on=frozenset({"empty_response"}))
     with pytest.raises(ValueError):
         RetryPolicy(max_retries=2)
-    bad = RetryPolicy().to_json() | {"retry_on": ["rate_limited"]}
+    bad = RetryPolicy().to_json() | {"retry_on": ["empty_response"]}
     with pytest.raises(FormatError):
         RetryPolicy.from_json(bad)
     with pytest.raises(FormatError):

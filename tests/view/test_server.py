@@ -183,7 +183,7 @@ def test_a_forged_record_shows_as_unreadable_not_as_its_claim(store: Path) -> No
     conn.close()
     src = StoreSource(store)
     rows = {row[0]: row for row in cell_rows(src)}
-    assert rows[seq] == [seq, *([None] * 9), "unreadable", *([None] * 4)]
+    assert rows[seq] == [seq, *([None] * 9), "unreadable", *([None] * 5)]
     assert all(rows[s] == clean[s] for s in clean if s != seq)
     with pytest.raises(ViewError, match=rf"record {seq} is not a cell record: .*result_digest"):
         cell_view(src, seq)

@@ -188,7 +188,9 @@
       html += "<dt>estimated cost</dt><dd>$" + esc(r.cost_usd.toFixed(4)) + (r.simulated ? " (simulated provider: price table applied to simulated token counts)" : "") + "</dd>";
       html += "<dt>tokens</dt><dd>" + esc(r.tokens) + "</dd><dt>provider attempts</dt><dd>" + esc(r.provider_attempts) + "</dd>";
       html += "<dt>stop reasons</dt><dd>" + Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") + "</dd>";
-      html += "<dt>outcomes</dt><dd>" + Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") + "</dd></dl></section>";
+      html += "<dt>outcomes</dt><dd>" + Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") + "</dd>";
+      var pfail = r.provider_failures || {total: 0};
+      html += '<dt>provider failures</dt><dd id="providerfailures">' + (pfail.total ? esc(pfail.total) + " in " + esc(pfail.cells) + " cell(s): " + esc(pfail.by_class.transport) + " transport, " + esc(pfail.by_class.model_output) + " model output (by role: " + Object.keys(pfail.by_role).map(function (k) { return esc(k) + " " + esc(pfail.by_role[k]); }).join(", ") + "; by pipeline: " + Object.keys(pfail.by_pipeline).map(function (k) { return esc(k) + " " + esc(pfail.by_pipeline[k]); }).join(", ") + ")" : "none") + "</dd></dl></section>";
       html += '<section class="card" id="integrity"><h2>Integrity</h2><p>' + badge(integ.ok, "intact", "DAMAGED") + " " + esc(integ.full ? "full" : "quick") + " verification: " + esc(integ.detail) + "</p>";
       html += "<dl><dt>records</dt><dd>" + esc(integ.records) + "</dd><dt>chain head</dt><dd><code>" + esc(integ.head ? integ.head.chain : "") + "</code></dd>";
       html += "<dt>signed checkpoint</dt><dd>size " + esc(cp.size) + ", Merkle root <code>" + esc(cp.root) + "</code>, " + esc(cp.created_utc) + " (signature checked by the verification above)</dd></dl>";
@@ -228,7 +230,7 @@
   var FILTERS = [["task_id", "task"], ["family", "family"], ["world_id", "world"], ["checkpoint", "checkpoint"], ["policy", "pipeline"],
     ["seed_index", "seed"], ["fault", "fault"], ["outcome", "outcome"], ["stop_reason", "stop reason"]];
   var SHOWN = [["row", "row"], ["task_id", "task"], ["family", "family"], ["world_id", "world"], ["checkpoint", "checkpoint"], ["policy", "pipeline"],
-    ["seed_index", "seed"], ["fault", "fault"], ["outcome", "outcome"], ["stop_reason", "stop reason"], ["turns", "turns"], ["tool_calls", "calls"], ["cost_usd", "cost $"]];
+    ["seed_index", "seed"], ["fault", "fault"], ["outcome", "outcome"], ["stop_reason", "stop reason"], ["turns", "turns"], ["tool_calls", "calls"], ["cost_usd", "cost $"], ["provider_failures", "provider failures"]];
   function cellObjects(data) {
     return data.rows.map(function (r) { var o = {}; data.columns.forEach(function (c, i) { o[c] = r[i]; }); return o; });
   }
