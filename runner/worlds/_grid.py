@@ -59,7 +59,7 @@ class Snapshot:
 
     snapshot_id: str
     task: Task
-    condition: str  # "C0" | "F1".."F8"
+    condition: str  # "C0" or a static fault of the registry (STATIC_CONDITIONS)
     trace: tuple[TraceCall, ...]
     ledger: Ledger
     certificate: Certificate
@@ -147,7 +147,8 @@ def _static_grid() -> tuple[Snapshot, ...]:
 
 
 def static_grid() -> list[Snapshot]:
-    """The 432 static snapshots: tasks in order, each with C0, F1..F8 (canonical order)."""
+    """The 432 static snapshots in canonical order: tasks in order, each with every condition of
+    ``STATIC_CONDITIONS`` (C0, F1..F8)."""
     return list(_static_grid())
 
 
