@@ -1,10 +1,12 @@
-"""The HTML reports' legend (what F1–F8, U1–U3, T1, C0 and the reason families mean) and the
-links from their heat maps to ``ect view`` (the viewer's default address)."""
+"""The HTML reports' legend (what C0, each fault of the registry and the reason families mean)
+and the links from their heat maps to ``ect view`` (the viewer's default address)."""
 
 from __future__ import annotations
 
 from html import escape
 from urllib.parse import urlencode
+
+from runner.worlds import FAULTS
 
 __all__ = [
     "CONDITION_CODES",
@@ -18,22 +20,14 @@ __all__ = [
 # The address `ect view` listens on by default (runner.cli's DEFAULT_PORT).
 VIEWER_URL = "http://127.0.0.1:8765/"
 
+CLEAN_LEGEND = "clean: a supported certificate, nothing wrong (the right decision is complete)"
+
 CONDITION_CODES: tuple[tuple[str, str], ...] = (
-    ("C0", "clean: a supported certificate, nothing wrong (the right decision is complete)"),
-    ("F1", "completion signal without the required claims"),
-    ("F2", "a relevant receipt replaced by another entity's"),
-    ("F3", "a nested tool error under transport success"),
-    ("F4", "the entity or date scope changed"),
-    ("F5", "one required slot omitted"),
-    ("F6", "a supported value altered after retrieval"),
-    ("F7", "a claim cites a receipt absent from the trace"),
-    ("F8", "a repeated call despite an available recovery"),
-    ("U1", "closed loop, unseen: a stale receipt superseded by a later correction"),
-    ("U2", "closed loop, unseen: duplicate evidence counted twice toward cardinality"),
-    ("U3", "closed loop, unseen: wrong transform parameters (e.g. k)"),
-    ("T1", "closed loop, trust boundary: two internally consistent but conflicting receipts "
-           "(the right stop is needs_human; outside the primary scope)"),
+    ("C0", CLEAN_LEGEND),
+    *((f.code, f.legend()) for f in FAULTS),
 )
+"""The legend's condition rows: C0, then every fault of the registry (``runner.worlds.FAULTS``)
+in its order, with the line its operator gives."""
 
 REASON_FAMILIES: tuple[tuple[str, str], ...] = (
     ("adapter", "the inputs themselves are malformed (JSON, contract, ledger, certificate)"),

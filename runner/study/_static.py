@@ -37,6 +37,7 @@ from runner.canonical import (
 from runner.errors import FormatError, StudyError
 from runner.policies import STATIC_ARMS
 from runner.providers import PROVIDER_NAMES
+from runner.worlds import STATIC_FAULTS
 
 __all__ = [
     "STATIC_ABLATIONS",
@@ -68,7 +69,8 @@ class CheckAblation:
     reason codes of one verifier check, a whole verifier step when the step is one check
     (``replay``, ``transform``), or ``recovery`` (the recovery-availability rule). The
     ``paper_*`` fields quote the paper; ``matched`` says why this check is the one matched to
-    the fault, in this project's words.
+    the fault, in this project's words. ``fault`` is a static fault of the registry
+    (``runner.worlds.FAULTS``), named in ``matched``, or ``None``.
     """
 
     name: str
@@ -79,6 +81,15 @@ class CheckAblation:
     paper_fault: str
     measure: str
     matched: str
+
+    def __post_init__(self) -> None:
+        if self.fault is not None and (
+            self.fault not in STATIC_FAULTS or self.fault not in self.matched
+        ):
+            raise StudyError(
+                f"ablation {self.name}: the matched fault {self.fault!r} must be a static fault "
+                f"of the registry ({', '.join(STATIC_FAULTS)}) named in its 'matched' words"
+            )
 
     def to_json(self) -> JsonObject:
         return {
@@ -172,6 +183,10 @@ TABLE3_ABLATIONS: tuple[CheckAblation, ...] = (
 )
 """The single-check ablations of the paper's Table 3, in its order, each matched to the fault
 whose containment it tests (the fault-to-check matching, with the paper's words beside it)."""
+
+_matched = [a.fault for a in TABLE3_ABLATIONS if a.fault is not None]
+if len(set(_matched)) != len(_matched):
+    raise StudyError("TABLE3_ABLATIONS: a fault is matched to two checks")
 
 STATIC_ABLATIONS: tuple[str, ...] = tuple(a.name for a in TABLE3_ABLATIONS)
 """The names of :data:`TABLE3_ABLATIONS` (the ``ablate`` field of the decision rows)."""

@@ -26,12 +26,16 @@ from runner.worlds._families import (
     oracle_sql,
     world_database,
 )
-from runner.worlds._grid import (
+from runner.worlds._faults import (
     CLOSED_LOOP_FAULTS,
+    FAULTS,
     STATIC_CONDITIONS,
     STATIC_FAULTS,
     TRUST_BOUNDARY_FAULT,
     UNSEEN_FAULTS,
+    Fault,
+)
+from runner.worlds._grid import (
     Snapshot,
     TaskCheckpoint,
     closed_loop_checkpoints,
@@ -73,6 +77,7 @@ __all__ = [
     "ATTRIBUTES",
     "CLOSED_LOOP_FAULTS",
     "FAMILIES",
+    "FAULTS",
     "LEVELS",
     "REQUIRED_SLOTS",
     "STATIC_CONDITIONS",
@@ -86,6 +91,7 @@ __all__ = [
     "WORLDS_STATIC_DEV",
     "WORLDS_STATIC_HELDOUT",
     "ExportRefused",
+    "Fault",
     "NoteBook",
     "OracleDisagreement",
     "Snapshot",

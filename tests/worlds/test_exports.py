@@ -49,6 +49,8 @@ EXPECTED = {
     "UNSEEN_FAULTS",
     "STATIC_CONDITIONS",
     "CLOSED_LOOP_FAULTS",
+    "FAULTS",
+    "Fault",
     "Snapshot",
     "TaskCheckpoint",
     "static_grid",
