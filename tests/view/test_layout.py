@@ -28,7 +28,7 @@ def _widest_rows(bundle: Path) -> None:
               for k in ("cell_id", "task_id", "family", "world_id", "checkpoint", "policy", "fault")}
     widest |= {"row": 576, "seed_index": 2, "outcome": "false_continuation", "turns": 4,
                "stop_reason": max((s.value for s in StopReason), key=len), "tool_calls": 3,
-               "cost_usd": 0.0123456}
+               "cost_usd": 0.0123456, "provider_failures": "12 (12 T)"}
     cols = data["columns"]
     data["rows"] = [[r[0], *(widest.get(c, v) for c, v in zip(cols[1:], r[1:], strict=True))]
                     for r in data["rows"]]
@@ -49,7 +49,7 @@ def test_the_cell_table_fits_a_1024px_window_and_the_bundle_names_its_check(
         width = page.evaluate("document.documentElement.clientWidth")
         rights = page.locator("#celltable thead th").evaluate_all(
             "ths => ths.map(th => th.getBoundingClientRect().right)")
-        assert len(rights) == 14
+        assert len(rights) == 15  # CELL_COLUMNS, provider_failures included
         assert max(rights) <= width, (rights, width)
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.goto((out / "index.html").as_uri() + "#/cell/3")
