@@ -37,7 +37,8 @@ Case fields (unknown fields are refused)::
                     at a deadline)
     agent          {"turns": [{"call": {"tool", "args"?, "idempotency_key"?}} | {"finish": value}
                     | {"escalate": question, "found"?: [...]} | {"invalid": detail}
-                    | {"raise": message}, each optionally with "tokens" and "cost_usd"]}
+                    | {"raise": message}, each optionally with "tokens", "cost_usd" and
+                    "delay_s" (the model call takes that long)]}
                    or {"import": "package.module:decide"}: your own agent's ``decide``
 
 Whatever the case expects, a run that did not end ``goal_met`` must carry no output (reading it
@@ -46,7 +47,9 @@ raises ``NoFinalOutput``) and must carry a handoff package; a case fails otherwi
 
 from __future__ import annotations
 
+import functools
 import importlib
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +174,7 @@ class EvalCase:
     expect_kind: str | None = None
     agent_import: str | None = None
     delays: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per tool, per call
+    turn_delays: tuple[float, ...] = ()  # per turn: how long the model call takes
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -201,12 +205,13 @@ class EvalCase:
             raise r.fail("$.agent", "needs exactly one of 'turns' or 'import'")
         agent_import = None
         turns: tuple[Turn | str, ...] = ()
+        turn_delays: tuple[float, ...] = ()
         if "import" in agent:
             agent_import = r.typed(agent["import"], "$.agent.import", str, "a string")
             if agent_import.count(":") != 1:
                 raise r.fail("$.agent.import", "must be 'package.module:function'")
         else:
-            turns = _turns(r, agent)
+            turns, turn_delays = _turns(r, agent)
         tools, delays = _tools(r, top.get("tools", {}))
         steps = (r.count(top["expect_steps"], "$.expect_steps")
                  if "expect_steps" in top else None)
@@ -217,7 +222,8 @@ class EvalCase:
         kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
                 if "expect_kind" in top else None)
         return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays)
+                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays,
+                   turn_delays)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -288,11 +294,15 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                               if "escalate_above" in s else None)
             requires_approval = r.typed(s.get("requires_approval", False),
                                         p + ".requires_approval", bool, "a boolean")
+            amount_arg = r.typed(s.get("amount_arg"), p + ".amount_arg", (str, type(None)),
+                                 "a string")
+            idempotency_arg = r.typed(s.get("idempotency_arg", "idempotency_key"),
+                                      p + ".idempotency_arg", (str, type(None)), "a string")
             try:
                 side[tool] = SideEffectRule(
-                    amount_arg=s.get("amount_arg"), max_amount=max_amount,
+                    amount_arg=amount_arg, max_amount=max_amount,
                     escalate_above=escalate_above, requires_approval=requires_approval,
-                    idempotency_arg=s.get("idempotency_arg", "idempotency_key"))
+                    idempotency_arg=idempotency_arg)
             except ValueError as e:
                 raise r.fail(p, str(e)) from None
         try:
@@ -391,25 +401,27 @@ def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
         state.data.update(result.data)
 
 
-def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
+def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple[float, ...]]:
     raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
     if not raw:
         raise r.fail("$.agent.turns", "must not be empty")
     out: list[Turn | str] = []
+    delays: list[float] = []
     for i, t in enumerate(raw):
         p = f"$.agent.turns[{i}]"
         if not isinstance(t, dict):
             raise r.fail(p, "must be an object")
+        delays.append(r.number(t.get("delay_s", 0), p + ".delay_s"))
         kinds = [k for k in ("call", "finish", "escalate", "invalid", "raise") if k in t]
         if len(kinds) != 1:
             raise r.fail(p, "needs exactly one of call, finish, escalate, invalid, raise")
         kind = kinds[0]
         if kind == "raise":
-            r.obj(t, p, {"raise"}, set())
+            r.obj(t, p, {"raise"}, {"delay_s"})
             out.append(r.typed(t["raise"], p + ".raise", str, "a string"))
             continue
-        r.obj(t, p, {kind}, {"tokens", "cost_usd", "found"} if kind == "escalate"
-              else {"tokens", "cost_usd"})
+        r.obj(t, p, {kind}, {"tokens", "cost_usd", "delay_s", "found"} if kind == "escalate"
+              else {"tokens", "cost_usd", "delay_s"})
         action: Action
         if kind == "call":
             c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
@@ -428,7 +440,7 @@ def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
             action = Invalid(r.typed(t["invalid"], p + ".invalid", str, "a string"))
         out.append(Turn(action, r.count(t.get("tokens", 0), p + ".tokens"),
                         r.number(t.get("cost_usd", 0), p + ".cost_usd")))
-    return tuple(out)
+    return tuple(out), tuple(delays)
 
 
 def _tools(r: _Reader, tools: Any) -> tuple[dict[str, tuple[ToolResult, ...]],
@@ -514,15 +526,18 @@ class EvalReport:
         return f"{self.passed} passed, {self.failed} failed"
 
 
-def _scripted(turns: tuple[Turn | str, ...]) -> Callable[[RunState], Turn]:
-    it = iter(turns)
-    last: list[Turn | str] = []
+def _scripted(turns: tuple[Turn | str, ...],
+              delays: tuple[float, ...] = ()) -> Callable[[RunState], Turn]:
+    it = iter(zip(turns, delays or (0.0,) * len(turns), strict=True))
+    last: list[tuple[Turn | str, float]] = []
 
     def decide(state: RunState) -> Turn:
         nxt = next(it, None)
         if nxt is not None:
             last[:] = [nxt]
-        turn = last[0]
+        turn, wait = last[0]
+        if wait:  # a slow model call (in a worker thread, abandoned at the deadline)
+            time.sleep(wait)
         if isinstance(turn, str):
             raise RuntimeError(turn)
         return turn
@@ -599,10 +614,14 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
 
 
 def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
-    # every case has a deadline (MAX_EVAL_SECONDS at most), so run() drives the loop under anyio
-    # and awaits the async tools; a sync decide runs in a worker thread it can abandon
-    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, case.delays, ran),
-                               run_id=case.case_id)
+    # every case has a deadline (MAX_EVAL_SECONDS at most), so arun drives the loop under a
+    # cancel scope and awaits the async tools; a sync decide runs in a worker thread it can
+    # abandon (run() refuses async callables)
+    import anyio
+
+    execute = _tool_runner(case.tool_results, case.delays, ran)
+    return anyio.run(functools.partial(case.controller.arun, case.task, decide, execute,
+                                       run_id=case.case_id))
 
 
 def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None) -> CaseResult:
@@ -611,7 +630,7 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
     """
     if decide is None:
         decide = (import_agent(case.agent_import) if case.agent_import is not None
-                  else _scripted(case.turns))
+                  else _scripted(case.turns, case.turn_delays))
     ran: list[str] = []
     with warnings.catch_warnings():  # a scripted turn's usage is exactly what the case says
         warnings.simplefilter("ignore", UnmeteredUsage)
@@ -694,6 +713,22 @@ def run_evals(path: str | Path | None = None, *,
 
 
 
+def _cut_call(r: _Reader, record: dict[str, Any], condition: Any,
+              last: dict[str, Any] | None) -> str | None:
+    """The tool of the last step's call when a deadline cancelled it mid-call (a tool timeout,
+    or the run's time budget running out in it), else None."""
+    call = (last or {}).get("call")
+    if not isinstance(condition, dict) or not isinstance(call, dict):
+        return None
+    tool = call.get("tool")
+    if condition.get("type") == "ToolTimeout":
+        return tool if isinstance(tool, str) else None
+    detail = r.typed(record["stop"].get("detail", ""), "$.stop.detail", str, "a string")
+    if condition.get("type") == "MaxTime" and isinstance(tool, str) and detail.endswith(f" in {tool}"):
+        return tool
+    return None
+
+
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
 
@@ -747,8 +782,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
             by_step.setdefault(step, {"call": call})
             if kind == "tool":
                 res = r.typed(rec.get("result"), p + ".result", dict, "an object")
-                tools.setdefault(tool, []).append(
-                    {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd") if k in res})
+                served = {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd")
+                          if k in res}
+                took = rec.get("seconds")
+                if took is not None and r.number(took, p + ".seconds"):
+                    served["delay_s"] = took  # the replay's tool takes as long
+                tools.setdefault(tool, []).append(served)
                 ran.append(tool)
         elif kind == "finish_rejected":
             by_step[step] = {"finish": rec.get("output")}
@@ -764,6 +803,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
     if (isinstance(condition, dict) and condition.get("type") == "FinishGate"
             and recorded is StopReason.GOAL_MET):
         verdicts.append(True)
+    cut = _cut_call(r, record, condition, by_step.get(steps))
+    if cut is not None:  # the call the deadline cancelled: it never answers in the replay
+        tools.setdefault(cut, []).append({"ok": True, "delay_s": MAX_EVAL_SECONDS})
+    thinking = r.typed(record.get("decide_seconds", []), "$.decide_seconds", list, "a list")
+    for i, took in enumerate(thinking):
+        r.number(took, f"$.decide_seconds[{i}]")
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
         turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
@@ -776,6 +821,8 @@ def capture_case(record: Any, *, case_id: str | None = None,
             turn["tokens"] = tokens
         if cost:
             turn["cost_usd"] = cost
+        if step <= len(thinking) and thinking[step - 1]:
+            turn["delay_s"] = thinking[step - 1]  # the model call took as long
         turns.append(turn)
 
     budget = dict(r.typed(controls["budget"], "$.controls.budget", dict, "an object"))

@@ -75,7 +75,7 @@ def test_plain_code_rules_run_in_order_see_the_state_and_keep_to_their_contract(
     bad = Guard(allow={"get"}, rules=(lambda c, s: ("goal_met", "done"),))
     with pytest.raises(ValueError) as e:
         bad.judge(ToolCall("get"), s)
-    assert str(e.value) == "a guard rule may only return policy_block or needs_human"
+    assert str(e.value) == "a guard rule may only return policy_block or needs_human, not goal_met"
 
 
 def test_guard_json() -> None:

@@ -82,9 +82,9 @@ def test_usage_without_a_ledger_and_recorded_spend(tmp_path: Path) -> None:
     assert ks.usage("2026-03-13") == {"runs": 0, "spend_usd": 0.5, "reserved_usd": 0.0}
 
 
-def test_what_the_ceiling_leaves_is_rounded_to_nano_dollars(tmp_path: Path) -> None:
+def test_what_the_ceiling_leaves_is_counted_in_micro_dollars(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=0.12345678912)
-    assert ks.admit().remaining_usd == 0.123456789
+    assert ks.admit().remaining_usd == 0.123457
 
 
 def test_the_disable_variable_is_read_from_the_process_environment_by_default(

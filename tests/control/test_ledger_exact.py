@@ -33,10 +33,10 @@ def test_each_ledger_records_its_format_and_refuses_the_other(tmp_path: Path) ->
         assert idem.get(key) == (b"call", result)
     with sqlite3.connect(tmp_path / "i.sqlite") as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
-            "ect.idempotency-ledger/1",)
+            "ect.idempotency-ledger/2",)
     with pytest.raises(LedgerError) as e:
         SpendLedger(tmp_path / "i.sqlite").usage(DAY)
-    assert str(e.value) == (f"ledger {tmp_path / 'i.sqlite'} is a ect.idempotency-ledger/1 file, "
+    assert str(e.value) == (f"ledger {tmp_path / 'i.sqlite'} is a ect.idempotency-ledger/2 file, "
                             "not ect.control-ledger/2")
 
 
@@ -72,12 +72,14 @@ def test_open_leases_count_against_the_spend_ceiling(tmp_path: Path) -> None:
 
 def test_reservations_to_the_micro_dollar(tmp_path: Path) -> None:
     book = SpendLedger(tmp_path / "s.sqlite")
-    # no step reserve: a zero lease while anything is left, none when nothing is
-    lease, left = book.reserve(DAY, "r", 0.0, 0.000001)
-    assert lease is not None and lease.amount_usd == 0.0 and left == 0.000001
+    # a zero lease is never granted; up_to takes what is left (None: everything left)
+    zero, left = book.reserve(DAY, "r", 0.0, 0.000001)
+    assert zero is None and left == 0.000001
+    lease, left = book.reserve(DAY, "r", None, 0.000001, up_to=True)
+    assert lease is not None and lease.amount_usd == 0.000001 and left == 0.000001
     book.settle(lease, DAY, 0.000001)  # one micro-dollar spent is recorded
     assert book.usage(DAY) == {"runs": 0, "spend_usd": 0.000001, "reserved_usd": 0.0}
-    none, left = book.reserve(DAY, "r", 0.0, 0.000001)
+    none, left = book.reserve(DAY, "r", 5.0, 0.000001, up_to=True)
     assert none is None and left == 0.0
     book.settle(None, DAY, 0.000001)
     assert book.usage(DAY)["spend_usd"] == 0.000002
