@@ -49,9 +49,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -527,17 +526,19 @@ class EvalReport:
 
 
 def _scripted(turns: tuple[Turn | str, ...],
-              delays: tuple[float, ...] = ()) -> Callable[[RunState], Turn]:
+              delays: tuple[float, ...] = ()) -> Callable[[RunState], Awaitable[Turn]]:
     it = iter(zip(turns, delays or (0.0,) * len(turns), strict=True))
     last: list[tuple[Turn | str, float]] = []
 
-    def decide(state: RunState) -> Turn:
+    async def decide(state: RunState) -> Turn:
+        import anyio
+
         nxt = next(it, None)
         if nxt is not None:
             last[:] = [nxt]
         turn, wait = last[0]
-        if wait:  # a slow model call (in a worker thread, abandoned at the deadline)
-            time.sleep(wait)
+        if wait:  # a slow model call (cancelled at the deadline)
+            await anyio.sleep(wait)
         if isinstance(turn, str):
             raise RuntimeError(turn)
         return turn
@@ -729,6 +730,13 @@ def _cut_call(r: _Reader, record: dict[str, Any], condition: Any,
     return None
 
 
+def _cut_decide(record: dict[str, Any], condition: Any) -> bool:
+    """True when the run's time budget ran out while it waited for the model."""
+    detail = record["stop"].get("detail")
+    return (isinstance(condition, dict) and condition.get("type") == "MaxTime"
+            and isinstance(detail, str) and detail.endswith(" waiting for decide"))
+
+
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not None}
 
@@ -824,6 +832,9 @@ def capture_case(record: Any, *, case_id: str | None = None,
         if step <= len(thinking) and thinking[step - 1]:
             turn["delay_s"] = thinking[step - 1]  # the model call took as long
         turns.append(turn)
+    if _cut_decide(record, condition):  # the model call the deadline cancelled never answers
+        turns.append({"invalid": "(the model call the deadline cancelled)",
+                      "delay_s": MAX_EVAL_SECONDS})
 
     budget = dict(r.typed(controls["budget"], "$.controls.budget", dict, "an object"))
     limits = _clean(dict(r.typed(budget.pop("tool_limits", {}), "$.controls.budget.tool_limits",
