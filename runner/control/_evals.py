@@ -26,6 +26,10 @@ Case fields (unknown fields are refused)::
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
     no_progress    {"repeats"?, "empty_results"?, "stalled"?}
     tool_failure   {"consecutive"?}
+    kill_switch    optional {"max_spend_per_day_usd", "step_reserve_usd"?}: the run is admitted
+                   by a kill switch with a fresh ledger (a new temporary file every run)
+    expect_spend   optional, with kill_switch: {"spend_usd", "reserved_usd"} the ledger holds
+                   for the day after the run (what was spent, what is still reserved)
     finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
                    values tools put into the run state (ok tool results that are objects are
                    merged into the state); or {"verdicts": [bool, ...]}: replay recorded
@@ -47,8 +51,10 @@ raises ``NoFinalOutput``) and must carry a handoff package; a case fails otherwi
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
+import tempfile
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +68,7 @@ from runner.control._conditions import NoProgressDetector, ToolFailure
 from runner.control._controller import RunController
 from runner.control._errors import EvalCaseError, NoFinalOutput, UnmeteredUsage
 from runner.control._guards import Guard, SideEffectRule
+from runner.control._killswitch import KillSwitch
 from runner.control._rules import StoppingRule
 from runner.control._types import (
     Action,
@@ -174,6 +181,8 @@ class EvalCase:
     agent_import: str | None = None
     delays: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per tool, per call
     turn_delays: tuple[float, ...] = ()  # per turn: how long the model call takes
+    kill_switch: dict[str, float] | None = None  # KillSwitch arguments (a fresh ledger per run)
+    expect_spend: dict[str, float] | None = None  # the day's {spend_usd, reserved_usd} after
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -181,7 +190,8 @@ class EvalCase:
         top = r.obj(obj, "$", {"format", "id", "task", "expect_stop", "agent"},
                     {"description", "expect_output", "budget", "guard", "no_progress",
                      "tool_failure", "finish_check", "rules", "tools", "expect_steps",
-                     "expect_tools", "expect_not_run", "expect_kind"})
+                     "expect_tools", "expect_not_run", "expect_kind", "kill_switch",
+                     "expect_spend"})
         if top["format"] != EVAL_FORMAT:
             raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
         case_id = r.typed(top["id"], "$.id", str, "a string")
@@ -220,9 +230,20 @@ class EvalCase:
                    if "expect_not_run" in top else ())
         kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
                 if "expect_kind" in top else None)
+        switch = None
+        if "kill_switch" in top:
+            k = r.obj(top["kill_switch"], "$.kill_switch", {"max_spend_per_day_usd"},
+                      {"step_reserve_usd"})
+            switch = {f: _positive(r, k[f], f"$.kill_switch.{f}") for f in k}
+        spend = None
+        if "expect_spend" in top:
+            if switch is None:
+                raise r.fail("$.expect_spend", "needs a kill_switch (its ledger holds the spend)")
+            e = r.obj(top["expect_spend"], "$.expect_spend", {"spend_usd", "reserved_usd"}, set())
+            spend = {f: r.number(e[f], f"$.expect_spend.{f}") for f in e}
         return cls(case_id, source, description, task, expect, expect_output, controller,
                    turns, tools, top, steps, ran, not_run, kind, agent_import, delays,
-                   turn_delays)
+                   turn_delays, switch, spend)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -614,15 +635,28 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
         f"{display({k: output.get(k) for k in bad})}")
 
 
-def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
+def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str],
+         controller: RunController) -> Any:
     # every case has a deadline (MAX_EVAL_SECONDS at most), so arun drives the loop under a
     # cancel scope and awaits the async tools; a sync decide runs in a worker thread it can
     # abandon (run() refuses async callables)
     import anyio
 
     execute = _tool_runner(case.tool_results, case.delays, ran)
-    return anyio.run(functools.partial(case.controller.arun, case.task, decide, execute,
+    return anyio.run(functools.partial(controller.arun, case.task, decide, execute,
                                        run_id=case.case_id))
+
+
+def _with_switch(case: EvalCase, ledger: Path) -> tuple[RunController, KillSwitch | None]:
+    """The case's controller, admitted by the case's kill switch on a fresh ledger."""
+    if case.kill_switch is None:
+        return case.controller, None
+    switch = KillSwitch(ledger=ledger,
+                        max_spend_per_day_usd=case.kill_switch["max_spend_per_day_usd"],
+                        step_reserve_usd=case.kill_switch.get("step_reserve_usd"))
+    controller = copy.copy(case.controller)
+    controller.kill_switch = switch
+    return controller, switch
 
 
 def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None) -> CaseResult:
@@ -633,9 +667,11 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
         decide = (import_agent(case.agent_import) if case.agent_import is not None
                   else _scripted(case.turns, case.turn_delays))
     ran: list[str] = []
-    with warnings.catch_warnings():  # a scripted turn's usage is exactly what the case says
-        warnings.simplefilter("ignore", UnmeteredUsage)
-        result = _run(case, decide, ran)
+    with tempfile.TemporaryDirectory(prefix="ect-eval-") as home, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmeteredUsage)  # a scripted turn's usage is the case's
+        controller, switch = _with_switch(case, Path(home) / "ledger.sqlite")
+        result = _run(case, decide, ran, controller)
+        day = switch.usage() if switch is not None else None
     output_ok: bool | None = None
     detail = ""
     if case.expect_output is not None:
@@ -662,6 +698,11 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
     done = sorted(set(ran) & set(case.expect_not_run))
     if done:
         problems.append("executed " + ", ".join(done) + ", which must not run")
+    if case.expect_spend is not None and day is not None:
+        got = {"spend_usd": day["spend_usd"], "reserved_usd": day["reserved_usd"]}
+        if got != case.expect_spend:
+            problems.append(f"the day's ledger holds {display(got)}, expected "
+                            f"{display(case.expect_spend)}")
     if case.expect_kind is not None and result.stop.kind != case.expect_kind:
         problems.append(f"stopped by {result.stop.kind}, expected {case.expect_kind}")
     return CaseResult(case.case_id, case.source, case.expect_stop, result.reason,
