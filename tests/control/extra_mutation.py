@@ -194,9 +194,10 @@ def _compiled(module: ModuleType, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     return code if code.co_freevars == freevars else None
 
 
-def mutants(modules: list[str] | None = None) -> Iterator[tuple[Mutant, ModuleType, FunctionType,
-                                                                 CodeType]]:
-    """Every mutant of the named modules (default all of runner/control), compiled."""
+def mutants(modules: list[str] | None = None, *, function: str | None = None,
+            ) -> Iterator[tuple[Mutant, ModuleType, FunctionType, CodeType]]:
+    """Every mutant of the named modules (default all of runner/control), compiled; only those
+    of ``function`` (a qualified name such as ``Guard.judge``) when given."""
     names = modules or sorted(p.stem for p in PACKAGE.glob("_*.py") if p.stem != "__init__")
     for short in names:
         name = f"runner.control.{short.removeprefix('runner.control.')}"
@@ -205,6 +206,8 @@ def mutants(modules: list[str] | None = None) -> Iterator[tuple[Mutant, ModuleTy
         lines = source.splitlines()
         tree = ast.parse(source)
         for qualname, fn in _functions(tree):
+            if function is not None and qualname != function:
+                continue
             live = _live(module, qualname)
             if live is None:
                 continue
