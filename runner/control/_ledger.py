@@ -307,8 +307,8 @@ class IdempotencyLedger:
                               (key,)).fetchone()
             if row is not None:
                 return "done", (bytes(row[0]), self._result(key, bytes(row[1])))
-            held = con.execute("SELECT owner, run_id, host, pid, expires, unknown FROM claims "  # pragma: no mutate (SQL)
-                               "WHERE key = ?", (key,)).fetchone()  # pragma: no mutate (SQL)
+            sql = "SELECT owner, run_id, host, pid, expires, unknown FROM claims WHERE key = ?"  # pragma: no mutate (SQL)
+            held = con.execute(sql, (key,)).fetchone()
             if held is None:
                 con.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0)",  # pragma: no mutate (SQL)
                             (key, call, owner, run_id, socket.gethostname(), os.getpid(),
@@ -352,8 +352,8 @@ class IdempotencyLedger:
         """Every claim held now (in flight or unknown), oldest key first."""
         try:
             with self._txn(create=False) as con:  # pragma: no mutate (None is as falsy as False)
-                rows = con.execute("SELECT key, run_id, host, pid, expires, unknown "  # pragma: no mutate (SQL)
-                                   "FROM claims ORDER BY key").fetchall()  # pragma: no mutate (SQL)
+                sql = "SELECT key, run_id, host, pid, expires, unknown FROM claims ORDER BY key"  # pragma: no mutate (SQL)
+                rows = con.execute(sql).fetchall()
         except FileNotFoundError:
             return []
         return [Claim(str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), bool(r[5]))
@@ -370,6 +370,6 @@ class IdempotencyLedger:
                 raise LedgerError(f"idempotency ledger {self.path}: no claim of {key!r} to resolve")
             if result is not None:
                 con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
-                            (key, bytes(row[0]), canonical_bytes(result.to_json()), str(row[1]),
+                            (key, bytes(row[0]), canonical_bytes(result.to_json()), row[1],
                              time.time()))
             con.execute("DELETE FROM claims WHERE key = ?", (key,))  # pragma: no mutate (SQL)

@@ -51,8 +51,8 @@ CLASSES = ("statement", "boolean", "case")
 # The control tests that judge a mutant of a module: the module's own test files
 # (tests/control/test_<module>*.py) and the regression and stop-reason suites (mutmut maps
 # tests to functions by tracing; this run maps them by name, which keeps a mutant to seconds).
-SHARED_TESTS = ("test_stop_reasons.py", "test_v2_regressions.py", "test_v3_regressions.py",
-                "test_step_api.py", "test_progress_and_rules.py")
+SHARED_TESTS = ("test_stop_reasons.py", "test_v2_regressions.py", "test_step_api.py",
+                "test_progress_and_rules.py")
 
 
 def unit_tests(module: str) -> tuple[str, ...]:

@@ -155,8 +155,9 @@ def test_a_failed_claim_frees_the_key_and_a_cut_off_one_is_unknown(tmp_path: Pat
     outcome, held = idem.claim("k", b"call", "r-3", "c")
     assert outcome == "unknown" and isinstance(held, Claim) and held.unknown
     assert [c.unknown for c in idem.claims()] == [True]
-    with pytest.raises(ValueError, match="claim_ttl_s must be > 0"):
+    with pytest.raises(ValueError) as e:
         IdempotencyLedger(tmp_path / "j.sqlite", claim_ttl_s=0)
+    assert str(e.value) == "claim_ttl_s must be > 0"
     assert IdempotencyLedger(tmp_path / "j.sqlite", claim_ttl_s=0.5).claim_ttl_s == 0.5
 
 
@@ -206,3 +207,20 @@ def test_an_idempotency_ledger_of_the_first_format_is_upgraded(tmp_path: Path) -
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
             "ect.idempotency-ledger/2",)
+
+
+def test_a_result_that_is_not_json_is_not_shared_but_ends_the_claim(tmp_path: Path) -> None:
+    idem = IdempotencyLedger(tmp_path / "i.sqlite")
+    idem.claim("k", b"call", "r-1", "a")
+    idem.put("k", b"call", ToolResult.success(object()), "r-1")
+    assert idem.get("k") is None and idem.claims() == []
+
+
+def test_a_bad_entry_met_by_a_claim_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite"
+    idem = IdempotencyLedger(path)
+    idem.put("k", b"call", ToolResult.success(1), "r-1")
+    _set(path, "UPDATE keys SET result = ? WHERE key = 'k'", b'{"ok": true}')
+    with pytest.raises(LedgerError) as e:
+        idem.claim("k", b"call", "r-2", "b")
+    assert str(e.value) == f"idempotency ledger {path}: bad entry for 'k'"
