@@ -36,6 +36,8 @@ import copy
 import importlib
 import inspect
 import io
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -256,39 +258,69 @@ def _units_fail(tests: tuple[str, ...]) -> bool:
     return code != 0
 
 
+MUTANT_TIMEOUT_S = 300.0
+"""A mutant whose judging takes longer than this (say, a dropped ``frame = frame.f_back`` that
+loops forever) is ended and counted as killed: a hang is something the tests detect."""
+
+
+def _judge(mutant: Mutant, module: ModuleType, live: FunctionType, code: CodeType,
+           units: bool) -> str:
+    """``evals``, ``units``, ``hang`` or ``survived``. The mutant is judged in a forked child,
+    so nothing it does (a hang, a leaked thread, a changed global) reaches the next one."""
+    pid = os.fork()
+    if pid == 0:  # the child: apply, judge, report by exit code
+        status = 0
+        try:
+            with applied(module, live, code):
+                if _evals_fail():
+                    status = 1
+                elif units and _units_fail(unit_tests(mutant.module)):
+                    status = 2
+        finally:
+            os._exit(status)
+    end = time.monotonic() + MUTANT_TIMEOUT_S
+    while True:
+        done, wait = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return {1: "evals", 2: "units"}.get(os.waitstatus_to_exitcode(wait), "survived")
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "hang"
+        time.sleep(0.05)
+
+
 def run(modules: list[str] | None = None, *, units: bool = True) -> dict[str, Any]:
     """Judge every mutant: first by the bundled evals, then (``units``) a mutant the evals did
     not kill by the unit tests. Returns per class: mutants, killed by the bundled evals, killed
-    by the unit tests (of those the evals missed), killed by either, and the survivors."""
-    rows: dict[str, dict[str, Any]] = {k: {"mutants": 0, "evals": 0, "units": 0, "killed": 0,
-                                           "survivors": []} for k in CLASSES}
+    by the unit tests (of those the evals missed), ended by the time limit, killed in all, and
+    the survivors."""
+    rows: dict[str, dict[str, Any]] = {k: {"mutants": 0, "evals": 0, "units": 0, "hang": 0,
+                                           "killed": 0, "survivors": []} for k in CLASSES}
     started = time.monotonic()
     for mutant, module, live, code in mutants(modules):
         row = rows[mutant.kind]
         row["mutants"] += 1
-        with applied(module, live, code):
-            by_evals = _evals_fail()
-            by_units = not by_evals and units and _units_fail(unit_tests(mutant.module))
-        row["evals"] += by_evals
-        row["units"] += by_units
-        if by_evals or by_units:
+        verdict = _judge(mutant, module, live, code, units)
+        if verdict == "survived":
+            if mutant.ident not in EXPLAINED:
+                row["survivors"].append(mutant.ident)
+        else:
+            row[verdict] += 1
             row["killed"] += 1
-        elif mutant.ident not in EXPLAINED:
-            row["survivors"].append(mutant.ident)
-        print(f"{mutant.ident} {'evals' if by_evals else 'units' if by_units else 'SURVIVED'}",
-              file=sys.stderr, flush=True)
+        print(f"{mutant.ident} {verdict}", file=sys.stderr, flush=True)
     return {"classes": rows, "seconds": round(time.monotonic() - started, 1)}
 
 
 def main(argv: list[str]) -> int:
     modules = [a for a in argv if not a.startswith("-")] or None
     report = run(modules, units="--evals-only" not in argv)
-    print(f"{'class':<10} {'mutants':>7} {'evals kill':>10} {'units kill':>10} {'killed':>7} "
-          f"{'score':>7}")
+    print(f"{'class':<10} {'mutants':>7} {'evals kill':>10} {'units kill':>10} {'hang':>5} "
+          f"{'killed':>7} {'score':>7}")
     for kind, row in report["classes"].items():
         score = f"{row['killed'] / row['mutants']:.1%}" if row["mutants"] else "n/a"
         print(f"{kind:<10} {row['mutants']:>7} {row['evals']:>10} {row['units']:>10} "
-              f"{row['killed']:>7} {score:>7}")
+              f"{row['hang']:>5} {row['killed']:>7} {score:>7}")
     print(f"({report['seconds']} s)")
     if "-v" in argv:
         for row in report["classes"].values():
