@@ -82,6 +82,8 @@ def test_reservations_to_the_micro_dollar(tmp_path: Path) -> None:
     assert book.usage(DAY) == {"runs": 0, "spend_usd": 0.000001, "reserved_usd": 0.0}
     none, left = book.reserve(DAY, "r", 5.0, 0.000001, up_to=True)
     assert none is None and left == 0.0
+    whole, left = book.reserve("2026-01-02", "r", 5.0, 1.0)  # by default all of it or nothing
+    assert whole is None and left == 1.0
     book.settle(None, DAY, 0.000001)
     assert book.usage(DAY)["spend_usd"] == 0.000002
 
