@@ -110,3 +110,25 @@ def test_empty_results_that_are_not_json_are_told_apart() -> None:
         point = Checkpoint(Phase.AFTER_TOOL, s, action=call, call=call, result=ToolResult(data=data))
         assert cond.check(point) is None
         cond.observe(point)
+
+
+def test_a_guard_keeps_its_own_copies_of_what_it_was_given() -> None:
+    allow, approvals = {"get"}, {"get"}
+    side: dict[str, SideEffectRule] = {}
+    rules: list[object] = []
+    g = Guard(allow=allow, approvals=approvals, side_effects=side, rules=rules)  # type: ignore[arg-type]
+    allow.add("pay")
+    approvals.add("pay")
+    side["get"] = SideEffectRule()
+    rules.append(lambda c, s: (R.POLICY_BLOCK, "late rule"))
+    s = RunState("r", "t")
+    assert g.judge(ToolCall("pay"), s) == (R.POLICY_BLOCK, "pay is not on the allow-list", None)
+    assert g.judge(ToolCall("get"), s) is None  # no later rule, no later side effect
+    assert (g.allow, g.approvals, g.side_effects, g.rules) == (frozenset({"get"}), frozenset({"get"}), {}, ())
+
+
+def test_a_rule_may_name_its_reason_as_a_plain_string() -> None:
+    g = Guard(allow={"get"}, rules=(lambda c, s: ("needs_human", "Sure?"),))
+    reason, detail, question = g.judge(ToolCall("get", {"q": 1}), RunState("r", "t"))  # type: ignore[misc]
+    assert type(reason) is R and reason is R.NEEDS_HUMAN
+    assert (detail, question) == ("Sure?", 'Sure? Allow get({"q":1})?')
