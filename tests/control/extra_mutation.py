@@ -64,7 +64,12 @@ def unit_tests(module: str) -> tuple[str, ...]:
     return (*own, *(f"tests/control/{name}" for name in SHARED_TESTS))
 
 # mutant id -> why it survives (it cannot change behaviour), reviewed by hand
-EXPLAINED: dict[str, str] = {}
+EXPLAINED: dict[str, str] = {
+    "runner.control._guards:Guard.judge:case:127:1":
+        "compares canonical bytes, which casefold leaves alone",
+    "runner.control._guards:Guard.judge:case:158:5":
+        "StopReason values are lower-case already: casefold changes neither side",
+}
 
 
 @dataclass(frozen=True)
@@ -258,7 +263,7 @@ def _units_fail(tests: tuple[str, ...]) -> bool:
     return code != 0
 
 
-MUTANT_TIMEOUT_S = 300.0
+MUTANT_TIMEOUT_S = 120.0
 """A mutant whose judging takes longer than this (say, a dropped ``frame = frame.f_back`` that
 loops forever) is ended and counted as killed: a hang is something the tests detect."""
 

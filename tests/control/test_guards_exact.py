@@ -132,3 +132,15 @@ def test_a_rule_may_name_its_reason_as_a_plain_string() -> None:
     reason, detail, question = g.judge(ToolCall("get", {"q": 1}), RunState("r", "t"))  # type: ignore[misc]
     assert type(reason) is R and reason is R.NEEDS_HUMAN
     assert (detail, question) == ("Sure?", 'Sure? Allow get({"q":1})?')
+
+
+def test_approvals_name_tools_exactly() -> None:
+    rule = SideEffectRule(amount_arg="amount", escalate_above=100)
+    g = Guard(allow={"refund", "pay"}, approvals={"Pay"},
+              side_effects={"refund": rule, "pay": SideEffectRule(requires_approval=True)})
+    s = RunState("r", "t", approvals=frozenset({"Refund"}))
+    big = ToolCall("refund", {"amount": 500}, idempotency_key="k")
+    assert g.judge(big, s)[0] is R.NEEDS_HUMAN  # type: ignore[index]  # "Refund" is not refund
+    assert g.judge(ToolCall("pay", {}, idempotency_key="j"), s)[0] is R.NEEDS_HUMAN  # type: ignore[index]
+    s.approvals = frozenset({"refund", "pay"})
+    assert g.judge(big, s) is None and g.judge(ToolCall("pay", {}, idempotency_key="j"), s) is None
