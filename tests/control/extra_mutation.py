@@ -54,7 +54,8 @@ CLASSES = ("statement", "boolean", "case")
 # (tests/control/test_<module>*.py) and the regression and stop-reason suites (mutmut maps
 # tests to functions by tracing; this run maps them by name, which keeps a mutant to seconds).
 SHARED_TESTS = ("test_stop_reasons.py", "test_v2_regressions.py", "test_step_api.py",
-                "test_progress_and_rules.py")
+                "test_progress_and_rules.py", "test_values_exact.py", "test_budget_exact.py",
+                "test_controller_exact.py")
 
 
 def unit_tests(module: str) -> tuple[str, ...]:
@@ -69,6 +70,14 @@ EXPLAINED: dict[str, str] = {
         "compares canonical bytes, which casefold leaves alone",
     "runner.control._guards:Guard.judge:case:158:5":
         "StopReason values are lower-case already: casefold changes neither side",
+    "runner.control._killswitch:KillSwitch.engaged:case:153:0":
+        '"" and "0" have no case: a casefolded value is off exactly when the value is',
+    "runner.control._rules:StoppingRule.__init__:case:57:0":
+        "compares two booleans, which casefold leaves alone",
+    "runner.control._rules:StoppingRule.__init__:case:68:1":
+        "compares two lengths, which casefold leaves alone",
+    "runner.control._killswitch:KillSwitch.admit:case:193:0":
+        'the refusal kind is the ledger\'s own lower-case constant ("runs" or "spend")',
 }
 
 

@@ -144,3 +144,15 @@ def test_approvals_name_tools_exactly() -> None:
     assert g.judge(ToolCall("pay", {}, idempotency_key="j"), s)[0] is R.NEEDS_HUMAN  # type: ignore[index]
     s.approvals = frozenset({"refund", "pay"})
     assert g.judge(big, s) is None and g.judge(ToolCall("pay", {}, idempotency_key="j"), s) is None
+
+
+def test_a_rules_stop_keeps_its_own_detail_and_question() -> None:
+    from runner.control import FinishGate, Stop
+
+    asked = Stop(R.NEEDS_HUMAN, FinishGate(), "over the limit", question="Allow it?")
+    g = Guard(allow={"get"}, rules=(lambda c, s: asked,))
+    assert g.judge(ToolCall("get"), RunState("r", "t")) == (R.NEEDS_HUMAN, "over the limit",
+                                                             "Allow it?")
+    pay = Guard(allow={"pay"}, side_effects={"pay": SideEffectRule(requires_approval=True)})
+    shouted = RunState("r", "t", approvals=frozenset({"PAY"}))  # not the tool's name
+    assert pay.judge(ToolCall("pay", {}, idempotency_key="k"), shouted)[0] is R.NEEDS_HUMAN  # type: ignore[index]
