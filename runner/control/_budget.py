@@ -130,6 +130,13 @@ class Budget:
         """
         if expected_steps < 1 or margin < 1:
             raise ValueError("expected_steps must be >= 1 and margin >= 1")
+        if tokens_per_step is None and cost_per_step_usd is None:
+            raise ValueError("Budget.from_task needs tokens_per_step or cost_per_step_usd "
+                             "(a ceiling on spend)")
+        if tokens_per_step is not None and tokens_per_step < 1:
+            raise ValueError("Budget.from_task: tokens_per_step must be >= 1")
+        if cost_per_step_usd is not None and not cost_per_step_usd > 0:
+            raise ValueError("Budget.from_task: cost_per_step_usd must be > 0")
         steps = math.ceil(expected_steps * margin)
         return cls(
             max_steps=steps,

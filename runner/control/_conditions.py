@@ -30,6 +30,7 @@ from runner.control._types import (
     ToolCall,
     ToolResult,
     display,
+    micro,
 )
 from runner.errors import FormatError
 
@@ -230,15 +231,22 @@ class MaxCost(StopCondition):
 
 
 def _cost_check(cond: StopCondition, point: Checkpoint, limit: float, what: str) -> Stop | None:
+    """Nothing left before a model call, or more spent than allowed after one (compared in
+    integer micro-dollars: a step that spends exactly what is left continues)."""
     used = point.state.cost_usd
-    if (point.phase is Phase.BEFORE_MODEL and used >= limit) or used > limit:
+    if (point.phase is Phase.BEFORE_MODEL and micro(used) >= micro(limit)) or micro(used) > micro(limit):
         return cond._stop(StopReason.TOKEN_BUDGET, point,
                           f"spent ${used:.4f} of a ${limit:.4f} {what}")
     return None
 
 
 class DailySpendCap(StopCondition):
-    """``token_budget``: what the kill switch's daily spend ceiling leaves for this run."""
+    """``token_budget``: a step spent more than the kill switch's daily spend ceiling allowed
+    it. Before a model call the step's reservation decides instead (the controller reserves
+    what the step may spend and stops the run ``token_budget`` when the day cannot cover it),
+    so this fires only on an action or a tool result."""
+
+    phases = frozenset({Phase.ON_ACTION, Phase.AFTER_TOOL})
 
     @property
     def name(self) -> str:
@@ -246,7 +254,7 @@ class DailySpendCap(StopCondition):
 
     def check(self, point: Checkpoint) -> Stop | None:
         remaining = point.state.daily_remaining_usd
-        if remaining is None:
+        if remaining is None or point.phase is Phase.BEFORE_MODEL:
             return None
         return _cost_check(self, point, remaining, "share of today's spend ceiling")
 

@@ -42,10 +42,17 @@ bool nor PredicateReport) and an interruption (Ctrl-C, cancellation) end the run
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
+import os
+import signal
+import sys
+import threading
 import time
+import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -72,7 +79,7 @@ from runner.control._errors import KillSwitchEngaged, UnmeteredUsage
 from runner.control._guards import Guard
 from runner.control._handoff import build_handoff
 from runner.control._killswitch import CostAlert, KillSwitch
-from runner.control._ledger import IdempotencyLedger
+from runner.control._ledger import Claim, IdempotencyLedger
 from runner.control._result import _NO_OUTPUT, RunResult
 from runner.control._rules import StoppingRule
 from runner.control._types import (
@@ -92,6 +99,9 @@ from runner.control._types import (
     ToolCall,
     ToolResult,
     Turn,
+    add_usd,
+    dollars,
+    micro,
 )
 from runner.errors import ControlError
 
@@ -103,6 +113,7 @@ __all__ = [
     "Interrupted",
     "KillSwitchStop",
     "RunController",
+    "UnknownOutcome",
     "UserCodeError",
     "Validate",
     "Verdict",
@@ -168,6 +179,19 @@ class Interrupted(Condition):
 
 
 @dataclass(frozen=True, eq=False)
+class UnknownOutcome(Condition):
+    """``needs_human``: an earlier attempt of a side-effect call with this idempotency key ended
+    mid-call (its process died, its lease expired, it was cancelled): nobody knows whether the
+    side effect happened, so it is not run again until a person resolves the key."""
+
+    key: str
+
+    @property
+    def name(self) -> str:
+        return f"unknown_outcome[{self.key}]"
+
+
+@dataclass(frozen=True, eq=False)
 class KillSwitchStop(Condition):
     """``policy_block``: the kill switch's flag was raised while the run was going."""
 
@@ -188,11 +212,21 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
-# The stack level of the UnmeteredUsage warning, so it points at the line that called run()
-# (_meter, _step, _run_sync, run, the caller) or arun() (_meter, _drive, arun, the caller).
-# no mutate: mutmut's trampolines add stack frames, so only a test outside mutmut can check them
-_RUN_DEPTH = 5  # pragma: no mutate
-_ARUN_DEPTH = 4  # pragma: no mutate
+# Frames a warning must not point into: this package and the async machinery that drives it
+# (anyio, asyncio, worker threads), so it points at the caller's own line in run and arun.
+_INTERNAL = (*(os.path.dirname(m.__file__ or "") + os.sep for m in (anyio, asyncio)),
+             os.path.dirname(__file__) + os.sep, threading.__file__, contextlib.__file__)
+
+
+def _caller_level() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the first frame outside :data:`_INTERNAL`, as
+    seen from the function that calls this one."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 class RunController:
@@ -314,7 +348,7 @@ class RunController:
             return
         ks, admission = state._admission
         lease, state._lease = state._lease, None
-        ks.settle(admission, lease, _usd(state.cost_usd - state._settled_usd))
+        ks.settle(admission, lease, dollars(micro(state.cost_usd) - micro(state._settled_usd)))
         state._settled_usd = state.cost_usd
 
     def _flag(self, state: RunState) -> Stop | None:
@@ -326,24 +360,29 @@ class RunController:
                     question="The kill switch is engaged: release it and resume, or close the run?")
 
     def _reserve(self, state: RunState) -> Stop | None:
-        """Reserve this step's spend under the daily ceiling (a lease); refuse if none is left."""
+        """Reserve this step's spend under the daily ceiling (a lease); refuse if none is left.
+
+        The reservation is ``step_reserve_usd``, else what is left of the run's
+        ``max_cost_usd``, else all the day leaves (see :meth:`KillSwitch.reserve`)."""
         if state._admission is None:
             return None
         ks, admission = state._admission
+        cap = self.budget.max_cost_usd
+        bound = None if cap is None else dollars(micro(cap) - micro(state.cost_usd))
         try:
             self._settle(state)
-            lease, left = ks.reserve(admission, state.run_id)
+            lease, allowed = ks.reserve(admission, state.run_id, bound)
         except ControlError as e:  # the ledger is unusable: fail closed
             raise _Failed(UserCodeError("kill_switch.ledger"), str(e)) from None
-        if left is None:
+        if allowed is None:
             return None
         if lease is None:
-            want = ks.step_reserve_usd or 0.0
+            want = ks.step_reserve_usd if ks.step_reserve_usd is not None else bound
+            asks = f"a step reserves ${want:.4f}" if want is not None else "a step needs some"
             return Stop(StopReason.TOKEN_BUDGET, DailySpendCap(),
-                        f"today's spend ceiling leaves ${left:.4f}; a step reserves ${want:.4f}",
-                        state.step)
+                        f"today's spend ceiling leaves ${allowed:.4f}; {asks}", state.step)
         state._lease = lease
-        state.daily_remaining_usd = _usd(state.cost_usd + left)
+        state.daily_remaining_usd = add_usd(state.cost_usd, allowed)
         return None
 
     def _rules_first(self, state: RunState) -> tuple[Stop | None, list[str]]:
@@ -428,7 +467,7 @@ class RunController:
             raise ValueError("tokens and cost must be >= 0")
         state.step += 1
         state.tokens += tokens
-        state.cost_usd += cost_usd
+        state.cost_usd = add_usd(state.cost_usd, cost_usd)
         state.last_action = action
         state.usage.append((tokens, cost_usd))
         self._alert(state)
@@ -453,19 +492,16 @@ class RunController:
         if call is not None:
             key = self.guard.idempotency_key(call) if self.guard is not None else None
             if key is not None and key in state._idempotency:
-                self._observe(point)
-                earlier = state._idempotency[key][1]
-                state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
-                                              dict(call.args), earlier,
-                                              f"idempotency key {key!r} already executed",
-                                              idempotency_key=call.idempotency_key))
-                if self.fold is not None:  # the earlier result is this call's result
-                    _call("fold", self.fold, state, call, earlier)
-                return Verdict(VerdictKind.DEDUPLICATED, call=call, result=earlier)
+                return self._deduplicated(state, point, call, key)
             stop = self._tools.check(point) or self._user(point)
+            if stop is None and key is not None:
+                claimed = self._claim(state, point, call, key)
+                if claimed is not None:
+                    return claimed
             if stop is not None:
                 return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
             self._observe(point)
+            state._call_started = self.clock()
             return Verdict(VerdictKind.EXECUTE, call=call)
         stop = self._user(point)
         if stop is not None:
@@ -478,6 +514,78 @@ class RunController:
         state.trace.append(StepRecord(state.step, "invalid", note=action.detail))
         state._notes.append(f"Your last reply was not a valid action: {action.detail}.")
         return Verdict(VerdictKind.CONTINUE)
+
+    def _deduplicated(self, state: RunState, point: Checkpoint, call: ToolCall,
+                      key: str) -> Verdict:
+        self._observe(point)
+        earlier = state._idempotency[key][1]
+        state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
+                                      dict(call.args), earlier,
+                                      f"idempotency key {key!r} already executed",
+                                      idempotency_key=call.idempotency_key))
+        if self.fold is not None:  # the earlier result is this call's result
+            _call("fold", self.fold, state, call, earlier)
+        return Verdict(VerdictKind.DEDUPLICATED, call=call, result=earlier)
+
+    def _claim(self, state: RunState, point: Checkpoint, call: ToolCall,
+               key: str) -> Verdict | None:
+        """Claim ``key`` in the shared ledger before the call runs (None: claimed, run it).
+
+        Another attempt holding it in flight is waited for (polling, within the run's time
+        budget); when it is done its result is this call's; when its outcome is unknown the
+        run stops ``needs_human``."""
+        ledger = self.idempotency
+        if ledger is None:
+            return None
+        fingerprint = canonical_bytes([call.tool, call.args])
+        owner = f"{state.run_id}/{uuid.uuid4().hex}"
+        pause = 0.01
+        while True:
+            try:
+                outcome, found = ledger.claim(key, fingerprint, state.run_id, owner)
+            except ControlError as e:
+                raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
+            if outcome == "claimed":
+                state._claims[key] = owner
+                return None
+            if outcome == "done":
+                assert isinstance(found, tuple)
+                state._idempotency[key] = found
+                if found[0] != fingerprint:
+                    assert self.guard is not None
+                    stop = self.guard._stop(StopReason.POLICY_BLOCK, point,
+                                            f"idempotency key {key!r} reused with different "
+                                            "arguments")
+                    return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+                return self._deduplicated(state, point, call, key)
+            assert isinstance(found, Claim)
+            if outcome == "unknown":
+                stop = Stop(StopReason.NEEDS_HUMAN, UnknownOutcome(key),
+                            f"an earlier attempt of {call.tool} with idempotency key {key!r} "
+                            f"({found.describe()}) ended mid-call: its outcome is unknown",
+                            state.step,
+                            question=f"Did {call.tool} with key {key!r} take effect? Check, "
+                                     "then resolve the key in the idempotency ledger "
+                                     "(resolve(key, result) if it did, resolve(key) if not) "
+                                     "and resume the run.")
+                return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+            left = _left(state)
+            if left is not None and left <= 0 and self._time is not None:
+                stop = self._time.expired(point, f"waiting for {key!r} held by "
+                                                 f"{found.describe()}")
+                return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+            time.sleep(pause if left is None else min(pause, left))
+            pause = min(pause * 1.5, 0.25)
+
+    def _settle_claims(self, state: RunState) -> None:
+        """A call whose claim is still held when the run ends never reported back (cancelled at
+        a deadline, interrupted): its outcome is unknown."""
+        ledger = self.idempotency
+        for key, owner in list(state._claims.items()):
+            del state._claims[key]
+            if ledger is not None:
+                with contextlib.suppress(ControlError):  # the run already ends; nothing to do
+                    ledger.abandon(key, owner)
 
     def _shared_key(self, state: RunState, call: ToolCall) -> None:
         """Bring a key another run already used into this run's idempotency memory."""
@@ -507,8 +615,8 @@ class RunController:
             state.proposal = finish.output
             try:
                 value = self.validate(state, finish.output)
-            except Exception as e:  # a check that cannot run does not pass (fail closed)
-                value = _check_failed(e)
+            except Exception as e:  # a check that cannot run is user code that failed
+                return self._fail(state, _user_error("validate", e))
             if inspect.isawaitable(value):
                 if inspect.iscoroutine(value):
                     value.close()
@@ -564,7 +672,7 @@ class RunController:
         state.calls_by_tool[call.tool] = state.calls_by_tool.get(call.tool, 0) + 1
         if not result.ok:
             state.failed_by_tool[call.tool] = state.failed_by_tool.get(call.tool, 0) + 1
-        state.cost_usd += result.cost_usd
+        state.cost_usd = add_usd(state.cost_usd, result.cost_usd)
         self._alert(state)
         try:
             return self._after_tool(state, call, result)
@@ -573,6 +681,7 @@ class RunController:
 
     def _after_tool(self, state: RunState, call: ToolCall, result: ToolResult) -> Stop | None:
         key = self.guard.idempotency_key(call) if self.guard is not None else None
+        owner = state._claims.pop(key, None) if key is not None else None
         if key is not None and result.ok:
             fingerprint = canonical_bytes([call.tool, call.args])
             state._idempotency[key] = (fingerprint, result)
@@ -581,8 +690,16 @@ class RunController:
                     self.idempotency.put(key, fingerprint, result, state.run_id)
                 except ControlError as e:
                     raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
+        elif key is not None and owner is not None and self.idempotency is not None:
+            try:  # a failed call did not happen: the key is free for a retry
+                self.idempotency.release(key, owner)
+            except ControlError as e:
+                raise _Failed(UserCodeError("idempotency.ledger"), str(e)) from None
+        started, state._call_started = state._call_started, None
         state.trace.append(StepRecord(state.step, "tool", call.tool, dict(call.args), result,
-                                      idempotency_key=call.idempotency_key))
+                                      idempotency_key=call.idempotency_key,
+                                      seconds=None if started is None or not self.budget.timed
+                                      else round(self.clock() - started, 6)))
         self._invalidate_facts(state, call)
         if self.fold is not None:
             _call("fold", self.fold, state, call, result)
@@ -612,7 +729,7 @@ class RunController:
         if tokens < 0 or cost_usd < 0:
             raise ValueError("tokens and cost must be >= 0")
         state.tokens += tokens
-        state.cost_usd += cost_usd
+        state.cost_usd = add_usd(state.cost_usd, cost_usd)
         self._alert(state)
         # no mutate: the spend ceilings treat every phase but before_model alike (None too)
         stop = self._spend.check(Checkpoint(Phase.ON_ACTION, state))  # pragma: no mutate
@@ -634,6 +751,7 @@ class RunController:
         if state.stop is None:
             raise RuntimeError(f"run {state.run_id} has not stopped yet")
         self._settle(state)
+        self._settle_claims(state)
         stop = state.stop
         goal = stop.reason is StopReason.GOAL_MET
         return RunResult.build(
@@ -670,7 +788,10 @@ class RunController:
     def _record(self, state: RunState) -> dict[str, Any]:
         return {"task": _replayable(state.task), "controls": self.describe(),
                 "last_action": _action_json(state.last_action),
-                "usage": [[t, _usd(c)] for t, c in state.usage]}
+                "usage": [[t, _usd(c)] for t, c in state.usage],
+                # how long each decision took, for a replay under the same deadline
+                **({"decide_seconds": [round(x, 6) for x in state.decide_seconds]}
+                   if self.budget.timed else {})}
 
     # -- resuming after a human decision ----------------------------------------------------
     def reopen(self, state: RunState, *, approvals: frozenset[str] | set[str] = frozenset(),
@@ -698,9 +819,9 @@ class RunController:
         if not self.rules and self.validate is None:
             raise ValueError("a run needs a finish check: pass validate= or rules=")
 
-    def _meter(self, state: RunState, action: Any, depth: int) -> None:
-        """Count a decision that reported no usage; warn once per run, ``depth`` frames up
-        (at the line that called run() or arun())."""
+    def _meter(self, state: RunState, action: Any) -> None:
+        """Count a decision that reported no usage; warn once per run, at the caller's line
+        (the first frame outside this package and the async machinery)."""
         if isinstance(action, Turn) or (self.budget.max_tokens is None
                                         and self.budget.max_cost_usd is None):
             return
@@ -711,45 +832,55 @@ class RunController:
                 f"run {state.run_id}: decide returned a plain action, so no token usage or "
                 "cost was counted against the budget; return Turn(action, tokens=..., "
                 "cost_usd=...) to meter it"),
-                stacklevel=depth)  # pragma: no mutate (see _RUN_DEPTH)
+                stacklevel=_caller_level())
 
     def run(self, task: Any, decide: Decide, execute: Execute, *, run_id: str | None = None,
             data: dict[str, Any] | None = None) -> RunResult[Any]:
-        """Run a synchronous agent loop to its stop. Use :meth:`arun` for async callables.
+        """Run a synchronous agent loop to its stop. Use :meth:`arun` for async callables
+        (``run`` refuses them with a ``TypeError``, deadline or not).
 
         With a deadline in the budget (``max_seconds``, tool timeouts) the callables run in a
         worker thread under an anyio cancel scope, so a hung tool is abandoned at the deadline
-        (``time_budget``); this needs no running event loop (inside one, use :meth:`arun`)."""
+        (``time_budget``); this needs no running event loop (inside one, use :meth:`arun`).
+        Ctrl-C or SIGTERM during the run ends it ``internal_error`` (condition
+        ``Interrupted``) with a handoff, its spend settled; the result is returned."""
         self._check_runnable()
+        for what, fn in (("decide", decide), ("execute", execute), ("validate", self.validate)):
+            if fn is not None and _is_async(fn):
+                raise _Misuse(f"{what} is async: use `await controller.arun(...)`")
+        if self.budget.timed and _in_event_loop():
+            raise RuntimeError("run() with a deadline cannot be called inside a running event "
+                               "loop: use `await controller.arun(...)` there")
         state = self.start(task, run_id=run_id, data=data)
         return self._run_sync(state, decide, execute)
 
     def _run_sync(self, state: RunState, decide: Decide, execute: Execute) -> RunResult[Any]:
-        if self.budget.timed:
-            return anyio.run(self._drive, state, decide, execute, True)
-        try:
-            while state.stop is None:
-                if self.check_before_model(state) is not None:
-                    break
-                try:
-                    raw = decide(state)
-                except Exception as e:
-                    self._fail(state, _user_error("decide", e))
-                    break
-                action = _sync(raw, "decide")  # an async decide needs arun (TypeError)
-                self._step(state, action, lambda c: _sync(execute(c), "execute"),
-                           lambda out: _sync(self.validate(state, out), "validate")
-                           if self.validate is not None else None)
-        except KeyboardInterrupt:
-            if state.stop is None:
-                self._end(state, _interrupted(state, "ctrl-c"))
-        finally:
-            self._settle(state)
+        with _terminate_as_interrupt():
+            try:
+                if self.budget.timed:
+                    return anyio.run(self._drive, state, decide, execute, True)
+                while state.stop is None:
+                    if self.check_before_model(state) is not None:
+                        break
+                    began = self.clock()
+                    try:
+                        raw = decide(state)
+                    except Exception as e:
+                        self._fail(state, _user_error("decide", e))
+                        break
+                    state.decide_seconds.append(self.clock() - began)
+                    action = _sync(raw, "decide")  # an async decide needs arun (TypeError)
+                    self._step(state, action, execute)
+            except (KeyboardInterrupt, _Terminated) as e:
+                if state.stop is None:
+                    self._end(state, _interrupted(state, "sigterm" if isinstance(e, _Terminated)
+                                                  else "ctrl-c"))
+            finally:
+                self._settle(state)
         return self.result(state, _resume=self._resumer(state, decide, execute))
 
-    def _step(self, state: RunState, action: Any, execute: Callable[[ToolCall], Any],
-              validate: Callable[[Any], Any]) -> None:
-        self._meter(state, action, _RUN_DEPTH)
+    def _step(self, state: RunState, action: Any, execute: Execute) -> None:
+        self._meter(state, action)
         try:
             verdict = self.on_action(state, action)
         except TypeError as e:
@@ -761,18 +892,10 @@ class RunController:
                 raw = execute(verdict.call)
             except Exception as e:  # a crashing tool is a fatal tool failure
                 raw = _crashed(e)
-            self.on_tool_result(state, verdict.call, raw)
+            self.on_tool_result(state, verdict.call, _sync(raw, "execute"))
         elif verdict.kind is VerdictKind.CHECK_FINISH:
             assert verdict.finish is not None
-            state.proposal = verdict.finish.output
-            try:
-                checked = validate(verdict.finish.output)
-            except Exception as e:  # fail closed
-                checked = _check_failed(e)
-            if checked is None and self.validate is not None:
-                self._fail(state, _contract("validate", None))
-                return
-            self._decide_finish(state, verdict.finish, checked)
+            self.on_finish(state, verdict.finish)
 
     async def arun(self, task: Any, decide: Decide, execute: Execute, *,
                    run_id: str | None = None, data: dict[str, Any] | None = None,
@@ -780,13 +903,15 @@ class RunController:
         """Like :meth:`run`; ``decide``, ``execute`` and ``validate`` may be sync or async.
 
         Deadlines cancel work in flight (anyio cancel scopes); sync callables then run in a
-        worker thread. When the caller cancels the run from outside, the run ends
-        ``internal_error`` (condition ``Interrupted``), ``on_stop`` receives that result, and
-        the cancellation propagates."""
+        worker thread. When the caller cancels the run from outside (Ctrl-C under
+        ``asyncio.run`` is such a cancellation), the run ends ``internal_error`` (condition
+        ``Interrupted``), ``on_stop`` receives that result, and the cancellation propagates.
+        SIGTERM (in the main thread, when no handler of yours is installed) ends the run the
+        same way and the result is returned."""
         self._check_runnable()
         state = self.start(task, run_id=run_id, data=data)
         try:
-            return await self._drive(state, decide, execute, self.budget.timed, from_async=True)
+            return await self._watched(state, decide, execute)
         except anyio.get_cancelled_exc_class():
             # no mutate: nothing below awaits, so the shield is defensive and False behaves alike
             with anyio.CancelScope(shield=True):  # pragma: no mutate
@@ -796,16 +921,51 @@ class RunController:
                 if on_stop is not None:
                     on_stop(result)
             raise
+        except KeyboardInterrupt:  # raised inside a sync callable running on the loop
+            if state.stop is None:
+                self._end(state, _interrupted(state, "ctrl-c"))
+            return self.result(state, _resume=self._resumer(state, decide, execute, True))
+
+    async def _watched(self, state: RunState, decide: Decide, execute: Execute) -> RunResult[Any]:
+        """``_drive`` with SIGTERM ending the run ``internal_error`` (main thread only, and only
+        while no other SIGTERM handler is installed)."""
+        if not _can_watch_sigterm():
+            return await self._drive(state, decide, execute, self.budget.timed, from_async=True)
+        result: RunResult[Any] | None = None
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as tg:
+                async def watch() -> None:
+                    async for _ in signals:
+                        if state.stop is None:
+                            self._end(state, _interrupted(state, "sigterm"))
+                        tg.cancel_scope.cancel()
+                        return
+
+                tg.start_soon(watch)
+                result = await self._drive(state, decide, execute, self.budget.timed,
+                                           from_async=True)
+                tg.cancel_scope.cancel()
+        if result is None:  # SIGTERM cancelled the drive
+            result = self.result(state, _resume=self._resumer(state, decide, execute, True))
+        return result
 
     async def _drive(self, state: RunState, decide: Decide, execute: Execute,
                      threaded: bool, *, from_async: bool = False) -> RunResult[Any]:
-        async def invoke(fn: Callable[..., Any], *args: Any) -> Any:
+        async def invoke(what: str, fn: Callable[..., Any], *args: Any) -> Any:
             # no mutate: a coroutine function sent to a thread returns its coroutine, awaited below
             if threaded and not inspect.iscoroutinefunction(fn):  # pragma: no mutate
                 value = await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
             else:
                 value = fn(*args)
+            if not from_async:  # run() refuses async callables, deadline or not
+                return _sync(value, what)
             return await value if inspect.isawaitable(value) else value
+
+        async def judge(action: Any) -> Verdict:
+            if self.idempotency is None:  # no shared ledger: nothing can wait
+                return self.on_action(state, action)
+            # waiting for another attempt's claim polls; keep the event loop free meanwhile
+            return await anyio.to_thread.run_sync(self.on_action, state, action)
 
         deadline = self._time
         doing: str  # what was under way when the deadline passed (set before every await)
@@ -815,14 +975,19 @@ class RunController:
                     if self.check_before_model(state) is not None:
                         break
                     doing = "waiting for decide"
+                    began = self.clock()
                     try:
-                        action = await invoke(decide, state)
+                        action = await invoke("decide", decide, state)
+                    except _Misuse:
+                        raise
                     except Exception as e:
                         self._fail(state, _user_error("decide", e))
                         break
-                    self._meter(state, action, _ARUN_DEPTH)
+                    state.decide_seconds.append(self.clock() - began)
+                    self._meter(state, action)
                     try:
-                        verdict = self.on_action(state, action)
+                        doing = "waiting for an idempotency key"
+                        verdict = await judge(action)
                     except TypeError as e:
                         self._fail(state, _Failed(ContractViolation("decide"), str(e)))
                         break
@@ -834,7 +999,9 @@ class RunController:
                         raw: Any
                         try:
                             with anyio.move_on_after(limit) as scope:
-                                raw = await invoke(execute, call)
+                                raw = await invoke("execute", execute, call)
+                        except _Misuse:
+                            raise
                         except Exception as e:  # a crashing tool is a fatal tool failure
                             raw = _crashed(e)
                         if scope.cancelled_caught:
@@ -852,9 +1019,13 @@ class RunController:
                         if self.validate is not None:
                             state.proposal = verdict.finish.output
                             try:
-                                report = await invoke(self.validate, state, verdict.finish.output)
-                            except Exception as e:  # fail closed
-                                report = _check_failed(e)
+                                report = await invoke("validate", self.validate, state,
+                                                      verdict.finish.output)
+                            except _Misuse:
+                                raise
+                            except Exception as e:  # user code that failed
+                                self._fail(state, _user_error("validate", e))
+                                break
                             if report is None:
                                 self._fail(state, _contract("validate", None))
                                 break
@@ -893,8 +1064,8 @@ def _left(state: RunState) -> float | None:
 
 
 def _usd(amount: float) -> float:
-    """A dollar figure rounded to the nano-dollar, so float noise (0.1 + 0.2) never shows."""
-    return round(amount, 9)
+    """A dollar figure in whole micro-dollars (the unit money is counted in)."""
+    return dollars(micro(amount))
 
 
 def _call(what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -915,9 +1086,12 @@ def _contract(what: str, value: Any) -> _Failed:
                    f"{what} must return bool or PredicateReport, got {type(value).__name__}")
 
 
+_HOW = {"ctrl-c": "interrupted by Ctrl-C", "sigterm": "terminated by SIGTERM",
+        "cancelled": "cancelled from outside"}
+
+
 def _interrupted(state: RunState, how: str) -> Stop:
-    return Stop(StopReason.INTERNAL_ERROR, Interrupted(how),
-                "interrupted by Ctrl-C" if how == "ctrl-c" else "cancelled from outside",
+    return Stop(StopReason.INTERNAL_ERROR, Interrupted(how), _HOW[how],
                 state.step, question="The run was interrupted: resume it from the handoff, "
                                      "or close it?")
 
@@ -952,13 +1126,57 @@ def _crashed(e: Exception) -> ToolResult:
     return ToolResult.failure(_first_line(e), fatal=True)
 
 
-def _check_failed(e: Exception) -> PredicateReport:
-    return PredicateReport(missing=("finish_check",), detail=f"the finish check raised {_first_line(e)}")
+class _Misuse(TypeError):
+    """An async callable given to the synchronous ``run`` (escapes the run as a TypeError)."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while ``run`` was driving the loop."""
 
 
 def _sync(value: Any, what: str) -> Any:
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()
-        raise TypeError(f"{what} returned an awaitable: use `await controller.arun(...)`")
+        raise _Misuse(f"{what} returned an awaitable: use `await controller.arun(...)`")
     return value
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return inspect.iscoroutinefunction(fn) or (
+        not inspect.isfunction(fn) and call is not None and inspect.iscoroutinefunction(call))
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _can_watch_sigterm() -> bool:
+    return _main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While ``run`` drives the loop in the main thread, SIGTERM raises ``_Terminated`` (when
+    no handler of the caller's is installed); the previous handler is restored after."""
+    if not _can_watch_sigterm():
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -26,6 +26,10 @@ Case fields (unknown fields are refused)::
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
     no_progress    {"repeats"?, "empty_results"?, "stalled"?}
     tool_failure   {"consecutive"?}
+    kill_switch    optional {"max_spend_per_day_usd", "step_reserve_usd"?}: the run is admitted
+                   by a kill switch with a fresh ledger (a new temporary file every run)
+    expect_spend   optional, with kill_switch: {"spend_usd", "reserved_usd"} the ledger holds
+                   for the day after the run (what was spent, what is still reserved)
     finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
                    values tools put into the run state (ok tool results that are objects are
                    merged into the state); or {"verdicts": [bool, ...]}: replay recorded
@@ -37,7 +41,8 @@ Case fields (unknown fields are refused)::
                     at a deadline)
     agent          {"turns": [{"call": {"tool", "args"?, "idempotency_key"?}} | {"finish": value}
                     | {"escalate": question, "found"?: [...]} | {"invalid": detail}
-                    | {"raise": message}, each optionally with "tokens" and "cost_usd"]}
+                    | {"raise": message}, each optionally with "tokens", "cost_usd" and
+                    "delay_s" (the model call takes that long)]}
                    or {"import": "package.module:decide"}: your own agent's ``decide``
 
 Whatever the case expects, a run that did not end ``goal_met`` must carry no output (reading it
@@ -46,9 +51,12 @@ raises ``NoFinalOutput``) and must carry a handoff package; a case fails otherwi
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
+import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -60,6 +68,7 @@ from runner.control._conditions import NoProgressDetector, ToolFailure
 from runner.control._controller import RunController
 from runner.control._errors import EvalCaseError, NoFinalOutput, UnmeteredUsage
 from runner.control._guards import Guard, SideEffectRule
+from runner.control._killswitch import KillSwitch
 from runner.control._rules import StoppingRule
 from runner.control._types import (
     Action,
@@ -171,6 +180,9 @@ class EvalCase:
     expect_kind: str | None = None
     agent_import: str | None = None
     delays: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per tool, per call
+    turn_delays: tuple[float, ...] = ()  # per turn: how long the model call takes
+    kill_switch: dict[str, float] | None = None  # KillSwitch arguments (a fresh ledger per run)
+    expect_spend: dict[str, float] | None = None  # the day's {spend_usd, reserved_usd} after
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -178,7 +190,8 @@ class EvalCase:
         top = r.obj(obj, "$", {"format", "id", "task", "expect_stop", "agent"},
                     {"description", "expect_output", "budget", "guard", "no_progress",
                      "tool_failure", "finish_check", "rules", "tools", "expect_steps",
-                     "expect_tools", "expect_not_run", "expect_kind"})
+                     "expect_tools", "expect_not_run", "expect_kind", "kill_switch",
+                     "expect_spend"})
         if top["format"] != EVAL_FORMAT:
             raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
         case_id = r.typed(top["id"], "$.id", str, "a string")
@@ -201,12 +214,13 @@ class EvalCase:
             raise r.fail("$.agent", "needs exactly one of 'turns' or 'import'")
         agent_import = None
         turns: tuple[Turn | str, ...] = ()
+        turn_delays: tuple[float, ...] = ()
         if "import" in agent:
             agent_import = r.typed(agent["import"], "$.agent.import", str, "a string")
             if agent_import.count(":") != 1:
                 raise r.fail("$.agent.import", "must be 'package.module:function'")
         else:
-            turns = _turns(r, agent)
+            turns, turn_delays = _turns(r, agent)
         tools, delays = _tools(r, top.get("tools", {}))
         steps = (r.count(top["expect_steps"], "$.expect_steps")
                  if "expect_steps" in top else None)
@@ -216,8 +230,20 @@ class EvalCase:
                    if "expect_not_run" in top else ())
         kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
                 if "expect_kind" in top else None)
+        switch = None
+        if "kill_switch" in top:
+            k = r.obj(top["kill_switch"], "$.kill_switch", {"max_spend_per_day_usd"},
+                      {"step_reserve_usd"})
+            switch = {f: _positive(r, k[f], f"$.kill_switch.{f}") for f in k}
+        spend = None
+        if "expect_spend" in top:
+            if switch is None:
+                raise r.fail("$.expect_spend", "needs a kill_switch (its ledger holds the spend)")
+            e = r.obj(top["expect_spend"], "$.expect_spend", {"spend_usd", "reserved_usd"}, set())
+            spend = {f: r.number(e[f], f"$.expect_spend.{f}") for f in e}
         return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays)
+                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays,
+                   turn_delays, switch, spend)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -288,11 +314,15 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
                               if "escalate_above" in s else None)
             requires_approval = r.typed(s.get("requires_approval", False),
                                         p + ".requires_approval", bool, "a boolean")
+            amount_arg = r.typed(s.get("amount_arg"), p + ".amount_arg", (str, type(None)),
+                                 "a string")
+            idempotency_arg = r.typed(s.get("idempotency_arg", "idempotency_key"),
+                                      p + ".idempotency_arg", (str, type(None)), "a string")
             try:
                 side[tool] = SideEffectRule(
-                    amount_arg=s.get("amount_arg"), max_amount=max_amount,
+                    amount_arg=amount_arg, max_amount=max_amount,
                     escalate_above=escalate_above, requires_approval=requires_approval,
-                    idempotency_arg=s.get("idempotency_arg", "idempotency_key"))
+                    idempotency_arg=idempotency_arg)
             except ValueError as e:
                 raise r.fail(p, str(e)) from None
         try:
@@ -391,25 +421,27 @@ def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
         state.data.update(result.data)
 
 
-def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
+def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple[float, ...]]:
     raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
     if not raw:
         raise r.fail("$.agent.turns", "must not be empty")
     out: list[Turn | str] = []
+    delays: list[float] = []
     for i, t in enumerate(raw):
         p = f"$.agent.turns[{i}]"
         if not isinstance(t, dict):
             raise r.fail(p, "must be an object")
+        delays.append(r.number(t.get("delay_s", 0), p + ".delay_s"))
         kinds = [k for k in ("call", "finish", "escalate", "invalid", "raise") if k in t]
         if len(kinds) != 1:
             raise r.fail(p, "needs exactly one of call, finish, escalate, invalid, raise")
         kind = kinds[0]
         if kind == "raise":
-            r.obj(t, p, {"raise"}, set())
+            r.obj(t, p, {"raise"}, {"delay_s"})
             out.append(r.typed(t["raise"], p + ".raise", str, "a string"))
             continue
-        r.obj(t, p, {kind}, {"tokens", "cost_usd", "found"} if kind == "escalate"
-              else {"tokens", "cost_usd"})
+        r.obj(t, p, {kind}, {"tokens", "cost_usd", "delay_s", "found"} if kind == "escalate"
+              else {"tokens", "cost_usd", "delay_s"})
         action: Action
         if kind == "call":
             c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
@@ -428,7 +460,7 @@ def _turns(r: _Reader, a: dict[str, Any]) -> tuple[Turn | str, ...]:
             action = Invalid(r.typed(t["invalid"], p + ".invalid", str, "a string"))
         out.append(Turn(action, r.count(t.get("tokens", 0), p + ".tokens"),
                         r.number(t.get("cost_usd", 0), p + ".cost_usd")))
-    return tuple(out)
+    return tuple(out), tuple(delays)
 
 
 def _tools(r: _Reader, tools: Any) -> tuple[dict[str, tuple[ToolResult, ...]],
@@ -514,15 +546,20 @@ class EvalReport:
         return f"{self.passed} passed, {self.failed} failed"
 
 
-def _scripted(turns: tuple[Turn | str, ...]) -> Callable[[RunState], Turn]:
-    it = iter(turns)
-    last: list[Turn | str] = []
+def _scripted(turns: tuple[Turn | str, ...],
+              delays: tuple[float, ...] = ()) -> Callable[[RunState], Awaitable[Turn]]:
+    it = iter(zip(turns, delays or (0.0,) * len(turns), strict=True))
+    last: list[tuple[Turn | str, float]] = []
 
-    def decide(state: RunState) -> Turn:
+    async def decide(state: RunState) -> Turn:
+        import anyio
+
         nxt = next(it, None)
         if nxt is not None:
             last[:] = [nxt]
-        turn = last[0]
+        turn, wait = last[0]
+        if wait:  # a slow model call (cancelled at the deadline)
+            await anyio.sleep(wait)
         if isinstance(turn, str):
             raise RuntimeError(turn)
         return turn
@@ -598,11 +635,28 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
         f"{display({k: output.get(k) for k in bad})}")
 
 
-def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str]) -> Any:
-    # every case has a deadline (MAX_EVAL_SECONDS at most), so run() drives the loop under anyio
-    # and awaits the async tools; a sync decide runs in a worker thread it can abandon
-    return case.controller.run(case.task, decide, _tool_runner(case.tool_results, case.delays, ran),
-                               run_id=case.case_id)
+def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str],
+         controller: RunController) -> Any:
+    # every case has a deadline (MAX_EVAL_SECONDS at most), so arun drives the loop under a
+    # cancel scope and awaits the async tools; a sync decide runs in a worker thread it can
+    # abandon (run() refuses async callables)
+    import anyio
+
+    execute = _tool_runner(case.tool_results, case.delays, ran)
+    return anyio.run(functools.partial(controller.arun, case.task, decide, execute,
+                                       run_id=case.case_id))
+
+
+def _with_switch(case: EvalCase, ledger: Path) -> tuple[RunController, KillSwitch | None]:
+    """The case's controller, admitted by the case's kill switch on a fresh ledger."""
+    if case.kill_switch is None:
+        return case.controller, None
+    switch = KillSwitch(ledger=ledger,
+                        max_spend_per_day_usd=case.kill_switch["max_spend_per_day_usd"],
+                        step_reserve_usd=case.kill_switch.get("step_reserve_usd"))
+    controller = copy.copy(case.controller)
+    controller.kill_switch = switch
+    return controller, switch
 
 
 def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None) -> CaseResult:
@@ -611,11 +665,13 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
     """
     if decide is None:
         decide = (import_agent(case.agent_import) if case.agent_import is not None
-                  else _scripted(case.turns))
+                  else _scripted(case.turns, case.turn_delays))
     ran: list[str] = []
-    with warnings.catch_warnings():  # a scripted turn's usage is exactly what the case says
-        warnings.simplefilter("ignore", UnmeteredUsage)
-        result = _run(case, decide, ran)
+    with tempfile.TemporaryDirectory(prefix="ect-eval-") as home, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmeteredUsage)  # a scripted turn's usage is the case's
+        controller, switch = _with_switch(case, Path(home) / "ledger.sqlite")
+        result = _run(case, decide, ran, controller)
+        day = switch.usage() if switch is not None else None
     output_ok: bool | None = None
     detail = ""
     if case.expect_output is not None:
@@ -642,6 +698,11 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
     done = sorted(set(ran) & set(case.expect_not_run))
     if done:
         problems.append("executed " + ", ".join(done) + ", which must not run")
+    if case.expect_spend is not None and day is not None:
+        got = {"spend_usd": day["spend_usd"], "reserved_usd": day["reserved_usd"]}
+        if got != case.expect_spend:
+            problems.append(f"the day's ledger holds {display(got)}, expected "
+                            f"{display(case.expect_spend)}")
     if case.expect_kind is not None and result.stop.kind != case.expect_kind:
         problems.append(f"stopped by {result.stop.kind}, expected {case.expect_kind}")
     return CaseResult(case.case_id, case.source, case.expect_stop, result.reason,
@@ -692,6 +753,29 @@ def run_evals(path: str | Path | None = None, *,
     """Load and run every case (see :func:`load_cases`), with your ``decide`` when given."""
     return EvalReport(tuple(run_case(c, decide=decide) for c in load_cases(path)))
 
+
+
+def _cut_call(r: _Reader, record: dict[str, Any], condition: Any,
+              last: dict[str, Any] | None) -> str | None:
+    """The tool of the last step's call when a deadline cancelled it mid-call (a tool timeout,
+    or the run's time budget running out in it), else None."""
+    call = (last or {}).get("call")
+    if not isinstance(condition, dict) or not isinstance(call, dict):
+        return None
+    tool = call.get("tool")
+    if condition.get("type") == "ToolTimeout":
+        return tool if isinstance(tool, str) else None
+    detail = r.typed(record["stop"].get("detail", ""), "$.stop.detail", str, "a string")
+    if condition.get("type") == "MaxTime" and isinstance(tool, str) and detail.endswith(f" in {tool}"):
+        return tool
+    return None
+
+
+def _cut_decide(record: dict[str, Any], condition: Any) -> bool:
+    """True when the run's time budget ran out while it waited for the model."""
+    detail = record["stop"].get("detail")
+    return (isinstance(condition, dict) and condition.get("type") == "MaxTime"
+            and isinstance(detail, str) and detail.endswith(" waiting for decide"))
 
 
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
@@ -747,8 +831,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
             by_step.setdefault(step, {"call": call})
             if kind == "tool":
                 res = r.typed(rec.get("result"), p + ".result", dict, "an object")
-                tools.setdefault(tool, []).append(
-                    {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd") if k in res})
+                served = {k: res[k] for k in ("ok", "data", "error", "fatal", "cost_usd")
+                          if k in res}
+                took = rec.get("seconds")
+                if took is not None and r.number(took, p + ".seconds"):
+                    served["delay_s"] = took  # the replay's tool takes as long
+                tools.setdefault(tool, []).append(served)
                 ran.append(tool)
         elif kind == "finish_rejected":
             by_step[step] = {"finish": rec.get("output")}
@@ -764,6 +852,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
     if (isinstance(condition, dict) and condition.get("type") == "FinishGate"
             and recorded is StopReason.GOAL_MET):
         verdicts.append(True)
+    cut = _cut_call(r, record, condition, by_step.get(steps))
+    if cut is not None:  # the call the deadline cancelled: it never answers in the replay
+        tools.setdefault(cut, []).append({"ok": True, "delay_s": MAX_EVAL_SECONDS})
+    thinking = r.typed(record.get("decide_seconds", []), "$.decide_seconds", list, "a list")
+    for i, took in enumerate(thinking):
+        r.number(took, f"$.decide_seconds[{i}]")
     turns: list[dict[str, Any]] = []
     for step in range(1, steps + 1):
         turn = dict(by_step.get(step) or {"invalid": "(no action recorded for this step)"})
@@ -776,7 +870,12 @@ def capture_case(record: Any, *, case_id: str | None = None,
             turn["tokens"] = tokens
         if cost:
             turn["cost_usd"] = cost
+        if step <= len(thinking) and thinking[step - 1]:
+            turn["delay_s"] = thinking[step - 1]  # the model call took as long
         turns.append(turn)
+    if _cut_decide(record, condition):  # the model call the deadline cancelled never answers
+        turns.append({"invalid": "(the model call the deadline cancelled)",
+                      "delay_s": MAX_EVAL_SECONDS})
 
     budget = dict(r.typed(controls["budget"], "$.controls.budget", dict, "an object"))
     limits = _clean(dict(r.typed(budget.pop("tool_limits", {}), "$.controls.budget.tool_limits",

@@ -22,7 +22,8 @@ from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason,
 __all__ = ["Guard", "GuardRule", "SideEffectRule"]
 
 GuardRule = Callable[[ToolCall, RunState], "Stop | tuple[StopReason, str] | None"]
-"""A custom plain-code rule: return ``(StopReason.POLICY_BLOCK | NEEDS_HUMAN, detail)`` to act."""
+"""A custom plain-code rule: return ``(StopReason.POLICY_BLOCK | NEEDS_HUMAN, detail)`` (or a
+:class:`Stop` with one of those two reasons) to act."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,14 @@ class Guard(StopCondition):
             if out is None:
                 continue
             if isinstance(out, Stop):
-                return out.reason, out.detail, out.question
-            reason, detail = out
-            reason = StopReason(reason)
-            if reason not in (block, human):
-                raise ValueError("a guard rule may only return policy_block or needs_human")
-            question = f"{detail} Allow {label}?" if reason is human else None
+                reason, detail, question = out.reason, out.detail, out.question
+            else:
+                reason, detail = out
+                reason = StopReason(reason)
+                question = f"{detail} Allow {label}?" if reason is human else None
+            if reason not in (block, human):  # a Stop is limited as the tuple form is
+                raise ValueError("a guard rule may only return policy_block or needs_human, "
+                                 f"not {reason}")
             return reason, detail, question
         return None
 

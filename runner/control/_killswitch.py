@@ -5,8 +5,8 @@ It sits outside the loop and is consulted at every step, not only when a run sta
 one-line message) when the disable flag is set or today's (UTC) run or spend ceiling is reached,
 and otherwise counts the run. Before every later step the controller asks again: a flag raised
 mid-run ends the run ``policy_block`` (condition ``KillSwitchStop``), and under a daily spend
-ceiling each step first reserves spend (a lease of ``step_reserve_usd``) and settles what it
-really spent afterwards, so concurrent runs cannot overshoot the ceiling. The ledger is a
+ceiling each step first reserves spend (a lease of ``step_reserve_usd``, or a bound derived
+from the run's budget; never zero) and settles what it really spent afterwards, so concurrent runs cannot overshoot the ceiling. The ledger is a
 SQLite file (:class:`runner.control._ledger.SpendLedger`) shared safely by threads and processes.
 
 A caller that runs many runs in one session (the study, one run per cell) asks
@@ -31,6 +31,7 @@ from runner.control._errors import (
     KillSwitchEngaged,
 )
 from runner.control._ledger import KILL_SWITCH_LEDGER_FORMAT, Lease, SpendLedger, _Refused
+from runner.control._types import dollars, micro
 
 __all__ = ["KILL_SWITCH_LEDGER_FORMAT", "Admission", "CostAlert", "KillSwitch"]
 
@@ -76,8 +77,10 @@ class KillSwitch:
             daily ceilings); shared safely by every thread and process using it.
         max_runs_per_day / max_spend_per_day_usd: daily ceilings (UTC days).
         step_reserve_usd: under a spend ceiling, what each step reserves before it runs (an
-            upper bound of one step's cost). Without it a step reserves nothing and the ceiling
-            is checked between steps, so concurrent runs may overshoot it by one step each.
+            upper bound of one step's cost). Without it a step reserves what its run may still
+            spend (what is left of the budget's ``max_cost_usd``, else all the day leaves),
+            capped at what the day leaves: never zero, so the ceiling stays hard, but
+            concurrent runs then wait their turn for the day's money (they are refused).
         lease_ttl_s: a lease left by a crashed process stops counting after this long.
         max_cost_usd / max_calls: a session's ceilings on what its caller has spent and how many
             model calls it has made, checked by :meth:`halt_reason` (no ledger, no day).
@@ -193,21 +196,28 @@ class KillSwitch:
             assert cap is not None
             raise DailySpendCeiling(f"daily spend ceiling reached: ${r.spend_usd:.4f} of "
                                     f"${cap:.4f} on {day} (UTC)") from None
-        remaining = None if cap is None else round(cap - spend - reserved, 9)
+        remaining = None if cap is None else dollars(micro(cap) - micro(spend) - micro(reserved))
         return Admission(day, runs + 1, spend, remaining)
 
-    def reserve(self, admission: Admission, run_id: str) -> tuple[Lease | None, float | None]:
-        """Reserve one step's spend (``step_reserve_usd``, else nothing) under today's ceiling.
+    def reserve(self, admission: Admission, run_id: str,
+                bound_usd: float | None = None) -> tuple[Lease | None, float | None]:
+        """Reserve one step's spend under today's ceiling: ``step_reserve_usd`` when set (refused
+        unless the day can cover all of it), else ``bound_usd`` (what the run may still spend,
+        e.g. what is left of its ``max_cost_usd``), else everything the day leaves — capped at
+        what the day leaves. A reservation is never zero.
 
-        Returns (the lease, what the ceiling leaves for this step), or (None, left) when the
+        Returns (the lease, what this step may spend), or (None, what the day leaves) when the
         ceiling cannot cover the reservation; (None, None) when there is no spend ceiling."""
         cap = self.max_spend_per_day_usd
         if self._book is None or cap is None:
             return None, None
-        lease, left = self._book.reserve(admission.day, run_id, self.step_reserve_usd or 0.0, cap)
+        fixed = self.step_reserve_usd
+        lease, left = self._book.reserve(admission.day, run_id,
+                                         fixed if fixed is not None else bound_usd, cap,
+                                         up_to=fixed is None)
         if lease is None:
             return None, left
-        return lease, (lease.amount_usd if self.step_reserve_usd is not None else left)
+        return lease, lease.amount_usd
 
     def settle(self, admission: Admission, lease: Lease | None, spent_usd: float) -> None:
         """Release a step's lease and add what it really spent (on the run's admission day)."""

@@ -10,27 +10,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.control._errors import LedgerError
+from runner.control._types import MICRO as _MICRO
 from runner.control._types import ToolResult
+from runner.control._types import micro as _micro
 from runner.errors import FormatError
 
-__all__ = ["KILL_SWITCH_LEDGER_FORMAT", "IdempotencyLedger", "Lease", "SpendLedger"]
+__all__ = ["KILL_SWITCH_LEDGER_FORMAT", "Claim", "IdempotencyLedger", "Lease", "SpendLedger"]
 
 KILL_SWITCH_LEDGER_FORMAT = "ect.control-ledger/2"
-_IDEM_FORMAT = "ect.idempotency-ledger/1"
-_MICRO = 1_000_000
-
-
-def _micro(usd: float) -> int:
-    return round(usd * _MICRO)
+_IDEM_FORMAT = "ect.idempotency-ledger/2"
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,8 @@ class Lease:
     amount_usd: float
 
 
-def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Connection:
+def _connect(path: Path, fmt: str, schema: str, *, create: bool,
+             upgrade: tuple[str, str] | None = None) -> sqlite3.Connection:
     if not create and not path.exists():
         raise FileNotFoundError(str(path))  # pragma: no mutate (callers catch it; text unread)
     try:
@@ -66,6 +65,10 @@ def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Conn
                     con.execute(stmt)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)",  # pragma: no mutate (SQL)
                         (fmt,))
+        elif upgrade is not None and row[0] == upgrade[0]:  # an older format: add what is new
+            con.execute(upgrade[1])
+            con.execute("UPDATE meta SET value = ? WHERE key = 'format'",  # pragma: no mutate (SQL)
+                        (fmt,))
         elif row[0] != fmt:
             raise LedgerError(f"ledger {path} is a {row[0]} file, not {fmt}")
         con.execute("COMMIT")  # pragma: no mutate (SQL)
@@ -79,9 +82,10 @@ def _connect(path: Path, fmt: str, schema: str, *, create: bool) -> sqlite3.Conn
 
 
 @contextlib.contextmanager
-def _txn(path: Path, fmt: str, schema: str, *, create: bool = True) -> Iterator[sqlite3.Connection]:
+def _txn(path: Path, fmt: str, schema: str, *, create: bool = True,
+         upgrade: tuple[str, str] | None = None) -> Iterator[sqlite3.Connection]:
     """One atomic read-check-write on the ledger (``BEGIN IMMEDIATE`` ... ``COMMIT``)."""
-    con = _connect(path, fmt, schema, create=create)
+    con = _connect(path, fmt, schema, create=create, upgrade=upgrade)
     try:
         try:
             con.execute("BEGIN IMMEDIATE")
@@ -151,16 +155,19 @@ class SpendLedger:
                         (day,))
             return runs, spend / _MICRO, reserved / _MICRO
 
-    def reserve(self, day: str, run_id: str, amount_usd: float,
-                max_spend_usd: float) -> tuple[Lease | None, float]:
-        """Reserve ``amount_usd`` if today's spend plus open leases leave room for it.
+    def reserve(self, day: str, run_id: str, amount_usd: float | None,
+                max_spend_usd: float, *, up_to: bool = False) -> tuple[Lease | None, float]:
+        """Reserve ``amount_usd`` if today's spend plus open leases leave room for it; with
+        ``up_to``, as much of it as is left (None: everything that is left). Never zero.
 
         Returns (the lease or None when refused, what the ceiling leaves before it)."""
         with self._txn() as con:
             _, spend = self._day_row(con, day)
             left = _micro(max_spend_usd) - spend - self._reserved(con, day)
-            amount = _micro(amount_usd)
-            if amount > left or left <= 0:
+            amount = left if amount_usd is None else _micro(amount_usd)
+            if up_to:
+                amount = min(amount, left)
+            if amount > left or amount <= 0:
                 return None, max(0, left) / _MICRO
             cur = con.execute("INSERT INTO leases (day, run_id, amount_micro, expires) "  # pragma: no mutate (SQL)
                               "VALUES (?, ?, ?, ?)",  # pragma: no mutate (SQL)
@@ -200,23 +207,82 @@ class _Refused(Exception):
 
 _IDEM_SCHEMA = """
 CREATE TABLE keys (key TEXT PRIMARY KEY, call BLOB NOT NULL, result BLOB NOT NULL,
-                   run_id TEXT NOT NULL, created REAL NOT NULL)
+                   run_id TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE claims (key TEXT PRIMARY KEY, call BLOB NOT NULL, owner TEXT NOT NULL,
+                     run_id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+                     expires REAL NOT NULL, unknown INTEGER NOT NULL)
 """
+# ect.idempotency-ledger/1 files (no claims) gain the claims table on first use
+_IDEM_UPGRADE = ("ect.idempotency-ledger/1", _IDEM_SCHEMA.split(";")[1])
+
+ClaimOutcome = Literal["claimed", "done", "in_flight", "unknown"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An attempt of a side-effect call that holds its idempotency key: in flight until it
+    records its result (done) or its failure (the key is free again); ``unknown`` once its
+    process died mid-call, its lease expired, or it was cancelled or interrupted mid-call."""
+
+    key: str
+    run_id: str
+    host: str
+    pid: int
+    expires: float
+    unknown: bool
+
+    def describe(self) -> str:
+        return f"run {self.run_id} (process {self.pid} on {self.host})"
+
+
+def _alive(host: str, pid: int) -> bool:
+    """False only when the process is known to be gone (same host, no such process)."""
+    if host != socket.gethostname():
+        return True  # another machine's process: only its lease expiry tells
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists (another user's process)
+        pass
+    return True
 
 
 class IdempotencyLedger:
-    """Idempotency keys of side-effect calls that succeeded, shared by every run (and process)
-    using the same file: a retried or resumed run returns the earlier result instead of
-    repeating the side effect.
+    """Idempotency keys of side-effect calls shared by every run (and process) using the same
+    file, so a side effect happens at most once across overlapping retries.
+
+    A key moves through these states (all in one SQLite file, every change one transaction):
+
+    - **free**: never claimed, or its last attempt failed (a failed call may be retried);
+    - **in flight**: an attempt claimed it before the call ran (owner run, host, process id and
+      a lease expiry ``claim_ttl_s`` ahead). Another attempt with the key waits for it;
+    - **done**: the call succeeded and its result is recorded; any later attempt with the same
+      arguments gets that result instead of running the tool (other arguments are refused);
+    - **unknown**: the attempt's process died mid-call, its lease expired, or the call was
+      cancelled or interrupted before its result came back: nobody knows whether the side
+      effect happened. A later attempt stops ``needs_human``; a person checks and calls
+      :meth:`resolve` (with the result when it happened, without when it did not).
 
     Pass it as ``RunController(..., idempotency=IdempotencyLedger(path))``.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, claim_ttl_s: float = 3600.0) -> None:
+        if not claim_ttl_s > 0:
+            raise ValueError("claim_ttl_s must be > 0")
         self.path = Path(path)
+        self.claim_ttl_s = claim_ttl_s
 
     def _txn(self, create: bool = True) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return _txn(self.path, _IDEM_FORMAT, _IDEM_SCHEMA, create=create)
+        return _txn(self.path, _IDEM_FORMAT, _IDEM_SCHEMA, create=create, upgrade=_IDEM_UPGRADE)
+
+    def _result(self, key: str, body: bytes) -> ToolResult:
+        try:
+            obj = loads_strict(body)
+            return ToolResult(ok=obj["ok"], data=obj["data"], error=obj["error"],
+                              fatal=obj["fatal"], cost_usd=obj["cost_usd"])
+        except (FormatError, KeyError, TypeError) as e:
+            raise LedgerError(f"idempotency ledger {self.path}: bad entry for {key!r}") from e
 
     def get(self, key: str) -> tuple[bytes, ToolResult] | None:
         """(the call's canonical bytes, its result) recorded for ``key``, or None."""
@@ -228,20 +294,82 @@ class IdempotencyLedger:
             return None
         if row is None:
             return None
-        try:
-            obj = loads_strict(bytes(row[1]))
-            result = ToolResult(ok=obj["ok"], data=obj["data"], error=obj["error"],
-                                fatal=obj["fatal"], cost_usd=obj["cost_usd"])
-        except (FormatError, KeyError, TypeError) as e:
-            raise LedgerError(f"idempotency ledger {self.path}: bad entry for {key!r}") from e
-        return bytes(row[0]), result
+        return bytes(row[0]), self._result(key, bytes(row[1]))
+
+    def claim(self, key: str, call: bytes, run_id: str,
+              owner: str) -> tuple[ClaimOutcome, tuple[bytes, ToolResult] | Claim | None]:
+        """Claim ``key`` for an attempt about to run, in one transaction. Returns
+        ``("claimed", None)`` (run the call), ``("done", (call, result))`` (it already
+        happened), ``("in_flight", claim)`` (another attempt is running it: wait) or
+        ``("unknown", claim)`` (an earlier attempt's outcome is unknown: ask a person)."""
+        with self._txn() as con:
+            row = con.execute("SELECT call, result FROM keys WHERE key = ?",  # pragma: no mutate (SQL)
+                              (key,)).fetchone()
+            if row is not None:
+                return "done", (bytes(row[0]), self._result(key, bytes(row[1])))
+            sql = "SELECT owner, run_id, host, pid, expires, unknown FROM claims WHERE key = ?"  # pragma: no mutate (SQL)
+            held = con.execute(sql, (key,)).fetchone()
+            if held is None:
+                con.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0)",  # pragma: no mutate (SQL)
+                            (key, call, owner, run_id, socket.gethostname(), os.getpid(),
+                             time.time() + self.claim_ttl_s))
+                return "claimed", None
+            if held[0] == owner:
+                return "claimed", None
+            # no mutate: the lease's expiry to the microsecond (< or <=) cannot be tested
+            expired = held[4] < time.time()  # pragma: no mutate
+            gone = bool(held[5]) or expired or not _alive(held[2], int(held[3]))
+            if gone and not held[5]:
+                con.execute("UPDATE claims SET unknown = 1 WHERE key = ?", (key,))  # pragma: no mutate (SQL)
+            found = Claim(key, str(held[1]), str(held[2]), int(held[3]), float(held[4]), gone)
+            return ("unknown" if gone else "in_flight"), found
 
     def put(self, key: str, call: bytes, result: ToolResult, run_id: str) -> None:
-        """Record a successful call (the first record of a key wins)."""
+        """Record a successful call (the first record of a key wins) and end its claim."""
         try:
             body = canonical_bytes(result.to_json())
         except FormatError:
-            return  # a result that is not JSON cannot be shared across runs
+            body = None  # a result that is not JSON cannot be shared across runs
         with self._txn() as con:
-            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
-                        (key, call, body, run_id, time.time()))
+            if body is not None:
+                con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
+                            (key, call, body, run_id, time.time()))
+            con.execute("DELETE FROM claims WHERE key = ?", (key,))  # pragma: no mutate (SQL)
+
+    def release(self, key: str, owner: str) -> None:
+        """End ``owner``'s claim of a call that failed: the key is free again."""
+        with self._txn() as con:
+            con.execute("DELETE FROM claims WHERE key = ? AND owner = ?",  # pragma: no mutate (SQL)
+                        (key, owner))
+
+    def abandon(self, key: str, owner: str) -> None:
+        """Mark ``owner``'s claim unknown: the call was cut off before its result came back."""
+        with self._txn() as con:
+            con.execute("UPDATE claims SET unknown = 1 WHERE key = ? AND owner = ?",  # pragma: no mutate (SQL)
+                        (key, owner))
+
+    def claims(self) -> list[Claim]:
+        """Every claim held now (in flight or unknown), oldest key first."""
+        try:
+            with self._txn(create=False) as con:  # pragma: no mutate (None is as falsy as False)
+                sql = "SELECT key, run_id, host, pid, expires, unknown FROM claims ORDER BY key"  # pragma: no mutate (SQL)
+                rows = con.execute(sql).fetchall()
+        except FileNotFoundError:
+            return []
+        return [Claim(str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), bool(r[5]))
+                for r in rows]
+
+    def resolve(self, key: str, result: ToolResult | None = None) -> None:
+        """A person's decision about a key whose outcome was unknown: with ``result`` the side
+        effect happened (it is recorded as done, with the claimed call's arguments); without,
+        it did not (the key is free, a retry runs the call)."""
+        with self._txn() as con:
+            row = con.execute("SELECT call, run_id FROM claims WHERE key = ?",  # pragma: no mutate (SQL)
+                              (key,)).fetchone()
+            if row is None:
+                raise LedgerError(f"idempotency ledger {self.path}: no claim of {key!r} to resolve")
+            if result is not None:
+                con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
+                            (key, bytes(row[0]), canonical_bytes(result.to_json()), row[1],
+                             time.time()))
+            con.execute("DELETE FROM claims WHERE key = ?", (key,))  # pragma: no mutate (SQL)

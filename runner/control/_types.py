@@ -34,6 +34,23 @@ __all__ = [
     "display",
 ]
 
+MICRO = 1_000_000  # money is counted in integer micro-dollars
+
+
+def micro(usd: float) -> int:
+    """Dollars as integer micro-dollars (the unit every sum and comparison of money uses)."""
+    return round(usd * MICRO)
+
+
+def dollars(amount_micro: int) -> float:
+    """Integer micro-dollars as dollars (the nearest float to the exact decimal figure)."""
+    return amount_micro / MICRO
+
+
+def add_usd(a: float, b: float) -> float:
+    """``a + b`` summed in integer micro-dollars, so 0.1 + 0.2 is exactly 0.3."""
+    return dollars(micro(a) + micro(b))
+
 
 class StopReason(StrEnum):
     """Every way a run can end. A run ends with exactly one of these."""
@@ -246,6 +263,7 @@ class StepRecord:
     note: str = ""
     output: Any = None  # the rejected finish's output (finish_rejected), for replay
     idempotency_key: str | None = None  # the call's own key (tool, deduplicated), for replay
+    seconds: float | None = None  # how long the tool call took (tool), for replay
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
@@ -269,6 +287,7 @@ class StepRecord:
             **({"output": self.output} if self.kind == "finish_rejected" else {}),
             **({"idempotency_key": self.idempotency_key}
                if self.idempotency_key is not None else {}),
+            **({"seconds": self.seconds} if self.seconds is not None else {}),
         }
 
 
@@ -391,6 +410,9 @@ class RunState:
     _notes: list[str] = field(default_factory=list, repr=False)
     _missing: list[str] = field(default_factory=list, repr=False)
     _idempotency: dict[str, tuple[bytes, ToolResult]] = field(default_factory=dict, repr=False)
+    _claims: dict[str, str] = field(default_factory=dict, repr=False)  # key -> owner (in flight)
+    _call_started: float | None = field(default=None, repr=False)  # the clock at EXECUTE
+    decide_seconds: list[float] = field(default_factory=list)  # per decision (run/arun only)
     _output: Any = field(default=None, repr=False)
     _alerted: bool = field(default=False, repr=False)
     _recorded: bool = field(default=False, repr=False)
@@ -407,10 +429,11 @@ class RunState:
             return None
         budget, clock = self._limits
         tokens = None if budget.max_tokens is None else max(0, budget.max_tokens - self.tokens)
+        spent = micro(self.cost_usd)
         cost = (None if budget.max_cost_usd is None
-                else max(0.0, round(budget.max_cost_usd - self.cost_usd, 9)))
+                else dollars(max(0, micro(budget.max_cost_usd) - spent)))
         if self.daily_remaining_usd is not None:
-            left = max(0.0, round(self.daily_remaining_usd - self.cost_usd, 9))
+            left = dollars(max(0, micro(self.daily_remaining_usd) - spent))
             cost = left if cost is None else min(cost, left)
         seconds = (None if budget.max_seconds is None
                    else max(0.0, budget.max_seconds - (clock() - self.started_at)))

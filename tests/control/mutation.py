@@ -22,17 +22,19 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The modules CI mutates: the stopping rules, budget, kill switch, guards, ledger, handoff and
-# result (1,090 mutants; about 2.5 minutes on an idle two-core machine, against 19 for the whole
-# package, which would not fit CI's time). The full run (`make mutate`) covers all of
+# The modules CI mutates: the stopping rules, budget, kill switch, guards, ledger and result
+# (about 1,100 mutants, as many as before the ledger gained idempotency claims; about 2.5 minutes
+# on an idle two-core machine, against 19 for the whole package, which would not fit CI's time).
+# _handoff left the subset when _ledger grew, to keep CI's time; `make mutate` covers all of
 # runner/control; docs/control.md "Mutation testing" has its last score.
 CI_MODULES = tuple(f"runner/control/{m}.py" for m in (
-    "_rules", "_budget", "_killswitch", "_guards", "_handoff", "_result", "_ledger"))
+    "_rules", "_budget", "_killswitch", "_guards", "_result", "_ledger"))
 # ...and the tests that may kill them: the same per-mutant selection as `make mutate`
 # (pyproject.toml [tool.mutmut]); the traced first pass maps each function to the tests that
 # reach it, so a mutant runs only those.
 CI_TESTS = ("tests/control", "--ignore=tests/control/test_mutants.py",
-            "--ignore=tests/control/test_mutation.py")
+            "--ignore=tests/control/test_mutation.py",
+            "--ignore=tests/control/test_extra_mutation.py")
 
 # Status names as mutmut 3 records them (exit code of the test run against each mutant).
 _KILLED = {1, 3}

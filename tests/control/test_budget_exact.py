@@ -87,6 +87,17 @@ def test_from_task_boundaries() -> None:
                             tool_limits=limits).tool_limits is limits
 
 
+def test_from_task_refusals_name_its_own_parameters() -> None:
+    refused(lambda: Budget.from_task(expected_steps=2),
+            "Budget.from_task needs tokens_per_step or cost_per_step_usd (a ceiling on spend)")
+    refused(lambda: Budget.from_task(expected_steps=2, tokens_per_step=0),
+            "Budget.from_task: tokens_per_step must be >= 1")
+    refused(lambda: Budget.from_task(expected_steps=2, cost_per_step_usd=0.0),
+            "Budget.from_task: cost_per_step_usd must be > 0")
+    least = Budget.from_task(expected_steps=1, tokens_per_step=1, cost_per_step_usd=1e-6, margin=1)
+    assert (least.max_tokens, least.max_cost_usd) == (1, 1e-6)  # the smallest values allowed
+
+
 def test_tool_limit_refusals_and_zero_limits() -> None:
     refused(lambda: ToolLimits(default=-1), "tool limit 'default' must be an integer >= 0")
     refused(lambda: ToolLimits(side_effect_default=-1),

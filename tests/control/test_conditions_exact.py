@@ -341,7 +341,7 @@ def test_stalled_state_compares_states_that_are_not_json() -> None:
     assert cond.check(point) is not None  # unchanged now
 
 
-def test_a_finish_check_that_raises_rejects_the_finish_with_its_message() -> None:
+def test_a_finish_check_that_raises_ends_the_run_naming_it() -> None:
     from runner.control import Budget, Finish, RunController
 
     def boom(state: RunState, out: object) -> bool:
@@ -350,15 +350,15 @@ def test_a_finish_check_that_raises_rejects_the_finish_with_its_message() -> Non
     def silent(state: RunState, out: object) -> bool:
         raise ValueError
 
-    for validate, detail in ((boom, "the finish check raised ValueError: bad value"),
-                             (silent, "the finish check raised ValueError")):
+    for validate, detail in ((boom, "validate raised ValueError: bad value"),
+                             (silent, "validate raised ValueError")):
         ctl = RunController(Budget(max_steps=3, max_tokens=10), validate=validate)
         state = ctl.start("t")
         ctl.check_before_model(state)
-        assert ctl.on_finish(state, Finish(1)) is None
-        assert state.trace[-1].note == f"missing finish_check ({detail})"
-        assert ctl.check_before_model(state) is None
-        assert state.directive is not None and state.directive.missing == ("finish_check",)
+        stop = ctl.on_finish(state, Finish(1))
+        assert stop is not None and stop.reason == "internal_error" and stop.detail == detail
+        assert stop.condition.name == "user_code[validate]" and state.trace == []
+        assert ctl.check_before_model(state) is stop
 
 
 # -- exact refusals and progress measured on the folded state (pinned against mutants) ------------

@@ -164,18 +164,18 @@ def test_a_crash_is_reported_by_its_first_line_or_its_type_alone() -> None:
     assert ctl().run("t", bare, lambda call: ToolResult.success()).stop.detail == "decide raised KeyError"
 
 
-def test_a_failing_finish_check_is_a_missing_check_named_by_its_error() -> None:
+def test_a_failing_finish_check_is_an_internal_error_named_by_its_error() -> None:
     def silent(state: RunState, output: object) -> bool:
         raise ValueError
 
     def loud(state: RunState, output: object) -> bool:
         raise ValueError("no\nmore")
 
-    for validate, note in ((silent, "the finish check raised ValueError"),
-                           (loud, "the finish check raised ValueError: no")):
+    for validate, detail in ((silent, "validate raised ValueError"),
+                             (loud, "validate raised ValueError: no")):
         c = RunController(Budget(max_steps=2, max_tokens=100), validate=validate)
         res = c.run("t", script(Finish(1)), lambda call: ToolResult.success())
-        assert [r.note for r in res.trace] == [f"missing finish_check ({note})"] * 2
+        assert (res.reason, res.stop.detail, res.trace) == ("internal_error", detail, ())
 
 
 def test_the_finish_being_checked_is_the_proposal_the_validator_sees() -> None:

@@ -4,6 +4,7 @@ reads for each way a run can end, the step API's verdicts, the kill switch and l
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import warnings
@@ -18,6 +19,7 @@ import pytest
 from runner.control import (
     Budget,
     Checkpoint,
+    DailySpendCeiling,
     Escalate,
     Finish,
     Guard,
@@ -102,7 +104,7 @@ def test_a_crashing_tool_is_a_fatal_tool_error_named_by_its_first_line(how: str,
 
 
 @pytest.mark.parametrize(("how", "timed"), DRIVERS)
-def test_a_raising_finish_check_rejects_the_finish_with_its_error(how: str, timed: bool) -> None:
+def test_a_raising_finish_check_ends_the_run_naming_it(how: str, timed: bool) -> None:
     def check(state: RunState, output: object) -> bool:
         if output == 1:
             raise ValueError("no\nmore")
@@ -110,8 +112,9 @@ def test_a_raising_finish_check_rejects_the_finish_with_its_error(how: str, time
 
     c = RunController(budget(timed), validate=check)
     res = drive(how, c, script(Finish(1), Finish(2)), tools({}))
-    assert res.completed and res.output == 2 and res.steps == 2
-    assert [r.note for r in res.trace] == ["missing finish_check (the finish check raised ValueError: no)"]
+    assert (res.reason, res.stop.kind, res.stop.detail, res.steps) == (
+        R.INTERNAL_ERROR, "UserCodeError", "validate raised ValueError: no", 1)
+    assert res.trace == () and res.handoff is not None
 
 
 @pytest.mark.parametrize(("how", "timed"), DRIVERS)
@@ -209,14 +212,23 @@ def _now(action: Any) -> Callable[[RunState], Awaitable[Any]]:
     return decide
 
 
+def _hangs(*args: Any) -> Any:
+    """A synchronous callable that never answers within the test (it is abandoned)."""
+    threading.Event().wait(20)
+
+
 @pytest.mark.parametrize(("decide", "execute", "validate", "doing"), [
     (_forever, tools({}), lambda s, o: True, "waiting for decide"),
     (_now(ToolCall("search")), _forever, lambda s, o: True, "in search"),
     (_now(Finish(1)), tools({}), _forever, "in validate"),
+    (_hangs, tools({}), lambda s, o: True, "waiting for decide"),
+    (script(ToolCall("search")), _hangs, lambda s, o: True, "in search"),
+    (script(Finish(1)), tools({}), _hangs, "in validate"),
 ])
 def test_the_time_budget_names_what_it_cancelled(decide: Any, execute: Any, validate: Any,
                                                  doing: str) -> None:
-    for how in ("run", "arun"):  # a timed run() drives the loop in anyio too
+    sync = not any(inspect.iscoroutinefunction(f) for f in (decide, execute, validate))
+    for how in ("run", "arun") if sync else ("arun",):  # run() refuses async callables
         res = drive(how, _timed(validate=validate), decide, execute)
         assert res.stop.to_json() == {
             "reason": "time_budget", "condition": {"type": "MaxTime", "name": "max_seconds=0.2"},
@@ -371,17 +383,22 @@ def test_each_step_reserves_its_spend_and_is_refused_when_the_day_cannot_cover_i
     assert ks.usage() == {"runs": 1, "spend_usd": 0.9, "reserved_usd": 0.0}  # every lease released
 
 
-def test_without_a_step_reserve_a_step_is_refused_once_others_spent_the_day(tmp_path: Path) -> None:
+def test_without_a_step_reserve_a_step_reserves_all_the_day_leaves(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "spend.db", max_spend_per_day_usd=1.0)
     c = RunController(Budget(max_steps=9, max_tokens=100), validate=lambda s, o: False, kill_switch=ks)
+    reserved: list[float] = []
 
-    def decide(state: RunState) -> ToolCall:
-        ks.record_spend(ks.admit(), 1.0)  # another run spends the whole day meanwhile
-        return ToolCall("x")
+    def decide(state: RunState) -> Turn:
+        reserved.append(ks.usage()["reserved_usd"])
+        with pytest.raises(DailySpendCeiling):  # nothing is left for another run meanwhile
+            ks.admit()
+        return Turn(ToolCall("x", {"n": state.step}), cost_usd=0.5)
 
     res = c.run("t", decide, tools({"x": OK}))
+    assert reserved == [1.0, 0.5]  # never zero: what the day leaves (a token budget bounds no cost)
     assert (res.reason, res.stop.detail, res.stop.step) == (
-        R.TOKEN_BUDGET, "today's spend ceiling leaves $0.0000; a step reserves $0.0000", 1)
+        R.TOKEN_BUDGET, "today's spend ceiling leaves $0.0000; a step needs some", 2)
+    assert ks.usage() == {"runs": 1, "spend_usd": 1.0, "reserved_usd": 0.0}
 
 
 def test_a_fresh_run_sees_what_the_day_leaves_it(tmp_path: Path) -> None:
@@ -620,9 +637,10 @@ def test_a_condition_claiming_goal_met_is_a_typed_contract_stop() -> None:
     guarded = RunController(Budget(max_steps=5, max_tokens=100), validate=lambda s, o: True,
                             guard=Guard(allow={"x"}, rules=(claim,)))
     res = guarded.run("t", script(ToolCall("x")), lambda call: ran.append(call.tool) or OK)  # type: ignore[func-returns-value]
-    assert ran == [] and res.stop.to_json() == {
-        "reason": "internal_error", "condition": {"type": "ContractViolation", "name": "contract[guard]"},
-        "detail": "guard cannot end a run with goal_met (only a checked finish or an early-stop rule can)",
+    assert ran == [] and res.stop.to_json() == {  # a Stop is limited as a (reason, detail) is
+        "reason": "internal_error", "condition": {"type": "UserCodeError", "name": "user_code[guard]"},
+        "detail": "guard raised ValueError: a guard rule may only return policy_block or "
+                  "needs_human, not goal_met",
         "step": 1, "question": QUESTION}
     eager = RunController(Budget(max_steps=5, max_tokens=100), validate=lambda s, o: True,
                           tool_failure=Eager())
@@ -699,13 +717,13 @@ def test_the_run_record_names_the_stalled_state_setting() -> None:
     assert res.to_json()["controls"]["no_progress"] == {"repeats": 3, "empty_results": 3, "stalled": 4}
 
 
-def test_dollar_figures_are_reported_to_the_nano_dollar() -> None:
+def test_dollar_figures_are_counted_in_micro_dollars() -> None:
     c = RunController(Budget(max_steps=5, max_tokens=100), validate=lambda s, o: s.step >= 3)
-    res = c.run("t", lambda s: Turn(Finish(s.step), cost_usd=(0.1, 0.2, 4e-10)[s.step]), tools({}))
-    assert res.cost_usd == 0.3  # not 0.30000000040000004
+    res = c.run("t", lambda s: Turn(Finish(s.step), cost_usd=(0.1, 0.2, 4e-7)[s.step]), tools({}))
+    assert res.cost_usd == 0.3  # not 0.30000000000000004
     assert res.to_json()["usage"] == [[0, 0.1], [0, 0.2], [0, 0.0]]
-    tiny = c.run("t", lambda s: Turn(Finish(s.step), cost_usd=4e-10), tools({}))
-    assert tiny.cost_usd == 1e-9  # three steps of 0.4 nano-dollars
+    tiny = c.run("t", lambda s: Turn(Finish(s.step), cost_usd=6e-7), tools({}))
+    assert tiny.cost_usd == 3e-6  # each step's 0.6 micro-dollars counts as one
 
 
 # -- run() given async callables: each says which callable needs arun() --------------------------
@@ -722,17 +740,21 @@ def test_run_names_the_async_callable_that_needs_arun() -> None:
     async def async_validate(state: RunState, output: object) -> bool:
         return True
 
-    c = RunController(Budget(max_steps=3, max_tokens=100), validate=lambda s, o: True)
-    with pytest.raises(TypeError) as e:
-        c.run("t", async_decide, tools({}))
-    assert str(e.value) == f"decide {AWAITABLE}"
-    res = c.run("t", script(ToolCall("x")), async_execute)
-    assert (res.reason, res.stop.detail) == (R.TOOL_ERROR, f"x failed fatally: TypeError: execute {AWAITABLE}")
-    checked = RunController(Budget(max_steps=1, max_tokens=100), validate=async_validate)
-    res = checked.run("t", script(Finish(1)), tools({}))
-    assert res.reason is R.STEP_BUDGET
-    assert [r.note for r in res.trace] == [
-        f"missing finish_check (the finish check raised TypeError: validate {AWAITABLE})"]
+    for timed in (False, True):  # one behaviour, deadline or not: refused before the run starts
+        c = RunController(budget(timed), validate=lambda s, o: True)
+        for decide, execute, what in ((async_decide, tools({}), "decide"),
+                                      (script(ToolCall("x")), async_execute, "execute")):
+            with pytest.raises(TypeError) as e:
+                c.run("t", decide, execute)
+            assert str(e.value) == f"{what} is async: use `await controller.arun(...)`"
+        checked = RunController(budget(timed), validate=async_validate)
+        with pytest.raises(TypeError) as e:
+            checked.run("t", script(Finish(1)), tools({}))
+        assert str(e.value) == "validate is async: use `await controller.arun(...)`"
+        # a plain function that returns an awaitable is refused when it returns it
+        with pytest.raises(TypeError) as e:
+            c.run("t", script(ToolCall("x")), lambda call: async_execute(call))
+        assert str(e.value) == f"execute {AWAITABLE}"
 
 
 # -- resuming keeps the driver's kind: run() resumes synchronously, arun() asynchronously --------

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import textwrap
+import warnings
 from pathlib import Path
 
 from runner.canonical import loads_strict
-from runner.control import EvalCase, StopReason, run_case
+from runner.control import EvalCase, StopReason, UnmeteredUsage, run_case
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "control.md"
 
@@ -17,21 +19,42 @@ def blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def test_python_blocks_run_in_order_and_the_example_wraps_a_loop() -> None:
-    code = blocks("python")
-    assert len(code) >= 6
-    example = code[1]
-    assert len(example.strip().splitlines()) <= 10  # the ten-line example
+def _run_alone(block: str) -> tuple[dict[str, object], str]:
+    """Run one block in a fresh namespace with ``UnmeteredUsage`` as an error."""
     ns: dict[str, object] = {}
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        for block in code:
-            exec(compile(block, str(DOC), "exec"), ns)
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("error", UnmeteredUsage)
+        exec(compile(block, str(DOC), "exec"), ns)
+    return ns, out.getvalue()
+
+
+def test_every_python_block_runs_on_its_own_and_meters_its_usage() -> None:
+    code = blocks("python")
+    assert len(code) >= 6
+    for block in code:  # no block needs a name from an earlier one, none warns UnmeteredUsage
+        _run_alone(block)
+
+
+def test_the_first_example_wraps_a_loop_in_ten_lines() -> None:
+    example = blocks("python")[0]
+    controller = example[example.index("controller = RunController("):]
+    assert len(controller.strip().splitlines()) <= 10  # the ten-line example
+    ns, printed = _run_alone(example)
     result = ns["result"]
     assert result.reason is StopReason.GOAL_MET  # type: ignore[attr-defined]
     assert result.output == {"revenue": 1200}  # type: ignore[attr-defined]
-    printed = out.getvalue().splitlines()
-    assert printed[:2] == ["goal_met", "{'revenue': 1200}"]
+    assert result.tokens == 1270 and result.unmetered_steps == 0  # type: ignore[attr-defined]
+    assert printed.splitlines()[:2] == ["goal_met", "{'revenue': 1200}"]
+
+
+def test_the_readme_control_snippet_meters_its_usage() -> None:
+    readme = (DOC.parents[1] / "README.md").read_text("utf-8")
+    snippet = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+                   if "runner.control" in b)
+    ns, printed = _run_alone(textwrap.dedent(snippet))
+    assert printed.split()[0] == "goal_met"
+    assert ns["result"].unmetered_steps == 0  # type: ignore[attr-defined]
 
 
 def test_json_case_in_the_doc_passes() -> None:

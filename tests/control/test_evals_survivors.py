@@ -241,7 +241,7 @@ class _Faulty(RunController):
         super().__init__(Budget(max_steps=1, max_tokens=9, max_seconds=1), validate=lambda s, o: True)
         self.result = result
 
-    def run(self, *args: Any, **kw: Any) -> Any:
+    async def arun(self, *args: Any, **kw: Any) -> Any:
         return self.result
 
 

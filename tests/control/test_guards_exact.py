@@ -75,7 +75,7 @@ def test_plain_code_rules_run_in_order_see_the_state_and_keep_to_their_contract(
     bad = Guard(allow={"get"}, rules=(lambda c, s: ("goal_met", "done"),))
     with pytest.raises(ValueError) as e:
         bad.judge(ToolCall("get"), s)
-    assert str(e.value) == "a guard rule may only return policy_block or needs_human"
+    assert str(e.value) == "a guard rule may only return policy_block or needs_human, not goal_met"
 
 
 def test_guard_json() -> None:
@@ -110,3 +110,49 @@ def test_empty_results_that_are_not_json_are_told_apart() -> None:
         point = Checkpoint(Phase.AFTER_TOOL, s, action=call, call=call, result=ToolResult(data=data))
         assert cond.check(point) is None
         cond.observe(point)
+
+
+def test_a_guard_keeps_its_own_copies_of_what_it_was_given() -> None:
+    allow, approvals = {"get"}, {"get"}
+    side: dict[str, SideEffectRule] = {}
+    rules: list[object] = []
+    g = Guard(allow=allow, approvals=approvals, side_effects=side, rules=rules)  # type: ignore[arg-type]
+    allow.add("pay")
+    approvals.add("pay")
+    side["get"] = SideEffectRule()
+    rules.append(lambda c, s: (R.POLICY_BLOCK, "late rule"))
+    s = RunState("r", "t")
+    assert g.judge(ToolCall("pay"), s) == (R.POLICY_BLOCK, "pay is not on the allow-list", None)
+    assert g.judge(ToolCall("get"), s) is None  # no later rule, no later side effect
+    assert (g.allow, g.approvals, g.side_effects, g.rules) == (frozenset({"get"}), frozenset({"get"}), {}, ())
+
+
+def test_a_rule_may_name_its_reason_as_a_plain_string() -> None:
+    g = Guard(allow={"get"}, rules=(lambda c, s: ("needs_human", "Sure?"),))
+    reason, detail, question = g.judge(ToolCall("get", {"q": 1}), RunState("r", "t"))  # type: ignore[misc]
+    assert type(reason) is R and reason is R.NEEDS_HUMAN
+    assert (detail, question) == ("Sure?", 'Sure? Allow get({"q":1})?')
+
+
+def test_approvals_name_tools_exactly() -> None:
+    rule = SideEffectRule(amount_arg="amount", escalate_above=100)
+    g = Guard(allow={"refund", "pay"}, approvals={"Pay"},
+              side_effects={"refund": rule, "pay": SideEffectRule(requires_approval=True)})
+    s = RunState("r", "t", approvals=frozenset({"Refund"}))
+    big = ToolCall("refund", {"amount": 500}, idempotency_key="k")
+    assert g.judge(big, s)[0] is R.NEEDS_HUMAN  # type: ignore[index]  # "Refund" is not refund
+    assert g.judge(ToolCall("pay", {}, idempotency_key="j"), s)[0] is R.NEEDS_HUMAN  # type: ignore[index]
+    s.approvals = frozenset({"refund", "pay"})
+    assert g.judge(big, s) is None and g.judge(ToolCall("pay", {}, idempotency_key="j"), s) is None
+
+
+def test_a_rules_stop_keeps_its_own_detail_and_question() -> None:
+    from runner.control import FinishGate, Stop
+
+    asked = Stop(R.NEEDS_HUMAN, FinishGate(), "over the limit", question="Allow it?")
+    g = Guard(allow={"get"}, rules=(lambda c, s: asked,))
+    assert g.judge(ToolCall("get"), RunState("r", "t")) == (R.NEEDS_HUMAN, "over the limit",
+                                                             "Allow it?")
+    pay = Guard(allow={"pay"}, side_effects={"pay": SideEffectRule(requires_approval=True)})
+    shouted = RunState("r", "t", approvals=frozenset({"PAY"}))  # not the tool's name
+    assert pay.judge(ToolCall("pay", {}, idempotency_key="k"), shouted)[0] is R.NEEDS_HUMAN  # type: ignore[index]

@@ -82,9 +82,9 @@ def test_usage_without_a_ledger_and_recorded_spend(tmp_path: Path) -> None:
     assert ks.usage("2026-03-13") == {"runs": 0, "spend_usd": 0.5, "reserved_usd": 0.0}
 
 
-def test_what_the_ceiling_leaves_is_rounded_to_nano_dollars(tmp_path: Path) -> None:
+def test_what_the_ceiling_leaves_is_counted_in_micro_dollars(tmp_path: Path) -> None:
     ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=0.12345678912)
-    assert ks.admit().remaining_usd == 0.123456789
+    assert ks.admit().remaining_usd == 0.123457
 
 
 def test_the_disable_variable_is_read_from_the_process_environment_by_default(
@@ -101,3 +101,14 @@ def test_the_disable_variable_is_read_from_the_process_environment_by_default(
 def test_a_zero_session_ceiling_is_allowed_and_halts_at_once() -> None:
     assert KillSwitch(max_cost_usd=0).halt_reason() == "cost ceiling $0 reached ($0.0000 spent)"
     assert KillSwitch(max_cost_usd=1.5, max_calls=3).halt_reason(spent_usd=1.0, calls=2) is None
+
+
+def test_without_a_step_reserve_a_step_reserves_its_bound_capped_by_the_day(tmp_path: Path) -> None:
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=1.0)
+    adm = ks.admit()
+    lease, allowed = ks.reserve(adm, "r", 0.3)  # what is left of the run's max_cost_usd
+    assert lease is not None and (lease.amount_usd, allowed) == (0.3, 0.3)
+    whole, allowed = ks.reserve(adm, "s")  # no bound: everything the day still leaves
+    assert whole is not None and (whole.amount_usd, allowed) == (0.7, 0.7)
+    assert ks.usage()["reserved_usd"] == 1.0
+    assert ks.reserve(adm, "t", 0.1) == (None, 0.0)  # nothing left: never a zero lease

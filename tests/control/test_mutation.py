@@ -1,6 +1,6 @@
-"""Mutation testing in CI: a bounded, deterministic mutmut run over seven of the thirteen modules
+"""Mutation testing in CI: a bounded, deterministic mutmut run over six of the thirteen modules
 of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, budget, kill
-switch, guards, ledger, handoff and result). Every mutant must be killed, or
+switch, guards, ledger and result). Every mutant must be killed, or
 be one of the survivors explained below (equivalent mutants: the change cannot alter
 behaviour)."""
 

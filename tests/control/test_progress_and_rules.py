@@ -143,3 +143,12 @@ def test_a_rule_can_demand_a_human() -> None:
     res = c.run("t", script(ToolCall("a", {})), tools({}))
     assert res.reason is R.NEEDS_HUMAN and res.steps == 0
     assert res.handoff is not None and res.handoff.question.startswith("Carrier and warehouse")
+
+
+def test_predicate_names_are_exact() -> None:
+    from runner.control import RunState as _State
+    from runner.control import StoppingRule as _Rule
+
+    rule = _Rule("r", {"a": lambda s: True, "A": lambda s: False})
+    report = rule.evaluate(_State("r", "t"))
+    assert (report.satisfied, report.missing) == (("a",), ("A",))

@@ -158,14 +158,14 @@ def test_run_ids_are_deterministic() -> None:
     assert canonical_bytes(same[0]) == canonical_bytes(same[1])
 
 
-def test_a_finish_check_that_raises_rejects_the_finish() -> None:
+def test_a_finish_check_that_raises_is_an_internal_error_naming_validate() -> None:
     def broken(state: RunState, output: object) -> bool:
         raise KeyError("revenue")
 
     c = RunController(Budget(max_steps=2, max_tokens=9), validate=broken)
     res = c.run("t", lambda s: Finish({"x": s.step}), lambda call: ToolResult())
-    assert res.reason is StopReason.STEP_BUDGET
-    assert "the finish check raised KeyError" in res.trace[0].note
+    assert res.reason is StopReason.INTERNAL_ERROR and res.stop.kind == "UserCodeError"
+    assert res.stop.detail == "validate raised KeyError: 'revenue'" and res.steps == 1
 
 
 def test_rejected_finish_missing_list_reaches_the_next_directive() -> None:

@@ -19,6 +19,7 @@ import pytest
 from runner.control import (
     Budget,
     Calibration,
+    DailySpendCeiling,
     Escalate,
     ExternalStop,
     Finish,
@@ -156,39 +157,48 @@ def test_stop_flag_raised_mid_run_stops_it(tmp_path: Path) -> None:
     assert result.handoff is not None
 
 
-def _spend_run(ledger: str, n: int) -> float:
-    ks = KillSwitch(ledger=ledger, max_spend_per_day_usd=1.0, step_reserve_usd=0.30)
+def _spend_run(ledger: str, n: int) -> tuple[int, float]:
+    """One run of up to three $0.30 steps under a $2.70/day ceiling: (steps taken, cost)."""
+    ks = KillSwitch(ledger=ledger, max_spend_per_day_usd=2.7, step_reserve_usd=0.30)
     ctl = RunController(Budget(max_steps=4, max_cost_usd=5.0), validate=ok, kill_switch=ks)
     step = Turn(ToolCall("t", {"n": n}), cost_usd=0.30)
     decide = script(step, Turn(ToolCall("t", {"n": n + 1}), cost_usd=0.30),
                     Turn(Finish("done"), cost_usd=0.30))
-    result = ctl.run("t", decide, tools({"t": ToolResult.success({"x": n})}))
-    return result.cost_usd
+    try:
+        result = ctl.run("t", decide, tools({"t": ToolResult.success({"x": n})}))
+    except DailySpendCeiling:  # the day's money is spent or reserved before this run starts
+        return 0, 0.0
+    return result.steps, result.cost_usd
+
+
+def _check_the_day(ledger: str, runs: list[tuple[int, float]]) -> None:
+    usage = KillSwitch(ledger=ledger, max_spend_per_day_usd=2.7, step_reserve_usd=0.3).usage()
+    # five runs want fifteen steps; nine $0.30 leases fit the day, so exactly nine steps ran
+    # (whichever runs took them) and spent the day to the cent, never more
+    assert sum(steps for steps, _ in runs) == 9
+    assert usage["spend_usd"] == 2.7 and round(sum(c for _, c in runs), 6) == 2.7
+    assert usage["reserved_usd"] == 0
 
 
 def test_concurrent_threads_never_overshoot_the_daily_ceiling(tmp_path: Path) -> None:
     ledger = str(tmp_path / "ledger.sqlite")
-    spent: list[float] = []
+    spent: list[tuple[int, float]] = []
     threads = [threading.Thread(target=lambda i=i: spent.append(_spend_run(ledger, i * 10)))
-               for i in range(4)]
+               for i in range(5)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    usage = KillSwitch(ledger=ledger, max_spend_per_day_usd=1.0, step_reserve_usd=0.3).usage()
-    assert usage["spend_usd"] <= 1.0
-    assert sum(spent) == pytest.approx(usage["spend_usd"])
-    assert usage["reserved_usd"] == 0
+    assert len(spent) == 5
+    _check_the_day(ledger, spent)
 
 
 def test_concurrent_processes_never_overshoot_the_daily_ceiling(tmp_path: Path) -> None:
     ledger = str(tmp_path / "ledger.sqlite")
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
-        spent = pool.starmap(_spend_run, [(ledger, i * 10) for i in range(4)])
-    usage = KillSwitch(ledger=ledger, max_spend_per_day_usd=1.0, step_reserve_usd=0.3).usage()
-    assert usage["spend_usd"] <= 1.0
-    assert sum(spent) == pytest.approx(usage["spend_usd"])
+        spent = pool.starmap(_spend_run, [(ledger, i * 10) for i in range(5)])
+    _check_the_day(ledger, spent)
 
 
 # -- 5. exactly one typed stop, even when user code fails ------------------------------------------
