@@ -112,28 +112,18 @@ def closed_paper_vs_run(r: Mapping[str, Any]) -> list[JsonObject]:
             _row("Table 4", sec, label, "calls (mean)", f"{p['mean_calls']:.2f}",
                  f"{v['mean_calls']:.2f}"),
         ]
-    h2, p2, sec = r["h2"], paper["h2"], paper["h2"]["section"]
-    out += [
-        _row("H2", sec, "ECT vs controller", "premature unsupported (ECT, controller)",
-             f"{p2['ect']}/{p2['den']}, {p2['controller']}/{p2['den']}",
-             f"{h2['sum_treatment']:g}/{h2['n_treatment']}, "
-             f"{h2['sum_comparator']:g}/{h2['n_comparator']}"),
-        _row("H2", sec, "ECT vs controller", "difference, pp [95% task-cluster]",
-             _est(p2["diff_pp"], p2["ci_pp"]), _est(h2["diff_pp"], h2["ci_pp"])),
-        _row("H2", sec, "ECT vs controller", "gate", _gate(bool(p2["passed"])),
-             h2.get("outcome", _gate(bool(h2["passed"])))),
-    ]
-    h3, p3, sec = r["h3"], paper["h3"], paper["h3"]["section"]
-    out += [
-        _row("H3", sec, "ECT vs controller", "supported completion (ECT, controller)",
-             f"{p3['ect']}/{p3['den']}, {p3['controller']}/{p3['den']}",
-             f"{h3['sum_treatment']:g}/{h3['n_treatment']}, "
-             f"{h3['sum_comparator']:g}/{h3['n_comparator']}"),
-        _row("H3", sec, "ECT vs controller", "difference, pp [95% task-cluster]",
-             _est(p3["diff_pp"], p3["ci_pp"]), _est(h3["diff_pp"], h3["ci_pp"])),
-        _row("H3", sec, "ECT vs controller", "gate", _gate(bool(p3["passed"])),
-             h3.get("outcome", _gate(bool(h3["passed"])))),
-    ]
+    for gate, measure in (("h2", "premature unsupported"), ("h3", "supported completion")):
+        h, p, sec, name = r[gate], paper[gate], paper[gate]["section"], gate.upper()
+        out += [
+            _row(name, sec, "ECT vs controller", f"{measure} (ECT, controller)",
+                 f"{p['ect']}/{p['den']}, {p['controller']}/{p['den']}",
+                 f"{h['sum_treatment']:g}/{h['n_treatment']}, "
+                 f"{h['sum_comparator']:g}/{h['n_comparator']}"),
+            _row(name, sec, "ECT vs controller", "difference, pp [95% task-cluster]",
+                 _est(p["diff_pp"], p["ci_pp"]), _est(h["diff_pp"], h["ci_pp"])),
+            _row(name, sec, "ECT vs controller", "gate", _gate(bool(p["passed"])),
+                 h.get("outcome", _gate(bool(h["passed"])))),
+        ]
     h4, p4, sec = r["h4"], paper["h4"], paper["h4"]["section"]
     out += [
         _row("H4", sec, "ECT", "recoveries / eligible incomplete",
