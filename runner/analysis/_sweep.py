@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -175,6 +176,16 @@ class _Point:
         return ", ".join(f"{k}={v:g}" for k, v in self.overrides.items())
 
 
+# The queue a point's process reports its committed cells on (set by the pool's initializer;
+# None when the caller asked for no cell progress).
+_CELLS: Any = None
+
+
+def _set_cell_queue(queue: Any) -> None:
+    global _CELLS
+    _CELLS = queue
+
+
 def _quiet_logs() -> None:
     """A point's process logs warnings and errors only (to stderr), as `ect run` does without
     --log-json: per-cell info lines from every point at once would bury the progress."""
@@ -243,9 +254,15 @@ def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
     store = where / "run.db"
     for stale in where.glob("run.db*"):
         stale.unlink()
+    queue = _CELLS
+
+    def on_cell(_record: Any, summary: Any) -> None:
+        if queue is not None:
+            queue.put((point.index, summary.committed, summary.total))
+
     execute(RunSettings(spec_path, store, ProviderChoice("simulated"), concurrency=1,
                         requests_per_minute=point.requests_per_minute,
-                        tokens_per_minute=point.tokens_per_minute))
+                        tokens_per_minute=point.tokens_per_minute), on_cell=on_cell)
     res = report_from_store(store, paths.schedule, where / "report", seed=point.seed,
                             replicates=point.replicates)
     return _row(point, res)
@@ -270,6 +287,28 @@ def _row(point: _Point, res: Mapping[str, Any]) -> JsonObject:
     }
 
 
+class _CellDrain:
+    """Reads the points' (point, committed, total) reports in a thread and calls ``on_cells``
+    with the grid's totals."""
+
+    def __init__(self, queue: Any, points: int, on_cells: Callable[[int, int], None]) -> None:
+        self._queue, self._points, self._on_cells = queue, points, on_cells
+        self._done: dict[int, int] = {}
+        self._thread = threading.Thread(target=self._run, name="ect-sweep-cells", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            point, committed, total = item
+            self._done[point] = committed
+            self._on_cells(sum(self._done.values()), total * self._points)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._queue.close()
+
+
 def sweep(
     spec_path: str | Path,
     params: Sequence[str],
@@ -281,6 +320,7 @@ def sweep(
     on_point: Callable[[int, int, JsonObject], None] | None = None,
     requests_per_minute: int | None = None,
     tokens_per_minute: int | None = None,
+    on_cells: Callable[[int, int], None] | None = None,
 ) -> JsonObject:
     """Run the closed-loop study at every grid point of ``params`` and write the outputs.
 
@@ -289,7 +329,10 @@ def sweep(
 
     ``params`` are ``NAME=v1,v2,...`` items (dotted simulator parameter names); ``jobs`` grid
     points run at once, each in its own process (default: ``os.cpu_count()``, at most the
-    number of points). ``on_point(done, total, row)`` is called as each point finishes.
+    number of points). ``on_point(done, total, row)`` is called as each point finishes;
+    ``on_cells(done, total)`` as any point commits a cell, with the cells committed and to run
+    over the whole grid (every point runs the same schedule), from a thread of the caller's
+    process.
     Writes ``sweep.json``, ``sweep.md`` and ``sweep.svg`` into ``out_dir`` (and each point's
     spec, schedule, lock, store and report under ``points/``); returns sweep.json's object.
 
@@ -318,8 +361,12 @@ def sweep(
     workers = min(len(points), jobs or os.cpu_count() or 1)
     rows: dict[int, JsonObject] = {}
     out.mkdir(parents=True, exist_ok=True)
+    ctx = get_context("spawn")
+    queue = ctx.Queue() if on_cells is not None else None
+    drain = None if queue is None or on_cells is None else _CellDrain(queue, len(points), on_cells)
     # "spawn": every point starts from a fresh interpreter (no inherited threads or locks).
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_set_cell_queue,
+                             initargs=(queue,)) as pool:
         futures = {pool.submit(_run_point, p, spec_bytes): p for p in points}
         try:
             for future in as_completed(futures):
@@ -331,6 +378,9 @@ def sweep(
             for f in futures:
                 f.cancel()
             raise
+        finally:
+            if drain is not None:
+                drain.close()
     result: JsonObject = {
         "format": SWEEP_FORMAT,
         "spec": {"name": spec.name, "sha256": raw_digest(spec_bytes)},

@@ -98,9 +98,11 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
 
     import time
 
-    from runner.cli._progress import _duration
+    from runner.cli._progress import CountProgress, _duration
 
     started = time.monotonic()
+    # Overall: every point's committed cells over the grid's, with rate and ETA.
+    cells = CountProgress("sweep", "cells (all points)", enabled=not quiet)
 
     def on_point(done: int, of: int, row: JsonObject) -> None:
         if quiet:
@@ -113,9 +115,12 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
         click.echo(f"sweep: point {done}/{of} done ({label}): {gates} "
                    f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
 
-    result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,
-                   on_point=on_point, requests_per_minute=requests_per_minute,
-                   tokens_per_minute=tokens_per_minute)
+    try:
+        result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,
+                       on_point=on_point, requests_per_minute=requests_per_minute,
+                       tokens_per_minute=tokens_per_minute, on_cells=cells)
+    finally:
+        cells.stop()
     out = Path(out_dir)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True))  # noqa: TID251

@@ -139,6 +139,14 @@ def test_a_two_point_grid_gives_two_rows_that_differ(tmp_path: Path) -> None:
     assert re.fullmatch(r"sweep: point 1/2 done \(.*\): H2 .*; H3 .*; H4 .* "
                         r"\[\S+ elapsed, \S+/point, ETA \S+\]", points[0]), points[0]
     assert re.fullmatch(r"sweep: point 2/2 done \(.*\): .* \[\S+ elapsed, \S+/point\]", points[1])
+    # and overall, cell by cell across the points: done/total over the whole grid
+    cells = [re.fullmatch(r"sweep: (\d+)/(\d+) cells \(all points\)( .*)?", line)
+             for line in res.stderr.splitlines() if "cells (all points)" in line]
+    assert cells and all(cells), res.stderr
+    per_point = len((out / "points" / "p001" / "study.schedule.jsonl").read_text().splitlines())
+    assert {int(m[2]) for m in cells if m} == {2 * per_point}
+    done = [int(m[1]) for m in cells if m]
+    assert done == sorted(done) and 1 <= done[0] <= done[-1] <= 2 * per_point
 
 
 def test_a_failed_point_names_itself_and_crosses_processes(tmp_path: Path) -> None:
