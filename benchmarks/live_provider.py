@@ -6,14 +6,14 @@ of ``schedules/v2.toml`` with ``--provider openai`` at concurrency 1, 4, 16 and 
 fresh child interpreter with its own store). With 0.5 s a call, a parent that keeps up makes
 about 2 calls/s per cell in flight; the figure is provider attempts / wall time of the cells.
 
-``--baseline-repo PATH`` runs the same children against another checkout (e.g. the original
-main at /work/main, read only: its spec is copied, its code imported) so before and after are
+``--baseline-repo PATH`` runs the same children against another checkout (e.g. a `git worktree`
+of the commit before, read only: its spec is copied, its code imported) so before and after are
 measured side by side in one run.
 
 Each cell also makes sandboxed tool calls (a bwrap child each); their CPU time is printed beside
 the parent's, because on a small machine they, not the parent, can bound the throughput.
 
-    python benchmarks/live_provider.py [--baseline-repo /work/main] [--latency 0.5]
+    python benchmarks/live_provider.py [--baseline-repo ../before] [--latency 0.5]
 """
 
 from __future__ import annotations
