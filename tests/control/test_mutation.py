@@ -1,6 +1,6 @@
-"""Mutation testing in CI: a bounded, deterministic mutmut run over six of the thirteen modules
-of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, budget, kill
-switch, guards, ledger and result). Every mutant must be killed, or
+"""Mutation testing in CI: a bounded, deterministic mutmut run over four of the thirteen modules
+of runner/control (``CI_MODULES`` in tests/control/mutation.py: the stopping rules, guards,
+ledger and result). Every mutant must be killed, or
 be one of the survivors explained below (equivalent mutants: the change cannot alter
 behaviour)."""
 
