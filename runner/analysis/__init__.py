@@ -1,6 +1,7 @@
 """Analysis: the static study, the closed-loop hypotheses, tables and reports (docs/analysis.md)."""
 
 from runner.analysis._closed import (
+    ClosedLoopResults,
     analyse_closed_loop,
     check_inventory,
 )
@@ -17,8 +18,13 @@ from runner.analysis._errors import (
     ScheduleDisagrees,
 )
 from runner.analysis._load import StoreOutcomes, load_outcomes_from_store
-from runner.analysis._report import render_outputs, results_json_bytes, write_outputs
-from runner.analysis._static import analyse_static
+from runner.analysis._report import (
+    read_results,
+    render_outputs,
+    results_json_bytes,
+    write_outputs,
+)
+from runner.analysis._static import StaticResults, analyse_static
 from runner.analysis._stats import (
     BootstrapResult,
     McNemarResult,
@@ -37,10 +43,12 @@ __all__ = [
     "STATIC_POLICIES",
     "AllModelCallsFailed",
     "BootstrapResult",
+    "ClosedLoopResults",
     "InventoryIncomplete",
     "McNemarResult",
     "ProviderInfo",
     "ScheduleDisagrees",
+    "StaticResults",
     "StoreOutcomes",
     "analyse_closed_loop",
     "analyse_static",
@@ -53,6 +61,7 @@ __all__ = [
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
+    "read_results",
     "render_outputs",
     "report_from_store",
     "results_json_bytes",

@@ -22,24 +22,47 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
 
-from runner.analysis._common import CLOSED_LOOP_POLICIES, ProviderInfo, rnd
+from runner.analysis._common import (
+    CLOSED_LOOP_POLICIES,
+    BootstrapInfo,
+    ProviderInfo,
+    RateInterval,
+    rnd,
+)
 from runner.analysis._errors import InventoryIncomplete
-from runner.analysis._honesty import choices_json, gate_text, simulator_json
-from runner.analysis._paper import PAPER_NOTE, closed_paper_vs_run
+from runner.analysis._honesty import CHOICES, Choice, SimulatorBlock, gate_text
+from runner.analysis._paper import PAPER_NOTE, PaperVsRun, closed_paper_vs_run
+from runner.analysis._record import OMIT, Record
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
-from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 from runner.loop import Outcome
-from runner.study import ScheduleRow
+from runner.study import FailureCounts, ScheduleRow, StratumReasons
 from runner.worlds import CLOSED_LOOP_FAULTS, TRUST_BOUNDARY_FAULT, UNSEEN_FAULTS
 
 __all__ = [
+    "CLOSED_FORMAT",
+    "ClosedInputs",
+    "ClosedIntervals",
+    "ClosedLoopResults",
+    "H2Gate",
+    "H3Gate",
+    "H4Gate",
+    "MeanInterval",
+    "ProviderFailures",
+    "ReasonCodeRow",
+    "Scope",
+    "SecondaryEstimate",
+    "StoreInputs",
+    "Stratum",
+    "Table4Row",
+    "Unseen",
     "analyse_closed_loop",
     "check_inventory",
 ]
 
+CLOSED_FORMAT = "ect.analysis.closed_loop/1"
 COMPARATOR = "controller"
 TREATMENT = "ect"
 
@@ -50,6 +73,264 @@ SECONDARY: tuple[tuple[str, str], ...] = (
     ("latency_s", "provider seconds"),
     ("cost_usd", "estimated cost (USD)"),
 )
+
+# ------------------------------------------------------------------------- the results
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Table4Row(Record):
+    """Table 4's columns for one policy (counts with their denominators, per-trajectory means)."""
+
+    U: int
+    U_den: int
+    S: int
+    S_den: int
+    FC: int
+    FC_den: int
+    R: int
+    R_den: int
+    recoverable_stuck: int
+    unsupported_claims: int
+    postcondition_ok: int
+    mean_turns: float
+    mean_calls: float
+    mean_tokens: float
+    mean_latency_s: float
+    mean_cost_usd: float
+    stop_reasons: dict[str, int]
+
+    def count(self, measure: str) -> tuple[int, int]:
+        """``(count, denominator)`` of ``measure`` (U, S, FC or R)."""
+        return {"U": (self.U, self.U_den), "S": (self.S, self.S_den),
+                "FC": (self.FC, self.FC_den), "R": (self.R, self.R_den)}[measure]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Paired(Record):
+    """An ECT-minus-controller paired difference's inputs and its bootstrap."""
+
+    treatment: str
+    comparator: str
+    n_treatment: int
+    n_comparator: int
+    sum_treatment: float
+    sum_comparator: float
+    mean_treatment: float
+    mean_comparator: float
+    bootstrap: BootstrapInfo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class H2Gate(_Paired):
+    """H2: the difference in percentage points, its interval and the gate's outcome."""
+
+    diff_pp: float
+    ci_pp: tuple[float, float]
+    passed: bool
+    rule: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class H3Gate(H2Gate):
+    """H3: as H2, with the noninferiority margin."""
+
+    margin_pp: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class H4Gate(Record):
+    """H4: ECT's recovery events on incomplete checkpoints."""
+
+    eligible: int
+    recoveries: int
+    recovered_then_supported: int
+    passed: bool
+    rule: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecondaryEstimate(_Paired):
+    """A secondary paired difference in the measure's own units."""
+
+    label: str
+    diff_raw: float
+    ci_raw: tuple[float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeanInterval(Record):
+    """A per-trajectory mean with its task-cluster interval."""
+
+    mean: float
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClosedIntervals(Record):
+    """One policy's rates (absent when the policy has no row of the rate's checkpoint) and means."""
+
+    U: RateInterval | None = field(default=None, metadata=OMIT)
+    S: RateInterval | None = field(default=None, metadata=OMIT)
+    FC: RateInterval | None = field(default=None, metadata=OMIT)
+    R: RateInterval | None = field(default=None, metadata=OMIT)
+    turns: MeanInterval
+    tool_calls: MeanInterval
+    tokens: MeanInterval
+    cost_usd: MeanInterval
+
+    def rate(self, measure: str) -> RateInterval:
+        found = {"U": self.U, "S": self.S, "FC": self.FC, "R": self.R}[measure]
+        if found is None:
+            raise AnalysisError(f"no {measure} interval for this policy")
+        return found
+
+    def mean_of(self, key: str) -> MeanInterval:
+        return {"turns": self.turns, "tool_calls": self.tool_calls, "tokens": self.tokens,
+                "cost_usd": self.cost_usd}[key]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stratum(Record):
+    """Table 4's columns per policy over a set of tasks (a fault's, or the trust boundary's)."""
+
+    tasks: tuple[str, ...]
+    policies: dict[str, Table4Row]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unseen(Record):
+    """The unseen faults U1-U3: pooled over the primary scope, and fault by fault."""
+
+    pooled: dict[str, Table4Row]
+    by_fault: dict[str, Stratum]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scope(Record):
+    """Which rows the primary analysis covers."""
+
+    excluded_trust_boundary_tasks: tuple[str, ...]
+    primary_clusters: int
+    primary_rows: int
+    seeds_per_cell_group: int
+    policies: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreInputs(Record):
+    """What identifies the store and the schedule a report was made from (no paths, no clock)."""
+
+    store_id: str
+    store_head_seq: int
+    store_head_chain: str
+    store_records: int
+    schedule_sha256: str
+    schedule_rows: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClosedInputs(Record):
+    """results.json's ``"inputs"``: the store's identity (when analysed from one) and the
+    analysis's own settings."""
+
+    store_id: str | None = field(default=None, metadata=OMIT)
+    store_head_seq: int | None = field(default=None, metadata=OMIT)
+    store_head_chain: str | None = field(default=None, metadata=OMIT)
+    store_records: int | None = field(default=None, metadata=OMIT)
+    schedule_sha256: str | None = field(default=None, metadata=OMIT)
+    schedule_rows: int | None = field(default=None, metadata=OMIT)
+    rows: int
+    seed: int
+    replicates: int
+    confidence: float
+    interval: str
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasonCodeRow(Record):
+    """The reason codes one pipeline gave on one fault stratum (``runner.study.StratumReasons``)."""
+
+    stratum: str
+    pipeline: str
+    cells: int
+    codes: dict[str, int]
+
+    @classmethod
+    def of(cls, entry: StratumReasons) -> ReasonCodeRow:
+        return cls(stratum=entry.stratum, pipeline=entry.pipeline, cells=entry.cells,
+                   codes=dict(entry.codes))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderFailures(Record):
+    """Provider failures of the committed cells (``runner.study.FailureCounts``)."""
+
+    total: int
+    by_class: dict[str, int]
+    by_kind: dict[str, int]
+    by_role: dict[str, int]
+    by_pipeline: dict[str, int]
+    cells: int
+    cells_with_transport_failure: tuple[str, ...]
+
+    @classmethod
+    def of(cls, counts: FailureCounts) -> ProviderFailures:
+        return cls(
+            total=counts.total,
+            by_class={c: counts.by_class.get(c, 0) for c in ("transport", "model_output")},
+            by_kind=dict(sorted(counts.by_kind.items())),
+            by_role=dict(sorted(counts.by_role.items())),
+            by_pipeline=dict(sorted(counts.by_pipeline.items())),
+            cells=len(counts.cells),
+            cells_with_transport_failure=tuple(sorted(counts.transport_cells)),
+        )
+
+    def counted_by(self) -> tuple[tuple[str, dict[str, int]], ...]:
+        """Each breakdown, by its name (class, kind, role, pipeline)."""
+        return (("class", self.by_class), ("kind", self.by_kind), ("role", self.by_role),
+                ("pipeline", self.by_pipeline))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClosedLoopResults(Record):
+    """Every closed-loop figure: ``to_json`` is results.json (``ect report``)."""
+
+    format: str = CLOSED_FORMAT
+    provider: ProviderInfo
+    provider_line: str
+    inputs: ClosedInputs
+    scope: Scope
+    table4: dict[str, Table4Row]
+    h2: H2Gate
+    h3: H3Gate
+    h4: H4Gate
+    gates_passed: bool
+    simulator: SimulatorBlock | None
+    choices: tuple[Choice, ...]
+    reason_codes: tuple[ReasonCodeRow, ...] | None
+    provider_failures: ProviderFailures | None
+    secondary: dict[str, SecondaryEstimate]
+    intervals: dict[str, ClosedIntervals]
+    unseen: Unseen
+    trust_boundary: Stratum
+    per_fault: dict[str, Stratum]
+    paper_vs_run: PaperVsRun
+
+    def __post_init__(self) -> None:
+        if self.format != CLOSED_FORMAT:
+            raise AnalysisError(f"closed-loop results: format {self.format!r}, "
+                                f"not {CLOSED_FORMAT!r}")
+
+    def gates(self) -> tuple[tuple[str, bool, str], ...]:
+        """``(name, passed, outcome in words)`` of H2, H3 and H4."""
+        return (("H2", self.h2.passed, self.h2.outcome), ("H3", self.h3.passed, self.h3.outcome),
+                ("H4", self.h4.passed, self.h4.outcome))
+
+
+# ------------------------------------------------------------------------ the analysis
 
 
 def _check_vocabulary(o: Outcome) -> None:
@@ -105,28 +386,37 @@ def _value(row: Outcome, key: str) -> float:
     return float(getattr(row, key))
 
 
-def _table4_row(rows: Sequence[Outcome]) -> JsonObject:
+def _table4_row(rows: Sequence[Outcome]) -> Table4Row:
     inc = [r for r in rows if r.checkpoint == "incomplete"]
     clean = [r for r in rows if r.checkpoint == "clean"]
-    return {
-        "U": _count(inc, "premature_unsupported"),
-        "U_den": len(inc),
-        "S": _count(rows, "supported_completion"),
-        "S_den": len(rows),
-        "FC": _count(clean, "clean_false_continuation"),
-        "FC_den": len(clean),
-        "R": _count(inc, "successful_recovery"),
-        "R_den": len(inc),
-        "recoverable_stuck": _count(inc, "recoverable_stuck"),
-        "unsupported_claims": sum(int(r.unsupported_claims) for r in rows),
-        "postcondition_ok": _count(rows, "postcondition_ok"),
-        "mean_turns": rnd(_mean(rows, "turns")),
-        "mean_calls": rnd(_mean(rows, "tool_calls")),
-        "mean_tokens": rnd(_mean(rows, "tokens")),
-        "mean_latency_s": rnd(_mean(rows, "latency_s")),
-        "mean_cost_usd": rnd(_mean(rows, "cost_usd")),
-        "stop_reasons": dict(sorted(Counter(r.stop_reason for r in rows).items())),
-    }
+    return Table4Row(
+        U=_count(inc, "premature_unsupported"),
+        U_den=len(inc),
+        S=_count(rows, "supported_completion"),
+        S_den=len(rows),
+        FC=_count(clean, "clean_false_continuation"),
+        FC_den=len(clean),
+        R=_count(inc, "successful_recovery"),
+        R_den=len(inc),
+        recoverable_stuck=_count(inc, "recoverable_stuck"),
+        unsupported_claims=sum(int(r.unsupported_claims) for r in rows),
+        postcondition_ok=_count(rows, "postcondition_ok"),
+        mean_turns=rnd(_mean(rows, "turns")),
+        mean_calls=rnd(_mean(rows, "tool_calls")),
+        mean_tokens=rnd(_mean(rows, "tokens")),
+        mean_latency_s=rnd(_mean(rows, "latency_s")),
+        mean_cost_usd=rnd(_mean(rows, "cost_usd")),
+        stop_reasons=dict(sorted(Counter(r.stop_reason for r in rows).items())),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Diff:
+    """A paired difference before it is worded as a gate or a secondary estimate."""
+
+    paired: _Paired
+    diff: float
+    ci: tuple[float, float]
 
 
 def _diff(
@@ -138,7 +428,7 @@ def _diff(
     seed: int,
     replicates: int,
     scale: float,
-) -> JsonObject:
+) -> _Diff:
     sel = [r for r in rows if checkpoint is None or r.checkpoint == checkpoint]
     a = [r for r in sel if r.policy == TREATMENT]
     b = [r for r in sel if r.policy == COMPARATOR]
@@ -151,51 +441,46 @@ def _diff(
         seed=seed,
         label=label,
     )
-    unit = "pp" if scale == 100.0 else "raw"
-    return {
-        f"diff_{unit}": rnd(res.estimate * scale),
-        f"ci_{unit}": [rnd(res.lo * scale), rnd(res.hi * scale)],
-        "treatment": TREATMENT,
-        "comparator": COMPARATOR,
-        "n_treatment": len(a),
-        "n_comparator": len(b),
-        "sum_treatment": rnd(sum(_value(r, key) for r in a)),
-        "sum_comparator": rnd(sum(_value(r, key) for r in b)),
-        "mean_treatment": rnd(_mean(a, key) * scale),
-        "mean_comparator": rnd(_mean(b, key) * scale),
-        "bootstrap": {
-            "replicates": res.replicates,
-            "clusters": res.n_clusters,
-            "cluster": "task_id",
-            "interval": "percentile",
-            "confidence": res.confidence,
-            "seed": res.seed,
-            "label": res.label,
-        },
-    }
+    paired = _Paired(
+        treatment=TREATMENT,
+        comparator=COMPARATOR,
+        n_treatment=len(a),
+        n_comparator=len(b),
+        sum_treatment=rnd(sum(_value(r, key) for r in a)),
+        sum_comparator=rnd(sum(_value(r, key) for r in b)),
+        mean_treatment=rnd(_mean(a, key) * scale),
+        mean_comparator=rnd(_mean(b, key) * scale),
+        bootstrap=BootstrapInfo.of(res, cluster="task_id"),
+    )
+    return _Diff(paired, rnd(res.estimate * scale), (rnd(res.lo * scale), rnd(res.hi * scale)))
 
 
-def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> JsonObject:
+def _paired_fields(d: _Diff) -> dict[str, object]:
+    p = d.paired
+    return {"treatment": p.treatment, "comparator": p.comparator,
+            "n_treatment": p.n_treatment, "n_comparator": p.n_comparator,
+            "sum_treatment": p.sum_treatment, "sum_comparator": p.sum_comparator,
+            "mean_treatment": p.mean_treatment, "mean_comparator": p.mean_comparator,
+            "bootstrap": p.bootstrap}
+
+
+def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> dict[str, Stratum]:
     """Per assigned fault x policy: U on incomplete rows and S over both conditions."""
-    out: JsonObject = {}
+    out: dict[str, Stratum] = {}
     for fault in CLOSED_LOOP_FAULTS:
         frows = [r for r in rows if faults.get(r.task_id) == fault]
         if not frows:
             continue
-        out[fault] = {
-            "tasks": sorted({r.task_id for r in frows}),
-            "policies": {
-                p: _table4_row([r for r in frows if r.policy == p])
-                for p in CLOSED_LOOP_POLICIES
-                if any(r.policy == p for r in frows)
-            },
-        }
+        out[fault] = Stratum(
+            tasks=tuple(sorted({r.task_id for r in frows})),
+            policies=_by_policy(frows, CLOSED_LOOP_POLICIES),
+        )
     return out
 
 
-def _h2(primary: Sequence[Outcome], seed: int, replicates: int) -> JsonObject:
+def _h2(primary: Sequence[Outcome], seed: int, replicates: int, simulated: bool) -> H2Gate:
     """H2: premature unsupported termination on incomplete checkpoints, ECT minus controller."""
-    h2 = _diff(
+    d = _diff(
         primary,
         "premature_unsupported",
         checkpoint="incomplete",
@@ -204,14 +489,19 @@ def _h2(primary: Sequence[Outcome], seed: int, replicates: int) -> JsonObject:
         replicates=replicates,
         scale=100.0,
     )
-    h2["passed"] = bool(h2["diff_pp"] < 0 and h2["ci_pp"][1] < 0)
-    h2["rule"] = "ECT-minus-controller point estimate < 0 and 95% interval wholly below 0"
-    return h2
+    passed = bool(d.diff < 0 and d.ci[1] < 0)
+    return H2Gate(
+        **_paired_fields(d),  # type: ignore[arg-type]
+        diff_pp=d.diff, ci_pp=d.ci, passed=passed,
+        rule="ECT-minus-controller point estimate < 0 and 95% interval wholly below 0",
+        outcome=gate_text(passed, simulated),
+    )
 
 
-def _h3(primary: Sequence[Outcome], seed: int, replicates: int, margin_pp: float) -> JsonObject:
+def _h3(primary: Sequence[Outcome], seed: int, replicates: int, margin_pp: float,
+        simulated: bool) -> H3Gate:
     """H3: supported completion over both checkpoints, noninferiority at ``margin_pp``."""
-    h3 = _diff(
+    d = _diff(
         primary,
         "supported_completion",
         checkpoint=None,
@@ -220,87 +510,97 @@ def _h3(primary: Sequence[Outcome], seed: int, replicates: int, margin_pp: float
         replicates=replicates,
         scale=100.0,
     )
-    h3["margin_pp"] = margin_pp
-    h3["passed"] = noninferior(float(h3["ci_pp"][0]), margin_pp)
-    h3["rule"] = f"lower bound of the 95% interval > {margin_pp:g} pp"
-    return h3
+    passed = noninferior(float(d.ci[0]), margin_pp)
+    return H3Gate(
+        **_paired_fields(d),  # type: ignore[arg-type]
+        diff_pp=d.diff, ci_pp=d.ci, margin_pp=margin_pp, passed=passed,
+        rule=f"lower bound of the 95% interval > {margin_pp:g} pp",
+        outcome=gate_text(passed, simulated),
+    )
 
 
-def _h4(primary: Sequence[Outcome]) -> JsonObject:
+def _h4(primary: Sequence[Outcome], simulated: bool) -> H4Gate:
     """H4: ECT's successful recovery events on incomplete checkpoints (the event-level gate)."""
     ect_inc = [r for r in primary if r.policy == TREATMENT and r.checkpoint == "incomplete"]
     recovered = [r for r in ect_inc if r.successful_recovery]
     then_supported = [r for r in recovered if r.recovered_then_supported]
-    return {
-        "eligible": len(ect_inc),
-        "recoveries": len(recovered),
-        "recovered_then_supported": len(then_supported),
-        "passed": bool(recovered) and 2 * len(then_supported) > len(recovered),
-        "rule": "ECT: successful recovery events > 0 and a strict majority of them then "
+    passed = bool(recovered) and 2 * len(then_supported) > len(recovered)
+    return H4Gate(
+        eligible=len(ect_inc),
+        recoveries=len(recovered),
+        recovered_then_supported=len(then_supported),
+        passed=passed,
+        rule="ECT: successful recovery events > 0 and a strict majority of them then "
         "complete with support",
-    }
+        outcome=gate_text(passed, simulated),
+    )
 
 
-def _secondary(primary: Sequence[Outcome], seed: int, replicates: int) -> JsonObject:
+def _secondary(primary: Sequence[Outcome], seed: int, replicates: int
+               ) -> dict[str, SecondaryEstimate]:
     """The paired secondary differences (turns, calls, tokens, latency, cost, ...)."""
-    return {
-        key: {
-            "label": text,
-            **_diff(
-                primary,
-                key,
-                checkpoint=None,
-                label=f"secondary/{key}",
-                seed=seed,
-                replicates=replicates,
-                scale=1.0,
-            ),
-        }
-        for key, text in SECONDARY
-    }
+    out: dict[str, SecondaryEstimate] = {}
+    for key, text in SECONDARY:
+        d = _diff(primary, key, checkpoint=None, label=f"secondary/{key}", seed=seed,
+                  replicates=replicates, scale=1.0)
+        out[key] = SecondaryEstimate(
+            **_paired_fields(d),  # type: ignore[arg-type]
+            label=text, diff_raw=d.diff, ci_raw=d.ci,
+        )
+    return out
+
+
+_RATES: tuple[tuple[str, str], ...] = (
+    ("U", "premature_unsupported"),
+    ("S", "supported_completion"),
+    ("FC", "clean_false_continuation"),
+    ("R", "successful_recovery"),
+)
+
+
+def _policy_intervals(prow: Sequence[Outcome], p: str, seed: int, replicates: int
+                      ) -> ClosedIntervals:
+    inc = [r for r in prow if r.checkpoint == "incomplete"]
+    clean = [r for r in prow if r.checkpoint == "clean"]
+    selections = {"U": inc, "S": prow, "FC": clean, "R": inc}
+    rates: dict[str, RateInterval] = {}
+    for key, outcome_field in _RATES:
+        sel = selections[key]
+        if not sel:
+            continue
+        res = cluster_bootstrap_mean(
+            [r.task_id for r in sel],
+            [float(getattr(r, outcome_field)) for r in sel],
+            replicates=replicates,
+            seed=seed,
+            label=f"rate/{p}/{key}",
+        )
+        rates[key] = RateInterval.of(res)
+    means: dict[str, MeanInterval] = {}
+    for key in ("turns", "tool_calls", "tokens", "cost_usd"):
+        res = cluster_bootstrap_mean(
+            [r.task_id for r in prow],
+            [_value(r, key) for r in prow],
+            replicates=replicates,
+            seed=seed,
+            label=f"mean/{p}/{key}",
+        )
+        means[key] = MeanInterval(mean=rnd(res.estimate), ci=(rnd(res.lo), rnd(res.hi)))
+    return ClosedIntervals(
+        U=rates.get("U"), S=rates.get("S"), FC=rates.get("FC"), R=rates.get("R"),
+        turns=means["turns"], tool_calls=means["tool_calls"], tokens=means["tokens"],
+        cost_usd=means["cost_usd"],
+    )
 
 
 def _closed_intervals(primary: Sequence[Outcome], policies: Sequence[str], seed: int,
-                      replicates: int) -> JsonObject:
+                      replicates: int) -> dict[str, ClosedIntervals]:
     """Per policy: U, S, FC, R rates and per-trajectory means with task-cluster intervals."""
-    intervals: JsonObject = {}
-    for p in policies:
-        prow = [r for r in primary if r.policy == p]
-        inc = [r for r in prow if r.checkpoint == "incomplete"]
-        clean = [r for r in prow if r.checkpoint == "clean"]
-        intervals[p] = {}
-        for key, sel, field in (
-            ("U", inc, "premature_unsupported"),
-            ("S", prow, "supported_completion"),
-            ("FC", clean, "clean_false_continuation"),
-            ("R", inc, "successful_recovery"),
-        ):
-            if not sel:
-                continue
-            res = cluster_bootstrap_mean(
-                [r.task_id for r in sel],
-                [float(getattr(r, field)) for r in sel],
-                replicates=replicates,
-                seed=seed,
-                label=f"rate/{p}/{key}",
-            )
-            intervals[p][key] = {
-                "rate_pct": rnd(res.estimate * 100),
-                "ci_pct": [rnd(res.lo * 100), rnd(res.hi * 100)],
-            }
-        for key in ("turns", "tool_calls", "tokens", "cost_usd"):
-            res = cluster_bootstrap_mean(
-                [r.task_id for r in prow],
-                [_value(r, key) for r in prow],
-                replicates=replicates,
-                seed=seed,
-                label=f"mean/{p}/{key}",
-            )
-            intervals[p][key] = {"mean": rnd(res.estimate), "ci": [rnd(res.lo), rnd(res.hi)]}
-    return intervals
+    return {p: _policy_intervals([r for r in primary if r.policy == p], p, seed, replicates)
+            for p in policies}
 
 
-def _by_policy(rows: Sequence[Outcome], policies: Sequence[str]) -> JsonObject:
+def _by_policy(rows: Sequence[Outcome], policies: Sequence[str]) -> dict[str, Table4Row]:
     """Table 4's columns for each policy that has rows among ``rows``."""
     return {
         p: _table4_row([r for r in rows if r.policy == p])
@@ -317,13 +617,13 @@ def analyse_closed_loop(
     seed: int,
     replicates: int = 10_000,
     margin_pp: float = -10.0,
-    inputs: Mapping[str, Any] | None = None,
-    simulator: Mapping[str, Any] | None = None,
+    inputs: StoreInputs | None = None,
+    simulator: Mapping[str, float] | None = None,
     simulator_source: str = "not given to the analysis",
-    reason_codes: Sequence[Mapping[str, Any]] | None = None,
-    provider_failures: Mapping[str, Any] | None = None,
-) -> JsonObject:
-    """Every closed-loop figure, JSON-ready and deterministic for fixed inputs and seed.
+    reason_codes: Sequence[StratumReasons] | None = None,
+    provider_failures: FailureCounts | None = None,
+) -> ClosedLoopResults:
+    """Every closed-loop figure, typed and deterministic for fixed inputs and seed.
 
     ``simulator`` names the simulated provider's parameters the run used (dotted spec names,
     e.g. ``simulated.planner.p_premature_finish``) and ``simulator_source`` where they were read;
@@ -350,62 +650,60 @@ def analyse_closed_loop(
     policies = [p for p in CLOSED_LOOP_POLICIES if any(r.policy == p for r in rows)]
 
     table4 = {p: _table4_row([r for r in primary if r.policy == p]) for p in policies}
-
-    h2 = _h2(primary, seed, replicates)
-    h3 = _h3(primary, seed, replicates, margin_pp)
-    h4 = _h4(primary)
-    for gate in (h2, h3, h4):
-        gate["outcome"] = gate_text(bool(gate["passed"]), provider.simulated)
-    secondary = _secondary(primary, seed, replicates)
-    intervals = _closed_intervals(primary, policies, seed, replicates)
+    sim = provider.simulated
+    h2 = _h2(primary, seed, replicates, sim)
+    h3 = _h3(primary, seed, replicates, margin_pp, sim)
+    h4 = _h4(primary, sim)
     strata = _strata(rows, faults)
-    unseen = {f: strata[f] for f in UNSEEN_FAULTS if f in strata}
-    unseen_pooled = _by_policy(
-        [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS], policies)
-    trust = {
-        "tasks": excluded,
-        "policies": _by_policy([r for r in rows if r.task_id in set(excluded)], policies),
-    }
-
     primary_tasks = sorted({r.task_id for r in primary})
-    results: JsonObject = {
-        "format": "ect.analysis.closed_loop/1",
-        "provider": provider.to_json(),
-        "provider_line": provider.describe(),
-        "inputs": {
-            **dict(sorted((inputs or {}).items())),
-            "rows": len(rows),
-            "seed": seed,
-            "replicates": replicates,
-            "confidence": 0.95,
-            "interval": "percentile",
-            "cluster": "task_id",
-        },
-        "scope": {
-            "excluded_trust_boundary_tasks": excluded,
-            "primary_clusters": len(primary_tasks),
-            "primary_rows": len(primary),
-            "seeds_per_cell_group": sorted(
+    return ClosedLoopResults(
+        provider=provider,
+        provider_line=provider.describe(),
+        inputs=ClosedInputs(
+            store_id=inputs.store_id if inputs else None,
+            store_head_seq=inputs.store_head_seq if inputs else None,
+            store_head_chain=inputs.store_head_chain if inputs else None,
+            store_records=inputs.store_records if inputs else None,
+            schedule_sha256=inputs.schedule_sha256 if inputs else None,
+            schedule_rows=inputs.schedule_rows if inputs else None,
+            rows=len(rows),
+            seed=seed,
+            replicates=replicates,
+            confidence=0.95,
+            interval="percentile",
+            cluster="task_id",
+        ),
+        scope=Scope(
+            excluded_trust_boundary_tasks=tuple(excluded),
+            primary_clusters=len(primary_tasks),
+            primary_rows=len(primary),
+            seeds_per_cell_group=sorted(
                 Counter((r.task_id, r.checkpoint, r.policy) for r in primary).values()
             )[0],
-            "policies": policies,
-        },
-        "table4": table4,
-        "h2": h2,
-        "h3": h3,
-        "h4": h4,
-        "gates_passed": bool(h2["passed"] and h3["passed"] and h4["passed"]),
-        "simulator": (simulator_json(simulator, simulator_source) if provider.simulated
-                      else None),
-        "choices": choices_json(),
-        "reason_codes": [dict(e) for e in reason_codes] if reason_codes is not None else None,
-        "provider_failures": (dict(provider_failures) if provider_failures is not None
-                              else None),
-        "secondary": secondary,
-        "intervals": intervals,
-        "unseen": {"pooled": unseen_pooled, "by_fault": unseen},
-        "trust_boundary": trust,
-        "per_fault": strata,
-    }
-    results["paper_vs_run"] = {"note": PAPER_NOTE, "rows": closed_paper_vs_run(results)}
-    return results
+            policies=tuple(policies),
+        ),
+        table4=table4,
+        h2=h2,
+        h3=h3,
+        h4=h4,
+        gates_passed=bool(h2.passed and h3.passed and h4.passed),
+        simulator=SimulatorBlock.of(simulator, simulator_source) if sim else None,
+        choices=CHOICES,
+        reason_codes=(tuple(ReasonCodeRow.of(e) for e in reason_codes)
+                      if reason_codes is not None else None),
+        provider_failures=(ProviderFailures.of(provider_failures)
+                           if provider_failures is not None else None),
+        secondary=_secondary(primary, seed, replicates),
+        intervals=_closed_intervals(primary, policies, seed, replicates),
+        unseen=Unseen(
+            pooled=_by_policy(
+                [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS], policies),
+            by_fault={f: strata[f] for f in UNSEEN_FAULTS if f in strata},
+        ),
+        trust_boundary=Stratum(
+            tasks=tuple(excluded),
+            policies=_by_policy([r for r in rows if r.task_id in set(excluded)], policies),
+        ),
+        per_fault=strata,
+        paper_vs_run=PaperVsRun(note=PAPER_NOTE, rows=closed_paper_vs_run(table4, h2, h3, h4)),
+    )

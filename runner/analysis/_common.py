@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runner.canonical import JsonObject
+from runner.analysis._record import Record
+from runner.analysis._stats import BootstrapResult
 from runner.errors import AnalysisError
 from runner.policies import PIPELINES, STATIC_ARMS
 
@@ -13,7 +14,9 @@ __all__ = [
     "CLOSED_LOOP_POLICIES",
     "POLICY_LABELS",
     "STATIC_POLICIES",
+    "BootstrapInfo",
     "ProviderInfo",
+    "RateInterval",
     "rnd",
 ]
 
@@ -37,7 +40,7 @@ POLICY_LABELS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class ProviderInfo:
+class ProviderInfo(Record):
     """Which model provider produced the decisions a report describes."""
 
     name: str
@@ -57,8 +60,37 @@ class ProviderInfo:
             )
         return f"provider: {self.name} (model {self.model}) - real model responses"
 
-    def to_json(self) -> JsonObject:
-        return {"name": self.name, "model": self.model, "simulated": self.simulated}
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateInterval(Record):
+    """A rate in percent with its task-cluster bootstrap interval."""
+
+    rate_pct: float
+    ci_pct: tuple[float, float]
+
+    @classmethod
+    def of(cls, res: BootstrapResult) -> RateInterval:
+        return cls(rate_pct=rnd(res.estimate * 100),
+                   ci_pct=(rnd(res.lo * 100), rnd(res.hi * 100)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BootstrapInfo(Record):
+    """How a paired difference's interval was drawn."""
+
+    replicates: int
+    clusters: int
+    cluster: str
+    interval: str
+    confidence: float
+    seed: int
+    label: str
+
+    @classmethod
+    def of(cls, res: BootstrapResult, *, cluster: str) -> BootstrapInfo:
+        return cls(replicates=res.replicates, clusters=res.n_clusters, cluster=cluster,
+                   interval="percentile", confidence=res.confidence, seed=res.seed,
+                   label=res.label)
 
 
 def rnd(x: float, digits: int = 10) -> float:

@@ -4,30 +4,33 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from runner.analysis._closed import analyse_closed_loop
+from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_closed_loop
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import write_outputs
-from runner.analysis._static import analyse_static
+from runner.analysis._static import StaticResults, analyse_static
 from runner.canonical import JsonObject, atomic_write, raw_digest
 from runner.loop import Outcome
 from runner.study import (
+    CellRecord,
+    FailureCounts,
     ScheduleError,
     ScheduleRow,
     StaticRun,
     StaticSpec,
+    StratumReasons,
     read_schedule,
     reason_codes_by_stratum,
     run_static,
     static_provider,
 )
+from runner.worlds import Snapshot
 
 __all__ = [
     "DEFAULT_REPORT_SEED",
@@ -59,11 +62,11 @@ def static_study(
     base_url: str | None = None,
     credential_file: str | None = None,
     credential_env: str | None = None,
-    snapshots: Sequence[Any] | None = None,
+    snapshots: Sequence[Snapshot] | None = None,
     concurrency: int = 1,
     on_progress: Callable[[int, int], None] | None = None,
-) -> JsonObject:
-    """Run the static study and write its outputs into ``out_dir``; returns results.json's dict.
+) -> StaticResults:
+    """Run the static study and write its outputs into ``out_dir``; returns its results.
 
     ``on_progress(done, total)`` is called after each decision (for progress output).
 
@@ -108,8 +111,7 @@ def static_study(
         ("attempts.journal.jsonl", run.journal),
     ):
         atomic_write(out / name, jsonl_bytes(rows))
-    calls = sum(v.get("model_calls", 0) for v in results["table2"].values())
-    failed = sum(v.get("provider_failures", 0) for v in results["table2"].values())
+    calls, failed = results.model_calls()
     if calls and failed == calls:
         raise AllModelCallsFailed(calls, results)
     return results
@@ -123,12 +125,12 @@ def closed_loop_report(
     provider: ProviderInfo,
     seed: int,
     replicates: int = 10_000,
-    inputs: JsonObject | None = None,
-    simulator: JsonObject | None = None,
+    inputs: StoreInputs | None = None,
+    simulator: Mapping[str, float] | None = None,
     simulator_source: str = "not given to the analysis",
-    reason_codes: Sequence[JsonObject] | None = None,
-    provider_failures: JsonObject | None = None,
-) -> JsonObject:
+    reason_codes: Sequence[StratumReasons] | None = None,
+    provider_failures: FailureCounts | None = None,
+) -> ClosedLoopResults:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
@@ -146,7 +148,7 @@ def report_from_store(
     *,
     seed: int = DEFAULT_REPORT_SEED,
     replicates: int = 10_000,
-) -> JsonObject:
+) -> ClosedLoopResults:
     """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
 
     Raises:
@@ -182,19 +184,19 @@ def report_from_store(
         provider=loaded.provider,
         seed=seed,
         replicates=replicates,
-        inputs={**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
+        inputs=StoreInputs.from_json(
+            {**loaded.inputs(), "schedule_sha256": sched_sha, "schedule_rows": len(schedule)},
+            "inputs"),
         simulator=simulator,
         simulator_source=source,
-        reason_codes=[e.to_json() for e in reason_codes_by_stratum(loaded.cells)],
+        reason_codes=reason_codes_by_stratum(loaded.cells),
         provider_failures=_failure_counts(loaded.cells),
     )
 
 
-def _failure_counts(cells: Sequence[Any]) -> JsonObject:
+def _failure_counts(cells: Sequence[CellRecord]) -> FailureCounts:
     """Provider failures of the committed cells by class, kind, role and pipeline."""
-    from runner.study import FailureCounts
-
     counts = FailureCounts()
     for cell in cells:
         counts.add(cell)
-    return counts.to_json()
+    return counts

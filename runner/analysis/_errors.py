@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from runner.canonical import JsonObject
+from typing import TYPE_CHECKING
+
 from runner.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from runner.analysis._static import StaticResults
 
 __all__ = [
     "AllModelCallsFailed",
@@ -59,7 +63,7 @@ class AllModelCallsFailed(AnalysisError):
     """Every model call of a static study failed: its tables (written all the same, each failure
     counted as ``continue``) are not model measurements. ``results`` is what was written."""
 
-    def __init__(self, calls: int, results: JsonObject) -> None:
+    def __init__(self, calls: int, results: StaticResults) -> None:
         self.calls = calls
         self.results = results
         super().__init__("every model call failed: these tables are not model measurements "

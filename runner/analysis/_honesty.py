@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from runner.canonical import JsonObject
+from runner.analysis._record import Record
 
 __all__ = [
     "CHOICES",
     "SIMULATOR_NOTE",
     "STATIC_SIMULATOR_NOTE",
     "Choice",
-    "choices_json",
+    "SimulatorBlock",
     "flat_parameters",
     "gate_text",
-    "simulator_json",
     "static_gate_text",
 ]
 
@@ -41,8 +39,8 @@ STATIC_SIMULATOR_NOTE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Choice:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Choice(Record):
     """A definition the ECT paper leaves open, as this project fixed it."""
 
     key: str
@@ -50,10 +48,6 @@ class Choice:
     ours: str
     paper: str
     applies_to: tuple[str, ...]
-
-    def to_json(self) -> JsonObject:
-        return {"key": self.key, "what": self.what, "ours": self.ours, "paper": self.paper,
-                "applies_to": list(self.applies_to)}
 
 
 CHOICES: tuple[Choice, ...] = (
@@ -219,32 +213,30 @@ CHOICES: tuple[Choice, ...] = (
 """Every definition this project chose where the paper leaves it open, with the paper's words."""
 
 
-def choices_json() -> list[JsonObject]:
-    """:data:`CHOICES` for results.json's ``"choices"``."""
-    return [c.to_json() for c in CHOICES]
-
-
-def flat_parameters(tables: Mapping[str, Any], prefix: str = "simulated") -> dict[str, Any]:
+def flat_parameters(tables: Mapping[str, Mapping[str, float]], prefix: str = "simulated"
+                    ) -> dict[str, float]:
     """``{"planner": {"p_x": 0.1}}`` -> ``{"simulated.planner.p_x": 0.1}`` (dotted spec names)."""
-    out: dict[str, Any] = {}
-    for key, value in sorted(tables.items()):
-        name = f"{prefix}.{key}"
-        if isinstance(value, Mapping):
-            out.update(flat_parameters(value, name))
-        else:
-            out[name] = value
+    out: dict[str, float] = {}
+    for table, values in sorted(tables.items()):
+        for name, value in sorted(values.items()):
+            out[f"{prefix}.{table}.{name}"] = value
     return out
 
 
-def simulator_json(parameters: Mapping[str, Any] | None, source: str,
-                   note: str = SIMULATOR_NOTE) -> JsonObject:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulatorBlock(Record):
     """results.json's ``"simulator"`` block: who chose the parameters, which, and from where."""
-    return {
-        "chosen_by": "this project",
-        "parameters": dict(sorted((parameters or {}).items())),
-        "source": source,
-        "note": note,
-    }
+
+    chosen_by: str
+    parameters: dict[str, float]
+    source: str
+    note: str
+
+    @classmethod
+    def of(cls, parameters: Mapping[str, float] | None, source: str,
+           note: str = SIMULATOR_NOTE) -> SimulatorBlock:
+        return cls(chosen_by="this project", parameters=dict(sorted((parameters or {}).items())),
+                   source=source, note=note)
 
 
 def gate_text(passed: bool, simulated: bool) -> str:

@@ -8,33 +8,66 @@ SIMULATED plainly when the decisions came from the simulated provider.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from runner.analysis._closed import (
+    CLOSED_FORMAT,
+    ClosedLoopResults,
+    H2Gate,
+    ProviderFailures,
+    Table4Row,
+)
 from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_POLICIES
-from runner.analysis._honesty import gate_text, static_gate_text
 from runner.analysis._legend import legend_html, static_viewer_link, viewer_link
+from runner.analysis._static import STATIC_FORMAT, StaticResults, Table2Row, Table3Row
 from runner.analysis._svg import hbar_chart, heatmap
-from runner.canonical import atomic_write
+from runner.canonical import JsonObject, atomic_write
 from runner.errors import AnalysisError
 from runner.worlds import CLOSED_LOOP_FAULTS, STATIC_CONDITIONS
 
-__all__ = ["render_outputs", "results_json_bytes", "write_outputs"]
+__all__ = ["Results", "read_results", "render_outputs", "results_json_bytes", "write_outputs"]
+
+Results = ClosedLoopResults | StaticResults
+"""What an analysis returns: the closed-loop results or the static study's."""
+
+_V = TypeVar("_V")
 
 
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One table of tables.md and report.html: its title, head, rows and note."""
 
-def results_json_bytes(results: Mapping[str, Any]) -> bytes:
+    name: str
+    head: list[str]
+    rows: list[list[str]]
+    note: str
+
+
+def read_results(doc: JsonObject) -> Results:
+    """A parsed results.json as its typed results (strict: see :class:`Record`)."""
+    fmt = doc.get("format")
+    if fmt == STATIC_FORMAT:
+        return StaticResults.from_json(doc)
+    if fmt == CLOSED_FORMAT:
+        return ClosedLoopResults.from_json(doc)
+    raise AnalysisError(f"unknown results format {fmt!r}")
+
+
+def results_json_bytes(results: Results) -> bytes:
     """Pretty, key-sorted JSON (display only: digests use runner.canonical)."""
-    text = json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # noqa: TID251
+    text = json.dumps(results.to_json(), indent=2, sort_keys=True, ensure_ascii=False,  # noqa: TID251
+                      allow_nan=False)
     return (text + "\n").encode("utf-8")
 
 
 SECONDARY_ORDER = ("turns", "tool_calls", "tokens", "latency_s", "cost_usd")
 
 
-def _ordered(d: Mapping[str, Any], order: Sequence[str]) -> list[tuple[str, Any]]:
+def _ordered(d: Mapping[str, _V], order: Sequence[str]) -> list[tuple[str, _V]]:
     """``d``'s items in the canonical order (results.json sorts keys; reports must not)."""
     rank = {k: i for i, k in enumerate(order)}
     return sorted(d.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
@@ -56,6 +89,10 @@ def _p(p: float) -> str:
     return f"{p:.6g}"
 
 
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counts.items())
+
+
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -68,207 +105,173 @@ def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _outcome(r: Mapping[str, Any], gate: str) -> str:
-    """A gate's outcome in words (for a simulated provider: met under the simulator's
-    parameters, never a bare PASSED)."""
-    g = r[gate]
-    if "outcome" in g:
-        return str(g["outcome"])
-    simulated = bool(r["provider"]["simulated"])
-    if gate == "h1":
-        return static_gate_text(bool(g["passed"]), simulated)
-    return gate_text(bool(g["passed"]), simulated)
-
-
-def _honesty_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+def _honesty_tables(r: Results) -> list[_Table]:
     """The simulator's parameters (when simulated) and the project's own definitions."""
-    out: list[tuple[str, list[str], list[list[str]], str]] = []
-    sim = r.get("simulator")
+    out: list[_Table] = []
+    sim = r.simulator
     if sim:
         rows = [[k, f"{v:g}" if isinstance(v, int | float) else str(v)]
-                for k, v in sim["parameters"].items()]
-        out.append((
+                for k, v in sim.parameters.items()]
+        out.append(_Table(
             "Simulator parameters (chosen by this project)",
             ["Parameter", "Value"],
             rows or [["(none recorded)", "-"]],
-            f"{sim['note']} Read from {sim['source']}.",
+            f"{sim.note} Read from {sim.source}.",
         ))
-    choices = r.get("choices") or []
-    if choices:
-        out.append((
+    if r.choices:
+        out.append(_Table(
             "Definitions chosen by this project",
             ["Definition", "This project", "The paper's words"],
-            [[c["what"], c["ours"], c["paper"]] for c in choices],
+            [[c.what, c.ours, c.paper] for c in r.choices],
             "Where the ECT paper leaves a definition open, this project fixed it as shown.",
         ))
     return out
 
 
-def _paper_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
+def _paper_tables(r: Results) -> list[_Table]:
     """The paper's figures beside this run's (results.json ``paper_vs_run``)."""
-    block = r.get("paper_vs_run")
-    if not block:
-        return []
-    rows = [[e["table"], e["row"], e["measure"], _cell(e["paper"]), _cell(e["run"]),
-             e["section"]] for e in block["rows"]]
-    return [(
+    block = r.paper_vs_run
+    return [_Table(
         "Paper vs this run",
         ["Table", "Row", "Measure", "Paper", "This run", "Paper section"],
-        rows,
-        block["note"],
+        [e.cells() for e in block.rows],
+        block.note,
     )]
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
 
 
 # --------------------------------------------------------------------------- static study
 
+_NOTE2 = (
+    "Held-out static evaluation. U: unsafe complete on fault snapshots; C: clean "
+    "non-complete; S: stuck on fault snapshots. The postconditions arm reads oracle "
+    "answers and is a non-deployable reference."
+)
 
-def _static_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
-    t2 = r["table2"]
+_NOTE3 = (
+    "Single-check ablations of ECT on the matched held-out fault (the paper's Table 3): "
+    "each row removes one named check (its reason codes; a whole verifier step where the "
+    "step is one check) and counts ablated minus full ECT, U unsafe complete and S stuck. "
+    "Residual containment lists the reason codes that still caught the matched cases "
+    "(cases: how many carried each code). A zero effect means another check still "
+    "contained the fault; it does not show a check is unnecessary, and a check that fires "
+    "on no snapshot has a zero effect by construction."
+)
+
+
+def _table2(t2: Mapping[str, Table2Row]) -> _Table:
     any_p = next(iter(t2.values()))
-    head2 = [
-        "Policy",
-        f"U/{any_p['unsafe_den']}",
-        f"C/{any_p['clean_den']}",
-        f"S/{any_p['stuck_den']}",
-        "macro-F1",
-        "model calls",
-        "tokens",
-        "cost USD",
-    ]
-    rows2 = [
-        [
-            _label(p),
-            str(v["unsafe"]),
-            str(v["clean_noncomplete"]),
-            str(v["stuck"]),
-            f"{v['macro_f1']:.3f}",
-            str(v["model_calls"]),
-            str(v["input_tokens"] + v["output_tokens"]),
-            f"{v['cost_usd']:.5f}",
-        ]
+    head = ["Policy", f"U/{any_p.unsafe_den}", f"C/{any_p.clean_den}", f"S/{any_p.stuck_den}",
+            "macro-F1", "model calls", "tokens", "cost USD"]
+    rows = [
+        [_label(p), str(v.unsafe), str(v.clean_noncomplete), str(v.stuck), f"{v.macro_f1:.3f}",
+         str(v.model_calls), str(v.input_tokens + v.output_tokens), f"{v.cost_usd:.5f}"]
         for p, v in _ordered(t2, STATIC_POLICIES)
     ]
-    note2 = (
-        "Held-out static evaluation. U: unsafe complete on fault snapshots; C: clean "
-        "non-complete; S: stuck on fault snapshots. The postconditions arm reads oracle "
-        "answers and is a non-deployable reference."
+    return _Table("Table 2: held-out static evaluation", head, rows, _NOTE2)
+
+
+def _table3_cells(a: Table3Row) -> list[str]:
+    fires = (
+        "NO snapshot: its zero effect is automatic"
+        if a.fires_on_no_snapshot
+        else f"{a.fires_heldout} snapshots (" + _counts(a.fires_by_condition) + ")"
     )
-    head3 = ["Check removed", "Removes", "Target fault", "ECT", "Ablated", "Effect",
-             "Check fires on (held-out ECT)", "Residual containment"]
-    rows3 = []
-    for a in r["table3"]:
-        fires = (
-            "NO snapshot: its zero effect is automatic"
-            if a["fires_on_no_snapshot"]
-            else f"{a['fires_heldout']} snapshots ("
-            + ", ".join(f"{c} {n}" for c, n in a["fires_by_condition"].items()) + ")"
-        )
-        removes = ", ".join(a["removes"])
-        if a["target_fault"] is None:
-            rows3.append([a["label"], removes, "no matched fault", "-", "-", "-", fires,
-                          a["note"]])
-            continue
-        res = a["residual"]
-        codes = ", ".join(f"{k} {n}" for k, n in res["codes"].items())
-        contained = f"{res['contained']}/{a['den']} still contained" + (
-            f" by {codes}" if codes else "")
-        rows3.append(
-            [
-                a["label"],
-                removes,
-                f"{a['target_fault']} {a['fault_label']}",
-                f"{a['ect_U']} U, {a['ect_S']} S",
-                f"{a['ablated_U']} U, {a['ablated_S']} S",
-                f"{a['effect_U']:+d} U, {a['effect_S']:+d} S /{a['den']}",
-                fires,
-                contained,
-            ]
-        )
-    note3 = (
-        "Single-check ablations of ECT on the matched held-out fault (the paper's Table 3): "
-        "each row removes one named check (its reason codes; a whole verifier step where the "
-        "step is one check) and counts ablated minus full ECT, U unsafe complete and S stuck. "
-        "Residual containment lists the reason codes that still caught the matched cases "
-        "(cases: how many carried each code). A zero effect means another check still "
-        "contained the fault; it does not show a check is unnecessary, and a check that fires "
-        "on no snapshot has a zero effect by construction."
-    )
-    h = r["h1"]
-    head1 = ["Quantity", "Value"]
-    rows1 = [
-        ["tasks (paired indicators)", str(h["tasks"])],
-        ["b_ECT (only ECT unsafe)", str(h["b_ect"])],
-        ["b_critic (only critic core unsafe)", str(h["b_critic"])],
-        ["exact McNemar p (two-sided)", _p(h["mcnemar_p"])],
-        ["ECT-minus-critic-core UCR (pp)", _pp(h["diff_pp"])],
-        [f"task-cluster 95% interval ({h['replicates']} reps)", _ci(h["ci_pp"])],
-        [f"world-cluster sensitivity interval ({h['worlds']} worlds)", _ci(h["world_ci_pp"])],
-        ["rule", h["rule"]],
-        ["H1", _outcome(r, "h1")],
+    removes = ", ".join(a.removes)
+    res = a.residual
+    if a.target_fault is None or res is None:
+        return [a.label, removes, "no matched fault", "-", "-", "-", fires, str(a.note)]
+    codes = _counts(res.codes)
+    contained = f"{res.contained}/{a.den} still contained" + (f" by {codes}" if codes else "")
+    return [
+        a.label,
+        removes,
+        f"{a.target_fault} {a.fault_label}",
+        f"{a.ect_U} U, {a.ect_S} S",
+        f"{a.ablated_U} U, {a.ablated_S} S",
+        f"{a.effect_U:+d} U, {a.effect_S:+d} S /{a.den}",
+        fires,
+        contained,
     ]
-    pf = r["per_family"]
+
+
+def _table3(table3: Sequence[Table3Row]) -> _Table:
+    head = ["Check removed", "Removes", "Target fault", "ECT", "Ablated", "Effect",
+            "Check fires on (held-out ECT)", "Residual containment"]
+    return _Table("Table 3: single-check ablations", head,
+                  [_table3_cells(a) for a in table3], _NOTE3)
+
+
+def _h1_table(r: StaticResults) -> _Table:
+    h = r.h1
+    rows = [
+        ["tasks (paired indicators)", str(h.tasks)],
+        ["b_ECT (only ECT unsafe)", str(h.b_ect)],
+        ["b_critic (only critic core unsafe)", str(h.b_critic)],
+        ["exact McNemar p (two-sided)", _p(h.mcnemar_p)],
+        ["ECT-minus-critic-core UCR (pp)", _pp(h.diff_pp)],
+        [f"task-cluster 95% interval ({h.replicates} reps)", _ci(h.ci_pp)],
+        [f"world-cluster sensitivity interval ({h.worlds} worlds)", _ci(h.world_ci_pp)],
+        ["rule", h.rule],
+        ["H1", h.outcome],
+    ]
+    return _Table("H1: ECT vs critic core", ["Quantity", "Value"], rows, "")
+
+
+def _family_table(r: StaticResults) -> _Table:
+    pf = r.per_family
     family_names = sorted({f for v in pf.values() for f in v})
-    headf = ["Policy", *family_names]
-    rowsf = [
-        [_label(p), *(f"{v[f]['unsafe']}/{v[f]['faults']}" for f in family_names)]
+    rows = [
+        [_label(p), *(f"{v[f].unsafe}/{v[f].faults}" for f in family_names)]
         for p, v in _ordered(pf, STATIC_POLICIES)
     ]
-    headr = ["Condition", "ECT decisions", "ECT reason families (snapshots)"]
-    rowsr = []
-    ect_pf = r["per_fault"]["ect"]
+    return _Table("Unsafe complete by task family (held out)", ["Policy", *family_names], rows,
+                  "Unsafe complete decisions over the family's fault snapshots.")
+
+
+def _reason_table(r: StaticResults) -> _Table:
+    rows = []
+    ect_pf = r.per_fault["ect"]
     for cond in STATIC_CONDITIONS:
         c = ect_pf[cond]
-        counts = ", ".join(
-            f"{k} {n}" for k, n in sorted(r["ect_reason_families"].get(cond, {}).items())
-        )
-        decided = f"complete {c['complete']}, continue {c['continue']}, stuck {c['stuck']}"
-        rowsr.append([cond, decided, counts or "-"])
+        counts = _counts(dict(sorted(r.ect_reason_families.get(cond, {}).items())))
+        decided = f"complete {c.complete}, continue {c.continue_}, stuck {c.stuck}"
+        rows.append([cond, decided, counts or "-"])
+    return _Table("ECT reason localisation (held out)",
+                  ["Condition", "ECT decisions", "ECT reason families (snapshots)"], rows,
+                  "Every reason family ECT reported on the condition's snapshots.")
+
+
+def _static_tables(r: StaticResults) -> list[_Table]:
     return [
-        ("Table 2: held-out static evaluation", head2, rows2, note2),
-        ("Table 3: single-check ablations", head3, rows3, note3),
-        ("H1: ECT vs critic core", head1, rows1, ""),
-        (
-            "Unsafe complete by task family (held out)",
-            headf,
-            rowsf,
-            "Unsafe complete decisions over the family's fault snapshots.",
-        ),
-        (
-            "ECT reason localisation (held out)",
-            headr,
-            rowsr,
-            "Every reason family ECT reported on the condition's snapshots.",
-        ),
+        _table2(r.table2),
+        _table3(r.table3),
+        _h1_table(r),
+        _family_table(r),
+        _reason_table(r),
         *_paper_tables(r),
         *_honesty_tables(r),
     ]
 
 
-def _static_figures(r: Mapping[str, Any]) -> list[str]:
-    t2 = r["table2"]
+def _static_figures(r: StaticResults) -> list[str]:
+    t2 = r.table2
     pols = [p for p, _ in _ordered(t2, STATIC_POLICIES)]
     labels = [_label(p).replace(" (non-deployable)", "*") for p in pols]
-    iv = r["intervals"]
+    iv = r.intervals
     figs = []
-    for key, title, den_key, num_key in (
-        ("U", "Unsafe complete (held-out faults)", "unsafe_den", "unsafe"),
-        ("C", "Clean not completed (held-out clean)", "clean_den", "clean_noncomplete"),
-        ("S", "Stuck (held-out faults)", "stuck_den", "stuck"),
+    for measure, title in (
+        ("U", "Unsafe complete (held-out faults)"),
+        ("C", "Clean not completed (held-out clean)"),
+        ("S", "Stuck (held-out faults)"),
     ):
-        vals = [iv[p][key]["rate_pct"] for p in pols]
+        rates = [iv[p].rate(measure) for p in pols]
         figs.append(
             hbar_chart(
                 title,
                 labels,
-                vals,
-                value_text=[f"{t2[p][num_key]}/{t2[p][den_key]}" for p in pols],
-                intervals=[(iv[p][key]["ci_pct"][0], iv[p][key]["ci_pct"][1]) for p in pols],
+                [x.rate_pct for x in rates],
+                value_text=["{}/{}".format(*t2[p].count(measure)) for p in pols],
+                intervals=[(x.ci_pct[0], x.ci_pct[1]) for x in rates],
                 vmax=100.0,
                 highlight="ECT",
                 axis_unit="%",
@@ -279,40 +282,21 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
         hbar_chart(
             "Macro-F1 (complete vs continue)",
             labels,
-            [t2[p]["macro_f1"] for p in pols],
-            value_text=[f"{t2[p]['macro_f1']:.3f}" for p in pols],
+            [t2[p].macro_f1 for p in pols],
+            value_text=[f"{t2[p].macro_f1:.3f}" for p in pols],
             vmax=1.0,
             highlight="ECT",
         )
     )
-    pf = r["per_fault"]
-    cells = []
-    for p in pols:
-        row = []
-        for f in STATIC_CONDITIONS:
-            c = pf[p][f]
-            wrong = c["n"] - c["complete"] if f == "C0" else c["complete"]
-            row.append((wrong / c["n"], f"{wrong}/{c['n']}"))
-        cells.append(row)
-    figs.append(
-        heatmap(
-            "Wrong decisions per condition (held out): complete on a fault, non-complete on C0",
-            labels,
-            STATIC_CONDITIONS,
-            cells,
-            legend="share of the condition's snapshots decided wrongly",
-            cell_w=56,
-            links=[[static_viewer_link(f) for f in STATIC_CONDITIONS] for _ in pols],
-        )
-    )
-    calls = [t2[p]["model_calls"] for p in pols]
+    figs.append(_static_heatmap(r, pols, labels))
+    calls = [t2[p].model_calls for p in pols]
     figs.append(
         hbar_chart(
-            f"Model calls on the {r['inputs']['heldout_snapshots']} held-out snapshots",
+            f"Model calls on the {r.inputs.heldout_snapshots} held-out snapshots",
             labels,
             [float(c) for c in calls],
             value_text=[
-                f"{c} / ${t2[p]['cost_usd']:.4f}" for c, p in zip(calls, pols, strict=True)
+                f"{c} / ${t2[p].cost_usd:.4f}" for c, p in zip(calls, pols, strict=True)
             ],
             vmax=float(max([*calls, 1])),
             highlight="ECT",
@@ -322,151 +306,112 @@ def _static_figures(r: Mapping[str, Any]) -> list[str]:
     return figs
 
 
+def _static_heatmap(r: StaticResults, pols: Sequence[str], labels: Sequence[str]) -> str:
+    cells = []
+    for p in pols:
+        row = []
+        for f in STATIC_CONDITIONS:
+            c = r.per_fault[p][f]
+            wrong = c.n - c.complete if f == "C0" else c.complete
+            row.append((wrong / c.n, f"{wrong}/{c.n}"))
+        cells.append(row)
+    return heatmap(
+        "Wrong decisions per condition (held out): complete on a fault, non-complete on C0",
+        list(labels),
+        STATIC_CONDITIONS,
+        cells,
+        legend="share of the condition's snapshots decided wrongly",
+        cell_w=56,
+        links=[[static_viewer_link(f) for f in STATIC_CONDITIONS] for _ in pols],
+    )
+
+
 # ------------------------------------------------------------------------ closed loop
 
 
-def _closed_tables(r: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]], str]]:
-    t4 = r["table4"]
+def _table4(r: ClosedLoopResults) -> _Table:
+    t4 = r.table4
     anyp = t4.get("ect") or next(iter(t4.values()))
-    head4 = [
-        "Policy",
-        f"U/{anyp['U_den']}",
-        f"S/{anyp['S_den']}",
-        f"FC/{anyp['FC_den']}",
-        f"R/{anyp['R_den']}",
-        "Turns",
-        "Calls",
-        "Tokens",
-        "Cost USD",
-    ]
-    rows4 = [
-        [
-            _label(p),
-            str(v["U"]),
-            str(v["S"]),
-            str(v["FC"]),
-            str(v["R"]),
-            f"{v['mean_turns']:.2f}",
-            f"{v['mean_calls']:.2f}",
-            f"{v['mean_tokens']:.0f}",
-            f"{v['mean_cost_usd']:.5f}",
-        ]
+    head = ["Policy", f"U/{anyp.U_den}", f"S/{anyp.S_den}", f"FC/{anyp.FC_den}",
+            f"R/{anyp.R_den}", "Turns", "Calls", "Tokens", "Cost USD"]
+    rows = [
+        [_label(p), str(v.U), str(v.S), str(v.FC), str(v.R), f"{v.mean_turns:.2f}",
+         f"{v.mean_calls:.2f}", f"{v.mean_tokens:.0f}", f"{v.mean_cost_usd:.5f}"]
         for p, v in _ordered(t4, CLOSED_LOOP_POLICIES)
     ]
-    sc = r["scope"]
-    note4 = (
-        f"Primary scope: {sc['primary_clusters']} task clusters, {sc['primary_rows']} "
-        f"trajectories (trust-boundary tasks {', '.join(sc['excluded_trust_boundary_tasks']) or 'none'} "
+    sc = r.scope
+    note = (
+        f"Primary scope: {sc.primary_clusters} task clusters, {sc.primary_rows} "
+        f"trajectories (trust-boundary tasks {', '.join(sc.excluded_trust_boundary_tasks) or 'none'} "
         "excluded). U premature unsupported termination on incomplete checkpoints; S supported "
         "completion over both conditions; FC clean false continuation; R successful recovery on "
         "incomplete checkpoints. Turns, calls, tokens and cost are per-trajectory means."
     )
-    h2, h3, h4 = r["h2"], r["h3"], r["h4"]
-    headh = ["Gate", "ECT", "Controller", "Difference (pp)", "95% interval", "Rule", "Result"]
-    rowsh = [
-        [
-            "H2 premature unsupported",
-            f"{h2['sum_treatment']:.0f}/{h2['n_treatment']}",
-            f"{h2['sum_comparator']:.0f}/{h2['n_comparator']}",
-            _pp(h2["diff_pp"]),
-            _ci(h2["ci_pp"]),
-            h2["rule"],
-            _outcome(r, "h2"),
-        ],
-        [
-            "H3 supported completion",
-            f"{h3['sum_treatment']:.0f}/{h3['n_treatment']}",
-            f"{h3['sum_comparator']:.0f}/{h3['n_comparator']}",
-            _pp(h3["diff_pp"]),
-            _ci(h3["ci_pp"]),
-            h3["rule"],
-            _outcome(r, "h3"),
-        ],
-        [
-            "H4 recovery gate",
-            f"{h4['recoveries']}/{h4['eligible']} recovered, "
-            f"{h4['recovered_then_supported']} then supported",
-            "-",
-            "-",
-            "-",
-            h4["rule"],
-            _outcome(r, "h4"),
-        ],
+    return _Table("Table 4: closed-loop primary scope", head, rows, note)
+
+
+def _paired_gate_row(name: str, h: H2Gate) -> list[str]:
+    return [name, f"{h.sum_treatment:.0f}/{h.n_treatment}",
+            f"{h.sum_comparator:.0f}/{h.n_comparator}", _pp(h.diff_pp), _ci(h.ci_pp), h.rule,
+            h.outcome]
+
+
+def _gates_table(r: ClosedLoopResults) -> _Table:
+    h4 = r.h4
+    rows = [
+        _paired_gate_row("H2 premature unsupported", r.h2),
+        _paired_gate_row("H3 supported completion", r.h3),
+        ["H4 recovery gate",
+         f"{h4.recoveries}/{h4.eligible} recovered, {h4.recovered_then_supported} then supported",
+         "-", "-", "-", h4.rule, h4.outcome],
     ]
-    heads = [
-        "Secondary (ECT minus controller)",
-        "ECT mean",
-        "Controller mean",
-        "Difference",
-        "95% interval",
-    ]
-    rowss = [
-        [
-            v["label"],
-            f"{v['mean_treatment']:.6g}",
-            f"{v['mean_comparator']:.6g}",
-            f"{v['diff_raw']:+.6g}",
-            f"[{v['ci_raw'][0]:+.6g}, {v['ci_raw'][1]:+.6g}]",
-        ]
-        for _, v in _ordered(r["secondary"], SECONDARY_ORDER)
-    ]
-    headu = ["Stratum", "Policy", "U", "S", "FC", "R", "stop reasons"]
-    rowsu = []
-    tb = r["trust_boundary"]
-    strata = [
-        ("unseen U1-U3 (pooled)", r["unseen"]["pooled"]),
-        (f"trust boundary T1 ({', '.join(tb['tasks'])})", tb["policies"]),
-    ]
-    for name, block in strata:
-        for p, v in _ordered(block, CLOSED_LOOP_POLICIES):
-            rowsu.append(
-                [
-                    name,
-                    _label(p),
-                    f"{v['U']}/{v['U_den']}",
-                    f"{v['S']}/{v['S_den']}",
-                    f"{v['FC']}/{v['FC_den']}",
-                    f"{v['R']}/{v['R_den']}",
-                    ", ".join(f"{k} {n}" for k, n in sorted(v["stop_reasons"].items())),
-                ]
-            )
-    return [
-        ("Table 4: closed-loop primary scope", head4, rows4, note4),
-        (
-            "Gates (prespecified rules)",
-            headh,
-            rowsh,
-            "Task-cluster bootstrap retaining both conditions, all policies and seeds."
+    note = ("Task-cluster bootstrap retaining both conditions, all policies and seeds."
             + (" On the simulated provider a gate is met or not under the simulator's "
-               "parameters: it is not a finding about a model." if r["provider"]["simulated"]
-               else ""),
-        ),
-        (
-            "Secondary paired estimates (all primary rows)",
-            heads,
-            rowss,
-            "Descriptive; not efficiency claims.",
-        ),
-        (
-            "Descriptive strata",
-            headu,
-            rowsu,
-            "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside the primary scope.",
-        ),
-        *_reason_code_tables(r),
-        *_paper_tables(r),
-        *_honesty_tables(r),
+               "parameters: it is not a finding about a model." if r.provider.simulated
+               else ""))
+    return _Table("Gates (prespecified rules)",
+                  ["Gate", "ECT", "Controller", "Difference (pp)", "95% interval", "Rule",
+                   "Result"], rows, note)
+
+
+def _secondary_table(r: ClosedLoopResults) -> _Table:
+    head = ["Secondary (ECT minus controller)", "ECT mean", "Controller mean", "Difference",
+            "95% interval"]
+    rows = [
+        [v.label, f"{v.mean_treatment:.6g}", f"{v.mean_comparator:.6g}", f"{v.diff_raw:+.6g}",
+         f"[{v.ci_raw[0]:+.6g}, {v.ci_raw[1]:+.6g}]"]
+        for _, v in _ordered(r.secondary, SECONDARY_ORDER)
     ]
+    return _Table("Secondary paired estimates (all primary rows)", head, rows,
+                  "Descriptive; not efficiency claims.")
 
 
-def _reason_code_tables(r: Mapping[str, Any]
-                        ) -> list[tuple[str, list[str], list[list[str]], str]]:
-    entries = r.get("reason_codes")
+def _stratum_row(name: str, p: str, v: Table4Row) -> list[str]:
+    return [name, _label(p), f"{v.U}/{v.U_den}", f"{v.S}/{v.S_den}", f"{v.FC}/{v.FC_den}",
+            f"{v.R}/{v.R_den}", _counts(dict(sorted(v.stop_reasons.items())))]
+
+
+def _strata_table(r: ClosedLoopResults) -> _Table:
+    tb = r.trust_boundary
+    strata = [
+        ("unseen U1-U3 (pooled)", r.unseen.pooled),
+        (f"trust boundary T1 ({', '.join(tb.tasks)})", tb.policies),
+    ]
+    rows = [_stratum_row(name, p, v) for name, block in strata
+            for p, v in _ordered(block, CLOSED_LOOP_POLICIES)]
+    return _Table("Descriptive strata", ["Stratum", "Policy", "U", "S", "FC", "R",
+                                         "stop reasons"], rows,
+                  "Unseen-fault and trust-boundary rows are descriptive; T1 rows are outside "
+                  "the primary scope.")
+
+
+def _reason_code_tables(r: ClosedLoopResults) -> list[_Table]:
+    entries = r.reason_codes
     if not entries:
         return []
-    rows = [[e["stratum"], _label(e["pipeline"]), str(e["cells"]),
-             ", ".join(f"{k} {n}" for k, n in e["codes"].items()) or "-"] for e in entries]
-    return [(
+    rows = [[e.stratum, _label(e.pipeline), str(e.cells), _counts(e.codes) or "-"]
+            for e in entries]
+    return [_Table(
         "Reason codes per fault stratum and pipeline",
         ["Stratum", "Pipeline", "Cells", "Reason codes (cells giving each)"],
         rows,
@@ -475,63 +420,54 @@ def _reason_code_tables(r: Mapping[str, Any]
     )]
 
 
-def _closed_figures(r: Mapping[str, Any]) -> list[str]:
-    t4 = r["table4"]
+def _closed_tables(r: ClosedLoopResults) -> list[_Table]:
+    return [
+        _table4(r),
+        _gates_table(r),
+        _secondary_table(r),
+        _strata_table(r),
+        *_reason_code_tables(r),
+        *_paper_tables(r),
+        *_honesty_tables(r),
+    ]
+
+
+def _closed_figures(r: ClosedLoopResults) -> list[str]:
+    t4 = r.table4
     pols = [p for p, _ in _ordered(t4, CLOSED_LOOP_POLICIES)]
     labels = [_label(p) for p in pols]
-    iv = r["intervals"]
+    iv = r.intervals
     figs = []
-    for key, title in (
+    for measure, title in (
         ("U", "Premature unsupported stop (incomplete)"),
         ("S", "Supported completion (both conditions)"),
         ("FC", "Clean false continuation (clean)"),
         ("R", "Successful recovery (incomplete)"),
     ):
+        rates = [iv[p].rate(measure) for p in pols]
         figs.append(
             hbar_chart(
                 title,
                 labels,
-                [iv[p][key]["rate_pct"] for p in pols],
-                value_text=[f"{t4[p][key]}/{t4[p][key + '_den']}" for p in pols],
-                intervals=[(iv[p][key]["ci_pct"][0], iv[p][key]["ci_pct"][1]) for p in pols],
+                [x.rate_pct for x in rates],
+                value_text=["{}/{}".format(*t4[p].count(measure)) for p in pols],
+                intervals=[(x.ci_pct[0], x.ci_pct[1]) for x in rates],
                 vmax=100.0,
                 highlight="ECT",
                 axis_unit="%",
                 subtitle="whiskers: 95% task-cluster bootstrap interval",
             )
         )
-    faults = [f for f, _ in _ordered(r["per_fault"], CLOSED_LOOP_FAULTS)]
-    cells: list[list[tuple[float, str] | None]] = []
-    for p in pols:
-        row: list[tuple[float, str] | None] = []
-        for f in faults:
-            v = r["per_fault"][f]["policies"].get(p)
-            row.append(
-                None
-                if v is None or not v["U_den"]
-                else (v["U"] / v["U_den"], f"{v['U']}/{v['U_den']}")
-            )
-        cells.append(row)
-    figs.append(
-        heatmap(
-            "Premature unsupported stop by assigned fault (incomplete checkpoints)",
-            labels,
-            faults,
-            cells,
-            legend="share premature (T1 is outside the primary scope)",
-            cell_w=48,
-            links=[[viewer_link(checkpoint="incomplete", fault=f, policy=p) for f in faults]
-                   for p in pols],
-        )
-    )
+    figs.append(_closed_heatmap(r, pols, labels))
     for key, title, fmt in (
         ("turns", "Decision turns per trajectory", "{:.2f}"),
         ("tool_calls", "Tool calls per trajectory", "{:.2f}"),
         ("tokens", "Tokens per trajectory", "{:.0f}"),
         ("cost_usd", "Estimated cost per trajectory (USD)", "{:.5f}"),
     ):
-        vals = [float(iv[p][key]["mean"]) for p in pols]
-        cis = [(float(iv[p][key]["ci"][0]), float(iv[p][key]["ci"][1])) for p in pols]
+        means = [iv[p].mean_of(key) for p in pols]
+        vals = [float(m.mean) for m in means]
+        cis = [(float(m.ci[0]), float(m.ci[1])) for m in means]
         figs.append(
             hbar_chart(
                 title,
@@ -545,6 +481,31 @@ def _closed_figures(r: Mapping[str, Any]) -> list[str]:
             )
         )
     return figs
+
+
+def _closed_heatmap(r: ClosedLoopResults, pols: Sequence[str], labels: Sequence[str]) -> str:
+    faults = [f for f, _ in _ordered(r.per_fault, CLOSED_LOOP_FAULTS)]
+    cells: list[list[tuple[float, str] | None]] = []
+    for p in pols:
+        row: list[tuple[float, str] | None] = []
+        for f in faults:
+            v = r.per_fault[f].policies.get(p)
+            row.append(
+                None
+                if v is None or not v.U_den
+                else (v.U / v.U_den, f"{v.U}/{v.U_den}")
+            )
+        cells.append(row)
+    return heatmap(
+        "Premature unsupported stop by assigned fault (incomplete checkpoints)",
+        list(labels),
+        faults,
+        cells,
+        legend="share premature (T1 is outside the primary scope)",
+        cell_w=48,
+        links=[[viewer_link(checkpoint="incomplete", fault=f, policy=p) for f in faults]
+               for p in pols],
+    )
 
 
 # --------------------------------------------------------------------------- assembly
@@ -575,18 +536,16 @@ _SENTINEL_JS = (
 )
 
 
-def _html(
-    title: str,
-    r: Mapping[str, Any],
-    gates: Sequence[tuple[str, bool, str]],
-    figures: Sequence[str],
-    tables: Sequence[tuple[str, list[str], list[list[str]], str]],
-) -> bytes:
-    prov = r["provider"]
-    banner_cls = "sim" if prov["simulated"] else "real"
-    inputs = ", ".join(
-        f"{k}={v}" for k, v in sorted(r["inputs"].items()) if not isinstance(v, dict | list)
+def _inputs_line(r: Results) -> str:
+    return ", ".join(
+        f"{k}={v}" for k, v in sorted(r.inputs.to_json().items())
+        if not isinstance(v, dict | list)
     )
+
+
+def _html(title: str, r: Results, figures: Sequence[str], tables: Sequence[_Table]) -> bytes:
+    simulated = r.provider.simulated
+    banner_cls = "sim" if simulated else "real"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">'
@@ -596,27 +555,27 @@ def _html(
         f"<script>{_SENTINEL_JS}</script>",
         "</head><body>",
         f"<h1>{escape(title)}</h1>",
-        f'<div class="banner {banner_cls}">{escape(r["provider_line"])}</div>',
+        f'<div class="banner {banner_cls}">{escape(r.provider_line)}</div>',
         *([f'<p class="banner sim">{escape(warning)}</p>']
           if (warning := failure_warning(r)) is not None else []),
-        *([f'<p class="banner sim">{escape(r["simulator"]["note"])}</p>']
-          if r.get("simulator") else []),
+        *([f'<p class="banner sim">{escape(r.simulator.note)}</p>']
+          if r.simulator else []),
         '<div class="gates">'
         + "".join(
-            f'<span class="gate {_gate_class(ok, prov["simulated"])}">'
+            f'<span class="gate {_gate_class(ok, simulated)}">'
             f'{escape(name)}: {escape(text)}</span>'
-            for name, ok, text in gates
+            for name, ok, text in r.gates()
         )
         + "</div>",
-        f'<p class="note">Inputs: {escape(inputs)}</p>',
+        f'<p class="note">Inputs: {escape(_inputs_line(r))}</p>',
         "<h2>Figures</h2>",
         '<div class="figs">' + "".join(figures) + "</div>",
     ]
-    for name, head, rows, note in tables:
-        parts.append(f"<h2>{escape(name)}</h2>")
-        parts.append(_html_table(head, rows))
-        if note:
-            parts.append(f'<p class="note">{escape(note)}</p>')
+    for t in tables:
+        parts.append(f"<h2>{escape(t.name)}</h2>")
+        parts.append(_html_table(t.head, t.rows))
+        if t.note:
+            parts.append(f'<p class="note">{escape(t.note)}</p>')
     parts.append(legend_html())
     parts.append('<div id="sentinel" hidden data-ready="no"></div>')
     parts.append("</body></html>")
@@ -629,82 +588,77 @@ def _gate_class(ok: bool, simulated: bool) -> str:
     if simulated:
         return "neutral"
     return "pass" if ok else "fail"
-def failure_warning(r: Mapping[str, Any]) -> str | None:
+
+
+def _failures(r: Results) -> ProviderFailures | None:
+    f = r.provider_failures if isinstance(r, ClosedLoopResults) else None
+    return f if f is not None and f.total else None
+
+
+def failure_warning(r: Results) -> str | None:
     """The line a report opens with when its store records provider failures (else None)."""
-    f = r.get("provider_failures")
-    if not isinstance(f, Mapping) or not f.get("total"):
+    f = _failures(r)
+    if f is None:
         return None
-    by_class = f.get("by_class", {})
-    roles = ", ".join(f"{k} {v}" for k, v in f.get("by_role", {}).items())
-    return (f"This store records {f['total']} provider failure(s) in {f['cells']} cell(s): "
-            f"{by_class.get('transport', 0)} transport (the API or the way to it failed), "
-            f"{by_class.get('model_output', 0)} model output (by role: {roles}). They are in "
+    roles = _counts(f.by_role)
+    return (f"This store records {f.total} provider failure(s) in {f.cells} cell(s): "
+            f"{f.by_class.get('transport', 0)} transport (the API or the way to it failed), "
+            f"{f.by_class.get('model_output', 0)} model output (by role: {roles}). They are in "
             "the denominator of every figure below; see \"Provider failures\".")
 
 
-def failure_table(r: Mapping[str, Any]) -> tuple[str, list[str], list[list[str]], str] | None:
+def failure_table(r: Results) -> _Table | None:
     """The "Provider failures" table (by class, kind, role and pipeline), or None if none."""
-    f = r.get("provider_failures")
-    if not isinstance(f, Mapping) or not f.get("total"):
+    f = _failures(r)
+    if f is None:
         return None
-    rows: list[list[str]] = []
-    for what in ("by_class", "by_kind", "by_role", "by_pipeline"):
-        for key, n in f.get(what, {}).items():
-            rows.append([what.removeprefix("by_"), str(key), str(n)])
-    cells = f.get("cells_with_transport_failure") or []
-    note = (f"{f['cells']} cell(s) carry a provider failure; with a transport failure: "
+    rows = [[what, str(k), str(n)] for what, counts in f.counted_by() for k, n in counts.items()]
+    cells = f.cells_with_transport_failure
+    note = (f"{f.cells} cell(s) carry a provider failure; with a transport failure: "
             + (", ".join(cells) if cells else "none") + ". A transport failure is kept here "
             "only under on_transport_failure = \"record\" (docs/providers.md).")
-    return ("Provider failures", ["counted by", "value", "failed calls"], rows, note)
+    return _Table("Provider failures", ["counted by", "value", "failed calls"], rows, note)
 
 
-def _markdown(
-    title: str,
-    r: Mapping[str, Any],
-    gates: Sequence[tuple[str, bool, str]],
-    tables: Sequence[tuple[str, list[str], list[list[str]], str]],
-) -> bytes:
-    out = [f"# {title}", "", f"**{r['provider_line']}**", ""]
+def _markdown(title: str, r: Results, tables: Sequence[_Table]) -> bytes:
+    out = [f"# {title}", "", f"**{r.provider_line}**", ""]
     warning = failure_warning(r)
     if warning is not None:
         out += [f"**{warning}**", ""]
-    if r.get("simulator"):
-        out += [r["simulator"]["note"], ""]
-    out.append("Gates: " + "; ".join(f"{n}: {text}" for n, _, text in gates))
+    if r.simulator:
+        out += [r.simulator.note, ""]
+    out.append("Gates: " + "; ".join(f"{n}: {text}" for n, _, text in r.gates()))
     out.append("")
-    for name, head, rows, note in tables:
-        out += [f"## {name}", "", _md_table(head, rows)]
-        if note:
-            out += [note, ""]
+    for t in tables:
+        out += [f"## {t.name}", "", _md_table(t.head, t.rows)]
+        if t.note:
+            out += [t.note, ""]
     return "\n".join(out).encode("utf-8")
 
 
-def render_outputs(results: Mapping[str, Any]) -> dict[str, bytes]:
+def render_outputs(results: Results) -> dict[str, bytes]:
     """``{"results.json": ..., "tables.md": ..., "report.html": ...}`` for one analysis."""
-    fmt = results.get("format")
-    builders: dict[str, tuple[str, Callable[..., Any], Callable[..., Any]]] = {
-        "ect.analysis.static/1": ("ECT static study", _static_tables, _static_figures),
-        "ect.analysis.closed_loop/1": ("ECT closed-loop study", _closed_tables, _closed_figures),
-    }
-    if fmt not in builders:
-        raise AnalysisError(f"unknown results format {fmt!r}")
-    title, tables_fn, figures_fn = builders[fmt]
-    if results["provider"]["simulated"]:
+    if isinstance(results, StaticResults):
+        title = "ECT static study"
+        tables, figures = _static_tables(results), _static_figures(results)
+    elif isinstance(results, ClosedLoopResults):
+        title = "ECT closed-loop study"
+        tables, figures = _closed_tables(results), _closed_figures(results)
+    else:
+        raise AnalysisError(f"not an analysis result: {type(results).__name__}")
+    if results.provider.simulated:
         title += " (simulated provider)"
-    names = ("h1",) if fmt == "ect.analysis.static/1" else ("h2", "h3", "h4")
-    gates = [(h.upper(), bool(results[h]["passed"]), _outcome(results, h)) for h in names]
-    tables = tables_fn(results)
     failures = failure_table(results)
     if failures is not None:
         tables = [*tables, failures]
     return {
         "results.json": results_json_bytes(results),
-        "tables.md": _markdown(title, results, gates, tables),
-        "report.html": _html(title, results, gates, figures_fn(results), tables),
+        "tables.md": _markdown(title, results, tables),
+        "report.html": _html(title, results, figures, tables),
     }
 
 
-def write_outputs(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
+def write_outputs(results: Results, out_dir: Path) -> dict[str, Path]:
     """Write the three outputs into ``out_dir`` (created if needed); returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -25,14 +25,15 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from html import escape
 from multiprocessing import get_context
+from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runner.analysis._honesty import SIMULATOR_NOTE
+from runner.analysis._record import Record
 from runner.analysis._svg import _n, _text
 from runner.canonical import (
     MAX_TOML_BYTES,
-    JsonObject,
     atomic_write,
     loads_toml,
     raw_digest,
@@ -40,12 +41,22 @@ from runner.canonical import (
 )
 from runner.errors import AnalysisError, FormatError
 
+if TYPE_CHECKING:
+    from runner.analysis._closed import ClosedLoopResults
+    from runner.study import CellRecord, RunSummary
+
 __all__ = [
+    "SweepGate",
+    "SweepH4",
     "SweepInvalid",
     "SweepPointFailed",
     "SweepPointHalted",
     "SweepPointRefused",
+    "SweepResult",
+    "SweepRow",
+    "SweepSpec",
     "UnknownSimulatorParameter",
+    "base_parameters",
     "parse_grid",
     "simulator_parameter_names",
     "spec_with_overrides",
@@ -176,12 +187,95 @@ class _Point:
         return ", ".join(f"{k}={v:g}" for k, v in self.overrides.items())
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepGate(Record):
+    """H2 or H3 at one grid point: the difference, its interval and the gate's outcome."""
+
+    diff_pp: float
+    ci_pp: tuple[float, float]
+    passed: bool
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepH4(Record):
+    """H4 at one grid point."""
+
+    recoveries: int
+    eligible: int
+    recovered_then_supported: int
+    passed: bool
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepCounts(Record):
+    """One policy's Table 4 counts at one grid point."""
+
+    U: int
+    U_den: int
+    S: int
+    S_den: int
+    FC: int
+    FC_den: int
+    R: int
+    R_den: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepRow(Record):
+    """One grid point: its parameters, where its report is, the gates and Table 4's counts."""
+
+    point: int
+    parameters: dict[str, float]
+    directory: str
+    h2: SweepGate
+    h3: SweepGate
+    h4: SweepH4
+    table4: dict[str, SweepCounts]
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v:g}" for k, v in self.parameters.items())
+
+    def gates(self) -> tuple[tuple[str, SweepGate | SweepH4], ...]:
+        return (("H2", self.h2), ("H3", self.h3), ("H4", self.h4))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepSpec(Record):
+    """The study spec every point started from."""
+
+    name: str
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepResult(Record):
+    """sweep.json: the grid, the spec's other parameters, and one row per point."""
+
+    format: str = SWEEP_FORMAT
+    spec: SweepSpec
+    grid: dict[str, tuple[float, ...]]
+    base_parameters: dict[str, float]
+    seed: int
+    replicates: int
+    note: str
+    rows: tuple[SweepRow, ...]
+
+    def __post_init__(self) -> None:
+        if self.format != SWEEP_FORMAT:
+            raise AnalysisError(f"sweep: format {self.format!r}, not {SWEEP_FORMAT!r}")
+
+
+_CellQueue = Queue  # multiprocessing's queue of (point, committed, total), None to stop
+
 # The queue a point's process reports its committed cells on (set by the pool's initializer;
 # None when the caller asked for no cell progress).
-_CELLS: Any = None
+_CELLS: _CellQueue[tuple[int, int, int] | None] | None = None
 
 
-def _set_cell_queue(queue: Any) -> None:
+def _set_cell_queue(queue: _CellQueue[tuple[int, int, int] | None] | None) -> None:
     global _CELLS
     _CELLS = queue
 
@@ -204,7 +298,7 @@ def _quiet_logs() -> None:
     )
 
 
-def _run_point(point: _Point, spec_bytes: bytes) -> JsonObject:
+def _run_point(point: _Point, spec_bytes: bytes) -> SweepRow:
     """One grid point, in its own process: spec -> schedule -> lock -> study -> report.
 
     Raises:
@@ -225,7 +319,7 @@ def _run_point(point: _Point, spec_bytes: bytes) -> JsonObject:
         raise kind(f"sweep point p{point.index:03d} ({point.label}): {e}") from None
 
 
-def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
+def _study_point(point: _Point, spec_bytes: bytes) -> SweepRow:
     from runner.analysis._driver import report_from_store
     from runner.study import (
         ProviderChoice,
@@ -256,7 +350,7 @@ def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
         stale.unlink()
     queue = _CELLS
 
-    def on_cell(_record: Any, summary: Any) -> None:
+    def on_cell(_record: CellRecord, summary: RunSummary) -> None:
         if queue is not None:
             queue.put((point.index, summary.committed, summary.total))
 
@@ -268,30 +362,29 @@ def _study_point(point: _Point, spec_bytes: bytes) -> JsonObject:
     return _row(point, res)
 
 
-def _row(point: _Point, res: Mapping[str, Any]) -> JsonObject:
-    h2, h3, h4 = res["h2"], res["h3"], res["h4"]
-    t4 = res["table4"]
-    return {
-        "point": point.index,
-        "parameters": dict(point.overrides),
-        "directory": f"points/p{point.index:03d}",
-        "h2": {"diff_pp": h2["diff_pp"], "ci_pp": h2["ci_pp"], "passed": h2["passed"],
-               "outcome": h2["outcome"]},
-        "h3": {"diff_pp": h3["diff_pp"], "ci_pp": h3["ci_pp"], "passed": h3["passed"],
-               "outcome": h3["outcome"]},
-        "h4": {"recoveries": h4["recoveries"], "eligible": h4["eligible"],
-               "recovered_then_supported": h4["recovered_then_supported"],
-               "passed": h4["passed"], "outcome": h4["outcome"]},
-        "table4": {p: {k: v[k] for k in ("U", "U_den", "S", "S_den", "FC", "FC_den", "R", "R_den")}
-                   for p, v in t4.items()},
-    }
+def _row(point: _Point, res: ClosedLoopResults) -> SweepRow:
+    h2, h3, h4 = res.h2, res.h3, res.h4
+    return SweepRow(
+        point=point.index,
+        parameters=dict(point.overrides),
+        directory=f"points/p{point.index:03d}",
+        h2=SweepGate(diff_pp=h2.diff_pp, ci_pp=h2.ci_pp, passed=h2.passed, outcome=h2.outcome),
+        h3=SweepGate(diff_pp=h3.diff_pp, ci_pp=h3.ci_pp, passed=h3.passed, outcome=h3.outcome),
+        h4=SweepH4(recoveries=h4.recoveries, eligible=h4.eligible,
+                   recovered_then_supported=h4.recovered_then_supported, passed=h4.passed,
+                   outcome=h4.outcome),
+        table4={p: SweepCounts(U=v.U, U_den=v.U_den, S=v.S, S_den=v.S_den, FC=v.FC,
+                               FC_den=v.FC_den, R=v.R, R_den=v.R_den)
+                for p, v in res.table4.items()},
+    )
 
 
 class _CellDrain:
     """Reads the points' (point, committed, total) reports in a thread and calls ``on_cells``
     with the grid's totals."""
 
-    def __init__(self, queue: Any, points: int, on_cells: Callable[[int, int], None]) -> None:
+    def __init__(self, queue: _CellQueue[tuple[int, int, int] | None], points: int,
+                 on_cells: Callable[[int, int], None]) -> None:
         self._queue, self._points, self._on_cells = queue, points, on_cells
         self._done: dict[int, int] = {}
         self._thread = threading.Thread(target=self._run, name="ect-sweep-cells", daemon=True)
@@ -317,11 +410,11 @@ def sweep(
     jobs: int | None = None,
     seed: int = 2705,
     replicates: int = 10_000,
-    on_point: Callable[[int, int, JsonObject], None] | None = None,
+    on_point: Callable[[int, int, SweepRow], None] | None = None,
     requests_per_minute: int | None = None,
     tokens_per_minute: int | None = None,
     on_cells: Callable[[int, int], None] | None = None,
-) -> JsonObject:
+) -> SweepResult:
     """Run the closed-loop study at every grid point of ``params`` and write the outputs.
 
     ``requests_per_minute``/``tokens_per_minute`` throttle each point's run (one limiter per
@@ -334,7 +427,7 @@ def sweep(
     over the whole grid (every point runs the same schedule), from a thread of the caller's
     process.
     Writes ``sweep.json``, ``sweep.md`` and ``sweep.svg`` into ``out_dir`` (and each point's
-    spec, schedule, lock, store and report under ``points/``); returns sweep.json's object.
+    spec, schedule, lock, store and report under ``points/``); returns sweep.json's record.
 
     Raises:
         SweepInvalid / UnknownSimulatorParameter: unusable ``params`` (before anything runs).
@@ -359,7 +452,7 @@ def sweep(
         for i, values in enumerate(itertools.product(*(grid[n] for n in names)))
     ]
     workers = min(len(points), jobs or os.cpu_count() or 1)
-    rows: dict[int, JsonObject] = {}
+    rows: dict[int, SweepRow] = {}
     out.mkdir(parents=True, exist_ok=True)
     ctx = get_context("spawn")
     queue = ctx.Queue() if on_cells is not None else None
@@ -371,7 +464,7 @@ def sweep(
         try:
             for future in as_completed(futures):
                 row = future.result()
-                rows[row["point"]] = row
+                rows[row.point] = row
                 if on_point is not None:
                     on_point(len(rows), len(points), row)
         except BaseException:
@@ -381,23 +474,24 @@ def sweep(
         finally:
             if drain is not None:
                 drain.close()
-    result: JsonObject = {
-        "format": SWEEP_FORMAT,
-        "spec": {"name": spec.name, "sha256": raw_digest(spec_bytes)},
-        "grid": {k: list(v) for k, v in grid.items()},
-        "base_parameters": _base_parameters(spec.simulated),
-        "seed": seed,
-        "replicates": replicates,
-        "note": SIMULATOR_NOTE,
-        "rows": [rows[p.index] for p in points],
-    }
+    result = SweepResult(
+        spec=SweepSpec(name=spec.name, sha256=raw_digest(spec_bytes)),
+        grid=dict(grid),
+        base_parameters=base_parameters(spec.simulated),
+        seed=seed,
+        replicates=replicates,
+        note=SIMULATOR_NOTE,
+        rows=tuple(rows[p.index] for p in points),
+    )
     atomic_write(out / "sweep.json", _json_bytes(result))
     atomic_write(out / "sweep.md", sweep_markdown(result))
     atomic_write(out / "sweep.svg", sweep_svg(result))
     return result
 
 
-def _base_parameters(simulated: Mapping[str, Any]) -> dict[str, float]:
+def base_parameters(simulated: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Every simulator parameter by its dotted name, with the value of the spec's
+    ``[simulated]`` tables ``simulated`` (the behaviour's default where the spec says none)."""
     from runner.analysis._honesty import flat_parameters
     from runner.policies import CriticBehaviour, PlannerBehaviour
 
@@ -406,10 +500,10 @@ def _base_parameters(simulated: Mapping[str, Any]) -> dict[str, float]:
     return flat_parameters(full)
 
 
-def _json_bytes(obj: Mapping[str, Any]) -> bytes:
+def _json_bytes(result: SweepResult) -> bytes:
     import json
 
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # noqa: TID251
+    return (json.dumps(result.to_json(), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # noqa: TID251
             + "\n").encode("utf-8")
 
 
@@ -421,38 +515,38 @@ def _short(name: str) -> str:
     return name.removeprefix("simulated.")
 
 
-def sweep_table(r: Mapping[str, Any]) -> list[str]:
+def sweep_table(r: SweepResult) -> list[str]:
     """The sweep's table as Markdown lines: one row per grid point, H2-H4 estimates and each
     gate's outcome in words."""
-    names = list(r["grid"])
+    names = list(r.grid)
     head = [*(_short(n) for n in names), "H2 ECT-controller (pp) [95% CI]", "H2",
             "H3 ECT-controller (pp) [95% CI]", "H3", "H4 recovered / then supported", "H4"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    for row in r["rows"]:
-        h2, h3, h4 = row["h2"], row["h3"], row["h4"]
+    for row in r.rows:
+        h2, h3, h4 = row.h2, row.h3, row.h4
         cells = [
-            *(f"{row['parameters'][n]:g}" for n in names),
-            f"{_pp(h2['diff_pp'])} [{_pp(h2['ci_pp'][0])}, {_pp(h2['ci_pp'][1])}]",
-            h2["outcome"],
-            f"{_pp(h3['diff_pp'])} [{_pp(h3['ci_pp'][0])}, {_pp(h3['ci_pp'][1])}]",
-            h3["outcome"],
-            f"{h4['recoveries']}/{h4['eligible']}, {h4['recovered_then_supported']}",
-            h4["outcome"],
+            *(f"{row.parameters[n]:g}" for n in names),
+            f"{_pp(h2.diff_pp)} [{_pp(h2.ci_pp[0])}, {_pp(h2.ci_pp[1])}]",
+            h2.outcome,
+            f"{_pp(h3.diff_pp)} [{_pp(h3.ci_pp[0])}, {_pp(h3.ci_pp[1])}]",
+            h3.outcome,
+            f"{h4.recoveries}/{h4.eligible}, {h4.recovered_then_supported}",
+            h4.outcome,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def sweep_markdown(r: Mapping[str, Any]) -> bytes:
+def sweep_markdown(r: SweepResult) -> bytes:
     """sweep.md: what was swept, the note on the simulator, and :func:`sweep_table`."""
     lines = [
-        f"# ect sweep: {r['spec']['name']} across the simulator's parameters",
+        f"# ect sweep: {r.spec.name} across the simulator's parameters",
         "",
-        r["note"],
+        r.note,
         "",
         "Every other simulator parameter keeps the spec's value: "
-        + ", ".join(f"{k}={v:g}" for k, v in r["base_parameters"].items() if k not in r["grid"])
-        + f". Bootstrap: {r['replicates']} replicates, seed {r['seed']}.",
+        + ", ".join(f"{k}={v:g}" for k, v in r.base_parameters.items() if k not in r.grid)
+        + f". Bootstrap: {r.replicates} replicates, seed {r.seed}.",
         "",
         *sweep_table(r),
         "",
@@ -462,14 +556,14 @@ def sweep_markdown(r: Mapping[str, Any]) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
-def sweep_svg(r: Mapping[str, Any]) -> bytes:
+def sweep_svg(r: SweepResult) -> bytes:
     """sweep.svg: per grid point, H2 and H3 differences with their 95% intervals (a dot and a
     whisker on a shared pp axis with 0 and H3's margin marked), H4's counts, and whether each
     gate was met under that point's parameters."""
-    rows = r["rows"]
+    rows = r.rows
     label_w, plot_w, row_h, top = 260, 360, 26, 58
-    lo = min([-10.0, *(v for row in rows for h in ("h2", "h3") for v in row[h]["ci_pp"])])
-    hi = max([10.0, *(v for row in rows for h in ("h2", "h3") for v in row[h]["ci_pp"])])
+    lo = min([-10.0, *(v for row in rows for g in (row.h2, row.h3) for v in g.ci_pp)])
+    hi = max([10.0, *(v for row in rows for g in (row.h2, row.h3) for v in g.ci_pp)])
     span = (hi - lo) or 1.0
 
     def x(v: float) -> float:
@@ -496,26 +590,25 @@ def sweep_svg(r: Mapping[str, Any]) -> bytes:
     parts.append(_text(x(-10.0), height - 8, "H3 margin -10", anchor="middle", size=11))
     y = top
     for row in rows:
-        label = ", ".join(f"{_short(k)}={v:g}" for k, v in row["parameters"].items())
-        for gate, colour in (("h2", "#1d4ed8"), ("h3", "#15803d")):
-            g = row[gate]
+        label = ", ".join(f"{_short(k)}={v:g}" for k, v in row.parameters.items())
+        for name, g, colour in (("H2", row.h2, "#1d4ed8"), ("H3", row.h3, "#15803d")):
             cy = y + row_h / 2
-            parts.append(_text(8, cy + 4, f"{gate.upper()} @ {label}"[:44], size=11))
-            parts.append(f'<line x1="{_n(x(g["ci_pp"][0]))}" y1="{_n(cy)}" '
-                         f'x2="{_n(x(g["ci_pp"][1]))}" y2="{_n(cy)}" stroke="{colour}" '
+            parts.append(_text(8, cy + 4, f"{name} @ {label}"[:44], size=11))
+            parts.append(f'<line x1="{_n(x(g.ci_pp[0]))}" y1="{_n(cy)}" '
+                         f'x2="{_n(x(g.ci_pp[1]))}" y2="{_n(cy)}" stroke="{colour}" '
                          'stroke-width="2"/>')
-            fill = colour if g["passed"] else "#fff"
-            parts.append(f'<circle cx="{_n(x(g["diff_pp"]))}" cy="{_n(cy)}" r="5" '
+            fill = colour if g.passed else "#fff"
+            parts.append(f'<circle cx="{_n(x(g.diff_pp))}" cy="{_n(cy)}" r="5" '
                          f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
-            met = "met" if g["passed"] else "not met"
+            met = "met" if g.passed else "not met"
             parts.append(_text(label_w + plot_w + 10, cy + 4,
-                               f"{_pp(g['diff_pp'])} ({met})", size=11))
+                               f"{_pp(g.diff_pp)} ({met})", size=11))
             y += row_h
-        h4 = row["h4"]
-        met = "met" if h4["passed"] else "not met"
+        h4 = row.h4
+        met = "met" if h4.passed else "not met"
         parts.append(_text(8, y + row_h / 2 + 4,
-                           f"H4 @ {label}"[:44] + f": {h4['recoveries']}/{h4['eligible']} "
-                           f"recovered, {h4['recovered_then_supported']} then supported "
+                           f"H4 @ {label}"[:44] + f": {h4.recoveries}/{h4.eligible} "
+                           f"recovered, {h4.recovered_then_supported} then supported "
                            f"(gate {met})", size=11))
         y += row_h
     parts.append("</svg>")

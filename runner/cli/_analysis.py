@@ -18,7 +18,7 @@ from runner.cli._params import (
 from runner.errors import StoreError
 
 if TYPE_CHECKING:
-    from runner.canonical import JsonObject
+    from runner.analysis import ClosedLoopResults, StaticResults
 
 # runner.analysis (numpy, scipy) and runner.providers (httpx) are imported when a command runs.
 # The report's default bootstrap seed, shown in --help without importing runner.analysis;
@@ -156,36 +156,35 @@ def static_cmd(
         raise failed
 
 
-def _print_static(res: JsonObject, out_dir: str) -> None:
-    click.echo(res["provider_line"])
-    for name, v in res["table2"].items():
+def _print_static(res: StaticResults, out_dir: str) -> None:
+    click.echo(res.provider_line)
+    for name, v in res.table2.items():
         click.echo(
-            f"  {name:<17} U {v['unsafe']}/{v['unsafe_den']}  C {v['clean_noncomplete']}/"
-            f"{v['clean_den']}  S {v['stuck']}/{v['stuck_den']}  macro-F1 {v['macro_f1']:.3f}"
+            f"  {name:<17} U {v.unsafe}/{v.unsafe_den}  C {v.clean_noncomplete}/"
+            f"{v.clean_den}  S {v.stuck}/{v.stuck_den}  macro-F1 {v.macro_f1:.3f}"
         )
-    h = res["h1"]
+    h = res.h1
     click.echo(
-        f"H1 {h['outcome']}: b_ect={h['b_ect']} b_critic={h['b_critic']} p={h['mcnemar_p']:.6g} "
-        f"diff={h['diff_pp']:+.2f} pp CI [{h['ci_pp'][0]:+.2f}, {h['ci_pp'][1]:+.2f}]"
+        f"H1 {h.outcome}: b_ect={h.b_ect} b_critic={h.b_critic} p={h.mcnemar_p:.6g} "
+        f"diff={h.diff_pp:+.2f} pp CI [{h.ci_pp[0]:+.2f}, {h.ci_pp[1]:+.2f}]"
     )
     _print_simulator(res)
     click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md, decisions.jsonl")
-    calls = sum(v.get("model_calls", 0) for v in res["table2"].values())
-    failed = sum(v.get("provider_failures", 0) for v in res["table2"].values())
+    calls, failed = res.model_calls()
     if failed:
         click.echo(f"ect: warning: {failed} of {calls} model calls failed (each counts as "
                    "continue, as the protocol says); see attempts.jsonl", err=True)
 
 
-def _print_simulator(res: JsonObject) -> None:
+def _print_simulator(res: StaticResults | ClosedLoopResults) -> None:
     """Name the simulator's parameters (chosen by the project) and where they were read."""
-    sim = res.get("simulator")
-    if not sim:
+    sim = res.simulator
+    if sim is None:
         return
     params = ", ".join(f"{k}={v:g}" if isinstance(v, int | float) else f"{k}={v}"
-                       for k, v in sim["parameters"].items()) or "none recorded"
+                       for k, v in sim.parameters.items()) or "none recorded"
     click.echo(f"simulator parameters (chosen by this project, not measured; from "
-               f"{sim['source']}): {params}")
+               f"{sim.source}): {params}")
 
 
 @click.command("report")
@@ -246,10 +245,10 @@ def report_cmd(
     if as_json:
         click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
         return
-    click.echo(res["provider_line"])
+    click.echo(res.provider_line)
     _print_simulator(res)
-    for h in ("h2", "h3", "h4"):
-        click.echo(f"{h.upper()}: {res[h]['outcome']}")
+    for name, _, outcome in res.gates():
+        click.echo(f"{name}: {outcome}")
     click.echo(f"wrote {Path(out_dir) / 'report.html'}, results.json, tables.md")
 
 

@@ -103,8 +103,8 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
         closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
         outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
-        gates = {h: closed[h]["outcome"] for h in ("h2", "h3", "h4")}
-        verdicts = "; ".join(f"{h.upper()}: {closed[h]['outcome']}" for h in ("h2", "h3", "h4"))
+        gates = {name.lower(): outcome for name, _, outcome in closed.gates()}
+        verdicts = "; ".join(f"{name}: {outcome}" for name, _, outcome in closed.gates())
         click.echo(f"closed loop: {verdicts}", err=True)
         progress = CountProgress("static study", "decisions", enabled=not quiet,
                                  after="decisions done; analysing (tables, bootstrap, H1)")
@@ -113,8 +113,8 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
         finally:
             progress.stop()
         outputs.append(("static study", out_dir / "static" / "report.html"))
-        click.echo(f"static study: H1: {static['h1']['outcome']}", err=True)
-        gates["h1"] = static["h1"]["outcome"]
+        click.echo(f"static study: H1: {static.h1.outcome}", err=True)
+        gates["h1"] = static.h1.outcome
     else:
         click.echo(f"smoke run ({summary.committed}/{summary.total} cells): no manifest or "
                    "report (they need every cell)", err=True)

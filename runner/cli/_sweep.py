@@ -13,7 +13,7 @@ from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
 from runner.cli._study import throttle_options
 
 if TYPE_CHECKING:
-    from runner.canonical import JsonObject
+    from runner.analysis._sweep import SweepRow
 
 __all__ = ["COMMANDS"]
 
@@ -80,9 +80,9 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     if list_params:
-        from runner.analysis._sweep import _base_parameters
+        from runner.analysis._sweep import base_parameters
 
-        for name, value in _base_parameters(load_spec(spec).simulated).items():
+        for name, value in base_parameters(load_spec(spec).simulated).items():
             click.echo(f"{name} = {value:g}")
         return
     if out_dir is None:
@@ -104,15 +104,14 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
     # Overall: every point's committed cells over the grid's, with rate and ETA.
     cells = CountProgress("sweep", "cells (all points)", enabled=not quiet)
 
-    def on_point(done: int, of: int, row: JsonObject) -> None:
+    def on_point(done: int, of: int, row: SweepRow) -> None:
         if quiet:
             return
-        label = ", ".join(f"{k}={v:g}" for k, v in row["parameters"].items())
-        gates = "; ".join(f"{h.upper()} {row[h]['outcome']}" for h in ("h2", "h3", "h4"))
+        gates = "; ".join(f"{name} {gate.outcome}" for name, gate in row.gates())
         elapsed = time.monotonic() - started
         per = elapsed / done if done else 0.0
         left = f", ETA {_duration(per * (of - done))}" if done < of else ""
-        click.echo(f"sweep: point {done}/{of} done ({label}): {gates} "
+        click.echo(f"sweep: point {done}/{of} done ({row.label}): {gates} "
                    f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
 
     try:
@@ -123,9 +122,9 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
         cells.stop()
     out = Path(out_dir)
     if as_json:
-        click.echo(json.dumps(result, indent=2, sort_keys=True))  # noqa: TID251
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))  # noqa: TID251
         return
-    click.echo(result["note"])
+    click.echo(result.note)
     for line in sweep_table(result):
         click.echo(line)
     click.echo(f"wrote {out / 'sweep.md'}, sweep.json, sweep.svg and points/")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -39,6 +39,16 @@ from runner.policies import STATIC_ARMS
 from runner.providers import PROVIDER_NAMES
 from runner.worlds import STATIC_FAULTS
 
+if TYPE_CHECKING:
+    from runner.policies import StaticDecision
+    from runner.providers import (
+        AttemptObserver,
+        GenerationConfig,
+        Provider,
+        ProviderRequest,
+    )
+    from runner.worlds import Snapshot
+
 __all__ = [
     "STATIC_ABLATIONS",
     "TABLE3_ABLATIONS",
@@ -46,6 +56,7 @@ __all__ = [
     "FastPathInvariantBroken",
     "SpecInvalid",
     "StaticDecisionRow",
+    "StaticGeneration",
     "StaticRun",
     "StaticSpec",
     "run_static",
@@ -213,6 +224,22 @@ def _only(table: Mapping[str, Any], keys: set[str], where: str) -> None:
         raise SpecInvalid(f"static spec: unknown key(s) in {where}: {', '.join(unknown)}")
 
 
+@dataclass(frozen=True, slots=True)
+class StaticGeneration:
+    """The static spec's ``[generation]`` table: the sampling settings of every model call."""
+
+    temperature: float
+    seed: int
+    max_output_tokens: int
+    top_p: float | None
+
+    def config(self) -> GenerationConfig:
+        from runner.providers import GenerationConfig
+
+        return GenerationConfig(temperature=self.temperature, seed=self.seed,
+                                max_output_tokens=self.max_output_tokens, top_p=self.top_p)
+
+
 @dataclass(frozen=True)
 class StaticSpec:
     """``schedules/static.toml``, parsed strictly (unknown or missing keys are errors)."""
@@ -226,7 +253,7 @@ class StaticSpec:
     openai_model: str
     openai_base_url: str
     timeout_s: float
-    generation: JsonObject
+    generation: StaticGeneration
     critic: dict[str, float]
     price: dict[str, float]
     sha256: str
@@ -286,12 +313,12 @@ class StaticSpec:
             raise SpecInvalid(
                 f"static spec: provider.default must be one of {', '.join(PROVIDER_NAMES)}"
             )
-        generation = {
-            "temperature": float(_get(gen, "temperature", (int, float), "generation")),
-            "seed": _get(gen, "seed", int, "generation"),
-            "max_output_tokens": _get(gen, "max_output_tokens", int, "generation"),
-            "top_p": float(gen["top_p"]) if "top_p" in gen else None,
-        }
+        generation = StaticGeneration(
+            temperature=float(_get(gen, "temperature", (int, float), "generation")),
+            seed=_get(gen, "seed", int, "generation"),
+            max_output_tokens=_get(gen, "max_output_tokens", int, "generation"),
+            top_p=float(gen["top_p"]) if "top_p" in gen else None,
+        )
         for k, v in critic.items():
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 1:
                 raise SpecInvalid(f"static spec: simulated.critic.{k} must be a number in [0, 1]")
@@ -323,7 +350,12 @@ class StaticSpec:
             "seed": self.seed,
             "bootstrap_replicates": self.replicates,
             "confidence": self.confidence,
-            "generation": dict(self.generation),
+            "generation": {
+                "temperature": self.generation.temperature,
+                "seed": self.generation.seed,
+                "max_output_tokens": self.generation.max_output_tokens,
+                "top_p": self.generation.top_p,
+            },
             "simulated_critic": dict(self.critic),
             "price_usd_per_mtok": dict(self.price),
         }
@@ -342,7 +374,8 @@ class _Tripwire:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def generate(self, request: Any, *, observer: Any = None) -> Any:
+    async def generate(self, request: ProviderRequest, *,
+                       observer: AttemptObserver | None = None) -> NoReturn:
         self.calls += 1
         raise FastPathInvariantBroken(
             "the critic core called its model on a static snapshot; the frozen static "
@@ -350,7 +383,7 @@ class _Tripwire:
         )
 
 
-Decide = Callable[..., Awaitable[Any]]
+Decide = Callable[..., Awaitable["StaticDecision"]]
 
 
 @dataclass
@@ -428,7 +461,8 @@ class StaticDecisionRow:
         )
 
 
-def _row(snapshot: Any, arm: str, ablate: str, decision: Any, cost: float) -> StaticDecisionRow:
+def _row(snapshot: Snapshot, arm: str, ablate: str, decision: StaticDecision, cost: float
+         ) -> StaticDecisionRow:
     result = decision.provider_result
     usage = result.usage if result is not None else None
     codes = sorted({r.code for r in decision.reasons})
@@ -457,9 +491,9 @@ def _row(snapshot: Any, arm: str, ablate: str, decision: Any, cost: float) -> St
 
 async def run_static(
     spec: StaticSpec,
-    provider: Any,
+    provider: Provider,
     *,
-    snapshots: Sequence[Any] | None = None,
+    snapshots: Sequence[Snapshot] | None = None,
     decide: Decide | None = None,
     arms: Sequence[str] = STATIC_ARMS,
     ablations: Sequence[CheckAblation] = TABLE3_ABLATIONS,
@@ -479,7 +513,7 @@ async def run_static(
         FastPathInvariantBroken: the critic core called (or reported calling) its model.
         CriticCoreInvariantBroken: raised by the policy for the same reason.
     """
-    from runner.providers import GenerationConfig, PriceTable
+    from runner.providers import PriceTable
 
     if snapshots is None:
         from runner.worlds import static_grid
@@ -489,13 +523,13 @@ async def run_static(
         from runner.policies import decide_static
 
         decide = decide_static
-    gen = GenerationConfig(**spec.generation)
+    gen = spec.generation.config()
     prices = PriceTable(**spec.price)
     plan: list[tuple[str, str]] = [(arm, "") for arm in arms]
     removes = {a.name: frozenset(a.removes) for a in ablations}
     plan += [("ect", a.name) for a in ablations]
     jobs = [(snapshot, arm, ablate) for snapshot in snapshots for arm, ablate in plan]
-    decided: list[Any] = [None] * len(jobs)
+    decided: list[StaticDecision | None] = [None] * len(jobs)
     finished = [0]
 
     async def one(i: int) -> None:
@@ -539,6 +573,8 @@ async def run_static(
     # Rows and attempts in canonical job order, however the decisions interleaved.
     run = StaticRun()
     for (snapshot, arm, ablate), decision in zip(jobs, decided, strict=True):
+        if decision is None:
+            raise StudyError(f"snapshot {snapshot.snapshot_id}, arm {arm}: no decision")
         result = decision.provider_result
         cost = result.cost_usd(prices) if result is not None else 0.0
         run.rows.append(_row(snapshot, arm, ablate, decision, cost))
@@ -560,7 +596,7 @@ def static_provider(
     base_url: str | None = None,
     credential_file: str | None = None,
     credential_env: str | None = None,
-) -> Any:
+) -> Provider:
     """The provider for the model-backed static arms, built by :func:`runner.providers.build`
     (the one validation of provider settings) with the static spec's defaults; the simulated
     provider answers with the spec's simulated critic parameters."""
