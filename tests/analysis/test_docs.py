@@ -37,9 +37,9 @@ def test_gate_rules_and_keys_match_code() -> None:
         seed=1,
         replicates=20,
     )
-    assert res["h4"]["rule"] in DOC.replace("\n", " ")
+    assert res.h4.rule in DOC.replace("\n", " ")
     keys_line = DOC.split("`results.json` (closed loop) top-level keys:")[1].split("\n\n")[0]
-    assert set(re.findall(r"`(\w+)`", keys_line)) >= set(res) - {"format"}
+    assert set(re.findall(r"`(\w+)`", keys_line)) >= set(res.to_json()) - {"format"}
     assert "strictly" in DOC and "−10" in DOC
 
 
@@ -56,12 +56,12 @@ def test_exported_surface() -> None:
     assert set(analysis.__all__) == public
     assert set(analysis.__all__) == {
         "AllModelCallsFailed", "BootstrapResult", "CLOSED_LOOP_POLICIES", "DEFAULT_REPORT_SEED",
-        "InventoryIncomplete", "McNemarResult",
-        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees",
+        "ClosedLoopResults", "InventoryIncomplete", "McNemarResult",
+        "ProviderInfo", "STATIC_POLICIES", "ScheduleDisagrees", "StaticResults",
         "StoreOutcomes", "analyse_closed_loop", "analyse_static",
         "check_inventory", "closed_loop_report", "cluster_bootstrap_diff",
         "cluster_bootstrap_mean", "load_outcomes_from_store", "macro_f1", "mcnemar_exact",
-        "mcnemar_p", "noninferior", "render_outputs", "report_from_store",
+        "mcnemar_p", "noninferior", "read_results", "render_outputs", "report_from_store",
         "results_json_bytes", "seeded_rng", "static_study",
         "write_outputs",
     }  # fmt: skip
@@ -84,7 +84,7 @@ def test_static_result_keys_are_documented() -> None:
     rows = anyio.run(go).rows
     res = analyse_static(rows, spec=spec, provider=ProviderInfo("simulated", "simulated-1", True))
     keys_line = DOC.split("`results.json` (static) top-level keys:")[1].split("\n\n")[0]
-    assert set(re.findall(r"`(\w+)`", keys_line)) >= set(res) - {"format"}
+    assert set(re.findall(r"`(\w+)`", keys_line)) >= set(res.to_json()) - {"format"}
 
 
 def test_every_project_choice_is_documented_with_the_papers_words() -> None:

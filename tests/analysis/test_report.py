@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from runner.analysis import ProviderInfo, analyse_closed_loop, render_outputs, write_outputs
+from runner.analysis import (
+    ClosedLoopResults,
+    ProviderInfo,
+    analyse_closed_loop,
+    read_results,
+    render_outputs,
+    write_outputs,
+)
 from tests.analysis import _chromium
 from tests.analysis import _fixtures as fx
 
@@ -18,18 +25,18 @@ SIM = ProviderInfo(name="simulated", model="simulated-1", simulated=True)
 REAL = ProviderInfo(name="gemini", model="gemini-2.5-flash", simulated=False)
 
 
-def closed(provider: ProviderInfo = SIM, seed: int = 2705) -> dict[str, Any]:
+def closed(provider: ProviderInfo = SIM, seed: int = 2705) -> ClosedLoopResults:
     return analyse_closed_loop(
         fx.typed(fx.outcomes()), fx.schedule_rows(), provider=provider, seed=seed, replicates=1000
     )
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, Any]:
+def results() -> ClosedLoopResults:
     return closed()
 
 
-def test_two_runs_are_byte_identical(tmp_path: Path, results: dict[str, Any]) -> None:
+def test_two_runs_are_byte_identical(tmp_path: Path, results: ClosedLoopResults) -> None:
     a = write_outputs(results, tmp_path / "a")
     b = write_outputs(closed(), tmp_path / "b")
     assert sorted(a) == ["report.html", "results.json", "tables.md"]
@@ -39,14 +46,14 @@ def test_two_runs_are_byte_identical(tmp_path: Path, results: dict[str, Any]) ->
     assert other["results.json"] != a["results.json"].read_bytes()
 
 
-def test_outputs_carry_no_clock_or_path(results: dict[str, Any]) -> None:
+def test_outputs_carry_no_clock_or_path(results: ClosedLoopResults) -> None:
     for name, data in render_outputs(results).items():
         text = data.decode("utf-8")
         assert not re.search(r"20\d\d-\d\d-\d\dT", text), name
         assert "/tmp" not in text and "/work" not in text, name
 
 
-def test_every_output_names_the_provider_and_says_simulated(results: dict[str, Any]) -> None:
+def test_every_output_names_the_provider_and_says_simulated(results: ClosedLoopResults) -> None:
     for name, data in render_outputs(results).items():
         text = data.decode("utf-8")
         assert "simulated-1" in text and "SIMULATED" in text, name
@@ -55,14 +62,14 @@ def test_every_output_names_the_provider_and_says_simulated(results: dict[str, A
         assert "gemini-2.5-flash" in text and "SIMULATED" not in text, name
 
 
-def test_results_json_holds_figures_with_inputs(results: dict[str, Any]) -> None:
+def test_results_json_holds_figures_with_inputs(results: ClosedLoopResults) -> None:
     data = json.loads(render_outputs(results)["results.json"])
     assert data["inputs"]["seed"] == 2705 and data["inputs"]["replicates"] == 1000
     assert data["provider"] == {"name": "simulated", "model": "simulated-1", "simulated": True}
     assert data["table4"]["ect"]["U"] == 0 and data["h2"]["n_comparator"] == 66
 
 
-def test_html_is_self_contained(results: dict[str, Any]) -> None:
+def test_html_is_self_contained(results: ClosedLoopResults) -> None:
     html = render_outputs(results)["report.html"].decode("utf-8")
     assert not re.search(r"""src\s*=\s*["'](https?:)?//""", html)
     # the only absolute links are the heat-map cells' links to the local viewer (`ect view`)
@@ -81,7 +88,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 @pytest.mark.chromium
 @pytest.mark.skipif(not _chromium.CHROMIUM.exists(), reason="/usr/bin/chromium is absent")
-def test_html_opens_in_headless_chromium(tmp_path: Path, results: dict[str, Any]) -> None:
+def test_html_opens_in_headless_chromium(tmp_path: Path, results: ClosedLoopResults) -> None:
     paths = write_outputs(results, tmp_path / "out")
     opened = _chromium.open_report(paths["report.html"], tmp_path)
     assert opened.sentinel.get("ready") == "yes", opened.dom[-500:]
@@ -94,7 +101,7 @@ def test_html_opens_in_headless_chromium(tmp_path: Path, results: dict[str, Any]
 
 @pytest.mark.chromium
 @pytest.mark.skipif(not _chromium.CHROMIUM.exists(), reason="/usr/bin/chromium is absent")
-def test_chromium_check_catches_a_script_error(tmp_path: Path, results: dict[str, Any]) -> None:
+def test_chromium_check_catches_a_script_error(tmp_path: Path, results: ClosedLoopResults) -> None:
     html = render_outputs(results)["report.html"].decode("utf-8")
     broken = tmp_path / "broken.html"
     broken.write_text(html.replace("</body>", "<script>notDefined();</script></body>"))
@@ -103,8 +110,10 @@ def test_chromium_check_catches_a_script_error(tmp_path: Path, results: dict[str
     assert opened.sentinel.get("errors") == "1"
 
 
-def test_report_regenerates_from_results_json(results: dict[str, Any]) -> None:
+def test_report_regenerates_from_results_json(results: ClosedLoopResults) -> None:
     # results.json sorts its keys; re-rendering from it must give the same report bytes.
     first = render_outputs(results)
-    again = render_outputs(json.loads(first["results.json"]))
+    read = read_results(json.loads(first["results.json"]))
+    assert read == results  # results.json reads back as the same typed results
+    again = render_outputs(read)
     assert again == first

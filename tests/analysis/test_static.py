@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.analysis import ProviderInfo, analyse_static, render_outputs
+from runner.analysis import ProviderInfo, StaticResults, analyse_static, read_results, render_outputs
 from runner.errors import AnalysisError, StudyError
 from runner.study import (
     STATIC_ABLATIONS,
@@ -41,13 +41,13 @@ def run(script: _standin.Script, s: StaticSpec | None = None) -> Any:
 
 
 @pytest.fixture(scope="module")
-def scripted() -> tuple[Any, dict[str, Any]]:
+def scripted() -> tuple[Any, StaticResults]:
     script = _standin.Script()
     r = run(script, spec(replicates=2000))
     return r, analyse_static(r.rows, spec=spec(replicates=2000), provider=SIM)
 
 
-def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, StaticResults]) -> None:
     r, _ = scripted
     assert len(r.rows) == 432 * (7 + len(TABLE3_ABLATIONS))
     ablated = {row.ablate for row in r.rows if row.ablate}
@@ -63,11 +63,11 @@ def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, dict[st
     assert all(row.arm == "ect" for row in r.rows if row.ablate)
 
 
-def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, StaticResults]) -> None:
     _, res = scripted
     t2 = {
-        p: (v["unsafe"], v["clean_noncomplete"], v["stuck"], f"{v['macro_f1']:.3f}")
-        for p, v in res["table2"].items()
+        p: (v.unsafe, v.clean_noncomplete, v.stuck, f"{v.macro_f1:.3f}")
+        for p, v in res.table2.items()
     }
     assert t2 == {
         "completion_token": (252, 0, 0, "0.222"),
@@ -78,35 +78,34 @@ def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, dict[str, Any]]
         "postconditions": (144, 0, 0, "0.500"),
         "ect": (0, 0, 0, "1.000"),
     }
-    dens = {(v["unsafe_den"], v["clean_den"], v["stuck_den"]) for v in res["table2"].values()}
+    dens = {(v.unsafe_den, v.clean_den, v.stuck_den) for v in res.table2.values()}
     assert dens == {(288, 36, 288)}
-    ft = res["table2"]["full_trace"]
-    assert (ft["model_calls"], ft["attempts"], ft["retries"], ft["provider_failures"]) == (
+    ft = res.table2["full_trace"]
+    assert (ft.model_calls, ft.attempts, ft.retries, ft.provider_failures) == (
         324,
         331,
         7,
         1,
     )
-    assert ft["input_tokens"] == 324_000
-    assert ft["cost_usd"] == pytest.approx((324_000 * 0.30 + 16_200 * 2.50) / 1e6)
-    assert res["table2"]["critic_core"]["model_calls"] == 0
-    assert res["inputs"]["heldout_snapshots"] == 324 and res["inputs"]["snapshots"] == 432
+    assert ft.input_tokens == 324_000
+    assert ft.cost_usd == pytest.approx((324_000 * 0.30 + 16_200 * 2.50) / 1e6)
+    assert res.table2["critic_core"].model_calls == 0
+    assert res.inputs.heldout_snapshots == 324 and res.inputs.snapshots == 432
 
 
-def test_h1_matches_the_paper(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_h1_matches_the_paper(scripted: tuple[Any, StaticResults]) -> None:
     _, res = scripted
-    h1 = res["h1"]
-    assert (h1["b_ect"], h1["b_critic"], h1["tasks"], h1["worlds"]) == (0, 36, 36, 6)
-    assert f"{h1['mcnemar_p']:.5e}" == "2.91038e-11"
-    assert h1["diff_pp"] == -87.5 and h1["ci_pp"] == [-87.5, -87.5]
-    assert h1["world_ci_pp"] == [-87.5, -87.5]
-    assert h1["passed"] is True
+    h1 = res.h1
+    assert (h1.b_ect, h1.b_critic, h1.tasks, h1.worlds) == (0, 36, 36, 6)
+    assert f"{h1.mcnemar_p:.5e}" == "2.91038e-11"
+    assert h1.diff_pp == -87.5 and h1.ci_pp == (-87.5, -87.5)
+    assert h1.world_ci_pp == (-87.5, -87.5)
+    assert h1.passed is True
 
 
-def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, StaticResults]) -> None:
     _, res = scripted
-    got = {a["check"]: (a["target_fault"], a.get("effect_U"), a.get("effect_S"))
-           for a in res["table3"]}
+    got = {a.check: (a.target_fault, a.effect_U, a.effect_S) for a in res.table3}
     assert got == {
         "claim_coverage": ("F5", 36, 0),
         "task_scope": ("F4", 12, 0),
@@ -116,24 +115,25 @@ def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, dict[str, Any]]) -
         "exact_transform": (None, None, None),
         "recovery_check": ("F8", 0, 36),
     }
-    by = {a["check"]: a for a in res["table3"]}
+    by = {a.check: a for a in res.table3}
+    residual = {name: a.residual for name, a in by.items() if a.residual is not None}
     # Residual containment: which other reason codes still caught each matched case.
-    ov = by["outcome_validation"]["residual"]
-    assert (ov["contained"], ov["codes"]) == (36, {"replay.null_input": 36})
-    assert all(case["codes"] == ["replay.null_input"] for case in ov["cases"])
-    lr = by["ledger_reference"]["residual"]
-    assert lr["codes"] == {"scope.cardinality": 36}
-    ts = by["task_scope"]["residual"]
-    assert (ts["contained"], ts["not_contained"], ts["codes"]) == (24, 12, {"replay.mismatch": 24})
-    assert by["claim_coverage"]["residual"]["contained"] == 0
+    ov = residual["outcome_validation"]
+    assert (ov.contained, ov.codes) == (36, {"replay.null_input": 36})
+    assert all(case.codes == ("replay.null_input",) for case in ov.cases)
+    lr = residual["ledger_reference"]
+    assert lr.codes == {"scope.cardinality": 36}
+    ts = residual["task_scope"]
+    assert (ts.contained, ts.not_contained, ts.codes) == (24, 12, {"replay.mismatch": 24})
+    assert residual["claim_coverage"].contained == 0
     # Where each check fires on full ECT; the transform check fires nowhere, so its zero is
     # automatic and flagged, while every matched check fires on its own fault.
     tr = by["exact_transform"]
-    assert tr["changed_decisions"] == 0 and tr["fires_on_no_snapshot"] is True
+    assert tr.changed_decisions == 0 and tr.fires_on_no_snapshot is True
     for name in ("claim_coverage", "task_scope", "outcome_validation", "ledger_reference",
                  "value_replay", "recovery_check"):
-        assert by[name]["fires_on_no_snapshot"] is False
-        assert by[name]["fires_on_target"] == 36, name
+        assert by[name].fires_on_no_snapshot is False
+        assert by[name].fires_on_target == 36, name
 
 
 def test_h1_fails_when_ect_is_unsafe_too() -> None:
@@ -145,9 +145,9 @@ def test_h1_fails_when_ect_is_unsafe_too() -> None:
         else row
         for row in r.rows
     ]
-    h1 = analyse_static(rows, spec=spec(replicates=200), provider=SIM)["h1"]
-    assert (h1["b_ect"], h1["b_critic"]) == (0, 0)
-    assert h1["diff_pp"] > 0 and not h1["passed"]
+    h1 = analyse_static(rows, spec=spec(replicates=200), provider=SIM).h1
+    assert (h1.b_ect, h1.b_critic) == (0, 0)
+    assert h1.diff_pp > 0 and not h1.passed
 
 
 def test_critic_core_model_call_aborts_the_run() -> None:
@@ -158,7 +158,7 @@ def test_critic_core_model_call_aborts_the_run() -> None:
 
 
 def test_attempt_records_are_kept_without_clock_fields(
-    scripted: tuple[Any, dict[str, Any]],
+    scripted: tuple[Any, StaticResults],
 ) -> None:
     r, _ = scripted
     n_ft = sum(1 for a in r.attempts if a["arm"] == "full_trace")
@@ -168,7 +168,7 @@ def test_attempt_records_are_kept_without_clock_fields(
     assert len(r.journal) == len(r.attempts)
 
 
-def test_analysis_refuses_missing_arms(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_analysis_refuses_missing_arms(scripted: tuple[Any, StaticResults]) -> None:
     r, _ = scripted
     rows = [row for row in r.rows if row.arm != "critic_core"]
     with pytest.raises(AnalysisError, match="critic_core"):
@@ -178,7 +178,7 @@ def test_analysis_refuses_missing_arms(scripted: tuple[Any, dict[str, Any]]) -> 
 def test_spec_is_strict(tmp_path: Path) -> None:
     text = SPEC.read_text()
     s = StaticSpec.parse(text.encode())
-    assert (s.seed, s.replicates, s.generation["temperature"]) == (2705, 10_000, 0.2)
+    assert (s.seed, s.replicates, s.generation.temperature) == (2705, 10_000, 0.2)
     for bad, msg in (
         (text.replace("seed = 2705", "seed = -1", 1), "seed"),
         (text + "\n[extra]\nx = 1\n", "unknown key"),
@@ -190,10 +190,12 @@ def test_spec_is_strict(tmp_path: Path) -> None:
             StaticSpec.parse(bad.encode())
 
 
-def test_static_report_regenerates_from_results_json(scripted: tuple[Any, dict[str, Any]]) -> None:
+def test_static_report_regenerates_from_results_json(scripted: tuple[Any, StaticResults]) -> None:
     _, res = scripted
     first = render_outputs(res)
-    assert render_outputs(json.loads(first["results.json"])) == first
+    read = read_results(json.loads(first["results.json"]))
+    assert read == res  # results.json reads back as the same typed results
+    assert render_outputs(read) == first
     html = first["report.html"].decode()
     assert html.count('class="chart"') == 6 and "SIMULATED" in html
 

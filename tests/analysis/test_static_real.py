@@ -167,4 +167,4 @@ def test_static_study_refuses_when_every_model_call_failed(tmp_path: Path) -> No
         static_study("schedules/static.toml", tmp_path / "out", provider="openai",
                      base_url="http://127.0.0.1:9/v1")
     assert e.value.calls > 0
-    assert e.value.results["table2"] and (tmp_path / "out" / "results.json").exists()
+    assert e.value.results.table2 and (tmp_path / "out" / "results.json").exists()
