@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from runner.analysis import ClosedLoopResults, InventoryIncomplete, ProviderInfo, analyse_closed_loop
+from runner.analysis import (
+    ClosedLoopResults,
+    InventoryIncomplete,
+    ProviderInfo,
+    analyse_closed_loop,
+)
 from runner.canonical import RecordFormatError
 from runner.errors import AnalysisError
 from tests.analysis import _fixtures as fx

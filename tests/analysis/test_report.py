@@ -6,7 +6,6 @@ import json
 import re
 import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -10,7 +10,13 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.analysis import ProviderInfo, StaticResults, analyse_static, read_results, render_outputs
+from runner.analysis import (
+    ProviderInfo,
+    StaticResults,
+    analyse_static,
+    read_results,
+    render_outputs,
+)
 from runner.errors import AnalysisError, StudyError
 from runner.study import (
     STATIC_ABLATIONS,
