@@ -34,7 +34,7 @@ from runner.analysis._common import (
 from runner.analysis._errors import InventoryIncomplete
 from runner.analysis._honesty import CHOICES, Choice, SimulatorBlock, gate_text
 from runner.analysis._paper import PAPER_NOTE, PaperVsRun, closed_paper_vs_run
-from runner.analysis._record import OMIT, Record
+from runner.analysis._record import FLAT, OMIT, Record
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.errors import AnalysisError
 from runner.loop import Outcome
@@ -50,6 +50,7 @@ __all__ = [
     "H3Gate",
     "H4Gate",
     "MeanInterval",
+    "PairedComparison",
     "ProviderFailures",
     "ReasonCodeRow",
     "Scope",
@@ -106,8 +107,9 @@ class Table4Row(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Paired(Record):
-    """An ECT-minus-controller paired difference's inputs and its bootstrap."""
+class PairedComparison(Record):
+    """What an ECT-minus-controller paired difference compares, and how its interval was drawn
+    (written into the gate's or estimate's own object)."""
 
     treatment: str
     comparator: str
@@ -121,9 +123,10 @@ class _Paired(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class H2Gate(_Paired):
+class H2Gate(Record):
     """H2: the difference in percentage points, its interval and the gate's outcome."""
 
+    paired: PairedComparison = field(metadata=FLAT)
     diff_pp: float
     ci_pp: tuple[float, float]
     passed: bool
@@ -151,9 +154,10 @@ class H4Gate(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SecondaryEstimate(_Paired):
+class SecondaryEstimate(Record):
     """A secondary paired difference in the measure's own units."""
 
+    paired: PairedComparison = field(metadata=FLAT)
     label: str
     diff_raw: float
     ci_raw: tuple[float, float]
@@ -414,7 +418,7 @@ def _table4_row(rows: Sequence[Outcome]) -> Table4Row:
 class _Diff:
     """A paired difference before it is worded as a gate or a secondary estimate."""
 
-    paired: _Paired
+    paired: PairedComparison
     diff: float
     ci: tuple[float, float]
 
@@ -441,7 +445,7 @@ def _diff(
         seed=seed,
         label=label,
     )
-    paired = _Paired(
+    paired = PairedComparison(
         treatment=TREATMENT,
         comparator=COMPARATOR,
         n_treatment=len(a),
@@ -453,15 +457,6 @@ def _diff(
         bootstrap=BootstrapInfo.of(res, cluster="task_id"),
     )
     return _Diff(paired, rnd(res.estimate * scale), (rnd(res.lo * scale), rnd(res.hi * scale)))
-
-
-def _paired_fields(d: _Diff) -> dict[str, object]:
-    p = d.paired
-    return {"treatment": p.treatment, "comparator": p.comparator,
-            "n_treatment": p.n_treatment, "n_comparator": p.n_comparator,
-            "sum_treatment": p.sum_treatment, "sum_comparator": p.sum_comparator,
-            "mean_treatment": p.mean_treatment, "mean_comparator": p.mean_comparator,
-            "bootstrap": p.bootstrap}
 
 
 def _strata(rows: Sequence[Outcome], faults: Mapping[str, str]) -> dict[str, Stratum]:
@@ -491,7 +486,7 @@ def _h2(primary: Sequence[Outcome], seed: int, replicates: int, simulated: bool)
     )
     passed = bool(d.diff < 0 and d.ci[1] < 0)
     return H2Gate(
-        **_paired_fields(d),  # type: ignore[arg-type]
+        paired=d.paired,
         diff_pp=d.diff, ci_pp=d.ci, passed=passed,
         rule="ECT-minus-controller point estimate < 0 and 95% interval wholly below 0",
         outcome=gate_text(passed, simulated),
@@ -512,7 +507,7 @@ def _h3(primary: Sequence[Outcome], seed: int, replicates: int, margin_pp: float
     )
     passed = noninferior(float(d.ci[0]), margin_pp)
     return H3Gate(
-        **_paired_fields(d),  # type: ignore[arg-type]
+        paired=d.paired,
         diff_pp=d.diff, ci_pp=d.ci, margin_pp=margin_pp, passed=passed,
         rule=f"lower bound of the 95% interval > {margin_pp:g} pp",
         outcome=gate_text(passed, simulated),
@@ -544,7 +539,7 @@ def _secondary(primary: Sequence[Outcome], seed: int, replicates: int
         d = _diff(primary, key, checkpoint=None, label=f"secondary/{key}", seed=seed,
                   replicates=replicates, scale=1.0)
         out[key] = SecondaryEstimate(
-            **_paired_fields(d),  # type: ignore[arg-type]
+            paired=d.paired,
             label=text, diff_raw=d.diff, ci_raw=d.ci,
         )
     return out

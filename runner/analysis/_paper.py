@@ -114,10 +114,11 @@ def static_paper_vs_run(table2: Mapping[str, Table2Row], table3: Sequence[Table3
     by_check = {e.check: e for e in table3}
     for check, p in t3["checks"].items():
         e = by_check.get(check)
-        if e is None or e.target_fault is None or e.den is None or e.effect is None:
+        if e is None or e.ablation is None:
             continue
         out.append(_row("Table 3", sec, f"{e.label} ({p['fault']})",
-                        f"effect {p['measure']}/{e.den}", p["effect"], e.effect))
+                        f"effect {p['measure']}/{e.ablation.den}", p["effect"],
+                        e.ablation.effect))
     p1, sec = paper["h1"], paper["h1"]["section"]
     out += [
         _row("H1", sec, "ECT vs critic core", "unsafe complete (ECT, critic core)",
@@ -166,8 +167,8 @@ def closed_paper_vs_run(table4: Mapping[str, Table4Row], h2: H2Gate, h3: H3Gate,
         out += [
             _row(name, sec, "ECT vs controller", f"{measure} (ECT, controller)",
                  f"{p['ect']}/{p['den']}, {p['controller']}/{p['den']}",
-                 f"{h.sum_treatment:g}/{h.n_treatment}, "
-                 f"{h.sum_comparator:g}/{h.n_comparator}"),
+                 f"{h.paired.sum_treatment:g}/{h.paired.n_treatment}, "
+                 f"{h.paired.sum_comparator:g}/{h.paired.n_comparator}"),
             _row(name, sec, "ECT vs controller", "difference, pp [95% task-cluster]",
                  _est(p["diff_pp"], p["ci_pp"]), _est(h.diff_pp, h.ci_pp)),
             _row(name, sec, "ECT vs controller", "gate", _gate(bool(p["passed"])), h.outcome),

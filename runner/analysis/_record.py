@@ -7,8 +7,10 @@ rows, the whole ``results.json`` document) is a frozen dataclass deriving from :
 nested in records, tuples as arrays; ``from_json`` reads a document back by the fields' types
 with the study's strict field readers (``runner.canonical``): an unknown or missing key, or a
 value of the wrong type, is refused with an error naming its path
-(``results.h2.ci_pp[1]: expected a number, got string``). A field declared with
-``metadata={"omit": True}`` is left out when it is ``None`` (and may be absent when read).
+(``results.h2.ci_pp[1]: expected an integer, got string``). A field declared with
+``metadata=OMIT`` is left out when it is ``None`` (and may be absent when read); a record field
+declared with ``metadata=FLAT`` writes its own keys into its parent's object (a part several
+records share, such as a paired comparison's counts, or one of two shapes of a row).
 
 JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
 document read and written again has the same bytes.
@@ -31,10 +33,14 @@ from runner.canonical import (
     read_str,
 )
 
-__all__ = ["OMIT", "Record", "key"]
+__all__ = ["FLAT", "OMIT", "Record", "key"]
 
 OMIT: dict[str, bool] = {"omit": True}
 """Field metadata: leave the field out of the JSON when it is ``None``."""
+
+FLAT: dict[str, bool] = {"flat": True}
+"""Field metadata of a record field (``X`` or ``X | None``): its keys are written into the
+parent's object (none when it is ``None``)."""
 
 
 def key(name: str) -> dict[str, str]:
@@ -52,7 +58,10 @@ class Record:
         out: JsonObject = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None and f.metadata.get("omit"):
+            if value is None and (f.metadata.get("omit") or f.metadata.get("flat")):
+                continue
+            if f.metadata.get("flat") and isinstance(value, Record):
+                out.update(value.to_json())
                 continue
             out[f.metadata.get("key", f.name)] = _dump(value)
         return out
@@ -62,13 +71,16 @@ class Record:
         """Read a record strictly: exactly its keys, each of its field's type."""
         if not isinstance(obj, dict):
             raise RecordFormatError(path, "expected an object")
-        specs = _fields(cls)
-        known = {k for k, _, _, _ in specs}
-        unknown = sorted(set(obj) - known)
+        unknown = sorted(set(obj) - _keys(cls))
         if unknown:
             raise RecordFormatError(path, f"unknown field {str(unknown[0])[:60]!r}")
         kwargs: dict[str, object] = {}
-        for k, name, hint, optional in specs:
+        for k, name, hint, optional in _fields(cls):
+            flat = _flat(hint)
+            if flat is not None:
+                own = {key: obj[key] for key in _keys(flat) if key in obj}
+                kwargs[name] = flat.from_json(own, path) if own or not optional else None
+                continue
             if k not in obj:
                 if optional:
                     kwargs[name] = None
@@ -79,6 +91,7 @@ class Record:
 
 
 _FIELDS: dict[type, tuple[tuple[str, str, object, bool], ...]] = {}
+_FLAT: dict[type, frozenset[str]] = {}
 
 
 def _fields(cls: type) -> tuple[tuple[str, str, object, bool], ...]:
@@ -86,10 +99,42 @@ def _fields(cls: type) -> tuple[tuple[str, str, object, bool], ...]:
     if cls not in _FIELDS:
         hints = typing.get_type_hints(cls)
         _FIELDS[cls] = tuple(
-            (f.metadata.get("key", f.name), f.name, hints[f.name], bool(f.metadata.get("omit")))
+            (f.metadata.get("key", f.name), f.name,
+             _Flat(hints[f.name]) if f.metadata.get("flat") else hints[f.name],
+             bool(f.metadata.get("omit"))
+             or (bool(f.metadata.get("flat")) and type(None) in typing.get_args(hints[f.name])))
             for f in dataclasses.fields(cls)
         )
     return _FIELDS[cls]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flat:
+    """The type of a ``FLAT`` field, marked so the reader reads it from the parent's keys."""
+
+    hint: object
+
+
+def _flat(hint: object) -> type[Record] | None:
+    """The record type of a ``FLAT`` field (``X`` or ``X | None``), else None."""
+    if not isinstance(hint, _Flat):
+        return None
+    args = [a for a in typing.get_args(hint.hint) if a is not type(None)] or [hint.hint]
+    record = args[0]
+    if len(args) != 1 or not (isinstance(record, type) and issubclass(record, Record)):
+        raise TypeError(f"a FLAT field must be a record or None, not {hint.hint!r}")
+    return record
+
+
+def _keys(cls: type) -> frozenset[str]:
+    """Every key an object of ``cls`` may hold (a FLAT field's keys included)."""
+    if cls not in _FLAT:
+        keys: set[str] = set()
+        for k, _, hint, _ in _fields(cls):
+            flat = _flat(hint)
+            keys.update(_keys(flat) if flat is not None else {k})
+        _FLAT[cls] = frozenset(keys)
+    return _FLAT[cls]
 
 
 def _dump(value: object) -> object:

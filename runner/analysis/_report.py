@@ -177,18 +177,20 @@ def _table3_cells(a: Table3Row) -> list[str]:
         else f"{a.fires_heldout} snapshots (" + _counts(a.fires_by_condition) + ")"
     )
     removes = ", ".join(a.removes)
-    res = a.residual
-    if a.target_fault is None or res is None:
-        return [a.label, removes, "no matched fault", "-", "-", "-", fires, str(a.note)]
+    e = a.ablation
+    if e is None:
+        note = a.unmatched.note if a.unmatched is not None else "-"
+        return [a.label, removes, "no matched fault", "-", "-", "-", fires, note]
+    res = e.residual
     codes = _counts(res.codes)
-    contained = f"{res.contained}/{a.den} still contained" + (f" by {codes}" if codes else "")
+    contained = f"{res.contained}/{e.den} still contained" + (f" by {codes}" if codes else "")
     return [
         a.label,
         removes,
         f"{a.target_fault} {a.fault_label}",
-        f"{a.ect_U} U, {a.ect_S} S",
-        f"{a.ablated_U} U, {a.ablated_S} S",
-        f"{a.effect_U:+d} U, {a.effect_S:+d} S /{a.den}",
+        f"{e.ect_U} U, {e.ect_S} S",
+        f"{e.ablated_U} U, {e.ablated_S} S",
+        f"{e.effect_U:+d} U, {e.effect_S:+d} S /{e.den}",
         fires,
         contained,
     ]
@@ -351,8 +353,9 @@ def _table4(r: ClosedLoopResults) -> _Table:
 
 
 def _paired_gate_row(name: str, h: H2Gate) -> list[str]:
-    return [name, f"{h.sum_treatment:.0f}/{h.n_treatment}",
-            f"{h.sum_comparator:.0f}/{h.n_comparator}", _pp(h.diff_pp), _ci(h.ci_pp), h.rule,
+    p = h.paired
+    return [name, f"{p.sum_treatment:.0f}/{p.n_treatment}",
+            f"{p.sum_comparator:.0f}/{p.n_comparator}", _pp(h.diff_pp), _ci(h.ci_pp), h.rule,
             h.outcome]
 
 
@@ -378,7 +381,8 @@ def _secondary_table(r: ClosedLoopResults) -> _Table:
     head = ["Secondary (ECT minus controller)", "ECT mean", "Controller mean", "Difference",
             "95% interval"]
     rows = [
-        [v.label, f"{v.mean_treatment:.6g}", f"{v.mean_comparator:.6g}", f"{v.diff_raw:+.6g}",
+        [v.label, f"{v.paired.mean_treatment:.6g}", f"{v.paired.mean_comparator:.6g}",
+         f"{v.diff_raw:+.6g}",
          f"[{v.ci_raw[0]:+.6g}, {v.ci_raw[1]:+.6g}]"]
         for _, v in _ordered(r.secondary, SECONDARY_ORDER)
     ]

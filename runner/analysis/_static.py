@@ -20,7 +20,7 @@ from runner.analysis._honesty import (
     static_gate_text,
 )
 from runner.analysis._paper import PAPER_NOTE, PaperVsRun, static_paper_vs_run
-from runner.analysis._record import OMIT, Record, key
+from runner.analysis._record import FLAT, Record, key
 from runner.analysis._stats import (
     BootstrapResult,
     cluster_bootstrap_diff,
@@ -34,9 +34,11 @@ from runner.worlds import STATIC_CONDITIONS
 
 __all__ = [
     "STATIC_FORMAT",
+    "AblationEffect",
     "ConditionCounts",
     "FamilyCounts",
     "H1Gate",
+    "NoMatchedFault",
     "Residual",
     "ResidualCase",
     "SpecSummary",
@@ -118,10 +120,38 @@ class Residual(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AblationEffect(Record):
+    """A matched check's ablation on its fault's held-out snapshots: ``measure`` (``ect``,
+    ``ablated``, ``effect``) and both U and S under ablation and under full ECT."""
+
+    den: int
+    ect: int
+    ablated: int
+    effect: int
+    ect_U: int
+    ablated_U: int
+    effect_U: int
+    ect_S: int
+    ablated_S: int
+    effect_S: int
+    fires_on_target: int
+    ablated_reason_families: dict[str, int]
+    residual: Residual
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoMatchedFault(Record):
+    """An ablation no static fault targets: how many held-out fault decisions it changed."""
+
+    note: str
+    changed_decisions: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Table3Row(Record):
-    """One single-check ablation (a row of Table 3). A check matched to a fault carries the
-    effect fields (``den`` ... ``residual``); one without (``target_fault`` null) carries
-    ``note`` and ``changed_decisions`` instead."""
+    """One single-check ablation (a row of Table 3): a check matched to a fault carries its
+    ``ablation`` effect, one without (``target_fault`` null) its ``unmatched`` note; both write
+    their keys into the row's own object."""
 
     check: str
     label: str
@@ -135,34 +165,14 @@ class Table3Row(Record):
     fires_on_no_snapshot: bool
     target_fault: str | None
     fault_label: str | None
-    note: str | None = field(default=None, metadata=OMIT)
-    changed_decisions: int | None = field(default=None, metadata=OMIT)
-    den: int | None = field(default=None, metadata=OMIT)
-    ect: int | None = field(default=None, metadata=OMIT)
-    ablated: int | None = field(default=None, metadata=OMIT)
-    effect: int | None = field(default=None, metadata=OMIT)
-    ect_U: int | None = field(default=None, metadata=OMIT)
-    ablated_U: int | None = field(default=None, metadata=OMIT)
-    effect_U: int | None = field(default=None, metadata=OMIT)
-    ect_S: int | None = field(default=None, metadata=OMIT)
-    ablated_S: int | None = field(default=None, metadata=OMIT)
-    effect_S: int | None = field(default=None, metadata=OMIT)
-    fires_on_target: int | None = field(default=None, metadata=OMIT)
-    ablated_reason_families: dict[str, int] | None = field(default=None, metadata=OMIT)
-    residual: Residual | None = field(default=None, metadata=OMIT)
+    ablation: AblationEffect | None = field(default=None, metadata=FLAT)
+    unmatched: NoMatchedFault | None = field(default=None, metadata=FLAT)
 
     def __post_init__(self) -> None:
-        effect = (self.den, self.ect, self.ablated, self.effect, self.ect_U, self.ablated_U,
-                  self.effect_U, self.ect_S, self.ablated_S, self.effect_S,
-                  self.fires_on_target, self.ablated_reason_families, self.residual)
-        unmatched = (self.note, self.changed_decisions)
-        if self.target_fault is None:
-            ok = all(v is None for v in effect) and all(v is not None for v in unmatched)
-        else:
-            ok = all(v is not None for v in effect) and all(v is None for v in unmatched)
-        if not ok:
+        matched = self.target_fault is not None
+        if (self.ablation is not None) != matched or (self.unmatched is not None) == matched:
             raise AnalysisError(
-                f"Table 3 row {self.check!r}: a matched check carries its effect fields, an "
+                f"Table 3 row {self.check!r}: a matched check carries its ablation effect, an "
                 "unmatched one its note and changed decisions, never both")
 
 
@@ -445,41 +455,47 @@ def _table3_row(check: CheckAblation, abl: Sequence[StaticDecisionRow],
     """One single-check ablation: the matched fault's U and S under ablation minus full ECT,
     the residual containment of each case, and where the check fires at all."""
     fires_heldout = sum(1 for r in ect_held if _fires(check, r))
-    common = {
-        "check": check.name,
-        "label": check.paper_check,
-        "removes": tuple(check.removes),
-        "measure": check.measure,
-        "matched": check.matched,
-        "paper_target": check.paper_target,
-        "paper_fault": check.paper_fault,
-        "fires_heldout": fires_heldout,
-        "fires_by_condition": dict(sorted(Counter(
+    return Table3Row(
+        check=check.name,
+        label=check.paper_check,
+        removes=tuple(check.removes),
+        measure=check.measure,
+        matched=check.matched,
+        paper_target=check.paper_target,
+        paper_fault=check.paper_fault,
+        fires_heldout=fires_heldout,
+        fires_by_condition=dict(sorted(Counter(
             r.condition for r in ect_held if _fires(check, r)).items())),
-        "fires_on_no_snapshot": fires_heldout == 0,
-    }
-    if check.fault is None:
-        before = {r.snapshot_id: r.decision for r in ect_held if r.condition != "C0"}
-        changed = sum(
-            1 for r in abl if r.condition != "C0" and before[r.snapshot_id] != r.decision
-        )
-        return Table3Row(
-            **common,  # type: ignore[arg-type]
-            target_fault=None,
-            fault_label=None,
-            note=f"no matched fault in the frozen grid; {changed} of "
-            f"{len(before)} held-out fault decisions changed",
-            changed_decisions=changed,
-        )
-    tgt_ect = [r for r in ect_held if r.condition == check.fault]
-    tgt_abl = [r for r in abl if r.condition == check.fault]
+        fires_on_no_snapshot=fires_heldout == 0,
+        target_fault=check.fault,
+        fault_label=None if check.fault is None else check.paper_target,
+        ablation=None if check.fault is None else _ablation(check, check.fault, abl, ect_held),
+        unmatched=_unmatched(abl, ect_held) if check.fault is None else None,
+    )
+
+
+def _unmatched(abl: Sequence[StaticDecisionRow], ect_held: Sequence[StaticDecisionRow]
+               ) -> NoMatchedFault:
+    """An ablation without a matched fault: how many held-out fault decisions it changed."""
+    before = {r.snapshot_id: r.decision for r in ect_held if r.condition != "C0"}
+    changed = sum(1 for r in abl if r.condition != "C0" and before[r.snapshot_id] != r.decision)
+    return NoMatchedFault(
+        note=f"no matched fault in the frozen grid; {changed} of "
+        f"{len(before)} held-out fault decisions changed",
+        changed_decisions=changed,
+    )
+
+
+def _ablation(check: CheckAblation, fault: str, abl: Sequence[StaticDecisionRow],
+              ect_held: Sequence[StaticDecisionRow]) -> AblationEffect:
+    """The matched fault's U and S under ablation minus full ECT, and the residual
+    containment of each case."""
+    tgt_ect = [r for r in ect_held if r.condition == fault]
+    tgt_abl = [r for r in abl if r.condition == fault]
     (u_ect, s_ect), (u_abl, s_abl) = _counts(tgt_ect), _counts(tgt_abl)
     counted = "complete" if check.measure == "U" else "stuck"
     contained = [r for r in tgt_abl if r.decision != counted]
-    return Table3Row(
-        **common,  # type: ignore[arg-type]
-        target_fault=check.fault,
-        fault_label=check.paper_target,
+    return AblationEffect(
         den=len(tgt_abl),
         ect=u_ect if check.measure == "U" else s_ect,
         ablated=u_abl if check.measure == "U" else s_abl,

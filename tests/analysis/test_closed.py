@@ -62,12 +62,12 @@ def test_table4_counts(res: ClosedLoopResults) -> None:
 
 def test_h2_h3_h4(res: ClosedLoopResults) -> None:
     h2 = res.h2
-    assert (h2.sum_treatment, h2.sum_comparator) == (0, 33)
-    assert (h2.n_treatment, h2.n_comparator) == (66, 66)
+    assert (h2.paired.sum_treatment, h2.paired.sum_comparator) == (0, 33)
+    assert (h2.paired.n_treatment, h2.paired.n_comparator) == (66, 66)
     assert h2.diff_pp == -50.0
     lo, hi = h2.ci_pp
     assert lo < -50.0 < hi < 0 and h2.passed
-    assert h2.bootstrap.clusters == 22 and h2.bootstrap.replicates == 2000
+    assert h2.paired.bootstrap.clusters == 22 and h2.paired.bootstrap.replicates == 2000
     h3 = res.h3
     assert h3.diff_pp == pytest.approx(100 * 10 / 132)
     assert h3.ci_pp[0] > -10 and h3.passed
@@ -170,5 +170,5 @@ def test_same_seed_same_figures_other_seed_other_intervals(res: ClosedLoopResult
     assert run() == res
     other = run(seed=1)
     assert other.table4 == res.table4
-    assert other.h2.bootstrap.seed == 1
+    assert other.h2.paired.bootstrap.seed == 1
     assert other.intervals != res.intervals

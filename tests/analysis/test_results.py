@@ -18,7 +18,7 @@ from runner.analysis import (
     results_json_bytes,
 )
 from runner.analysis._closed import H4Gate, Table4Row
-from runner.analysis._static import ConditionCounts, Table3Row
+from runner.analysis._static import ConditionCounts, NoMatchedFault, Table3Row
 from runner.analysis._sweep import (
     SweepGate,
     SweepH4,
@@ -119,14 +119,17 @@ def test_a_table3_row_is_one_shape_or_the_other() -> None:
     common: dict[str, Any] = dict(
         check="c", label="C", removes=("x",), measure="U", matched="m", paper_target="t",
         paper_fault="f", fires_heldout=0, fires_by_condition={}, fires_on_no_snapshot=True)
-    unmatched = Table3Row(**common, target_fault=None, fault_label=None, note="n",
-                          changed_decisions=0)
-    assert "den" not in unmatched.to_json() and unmatched.to_json()["target_fault"] is None
+    note = NoMatchedFault(note="n", changed_decisions=0)
+    unmatched = Table3Row(**common, target_fault=None, fault_label=None, unmatched=note)
+    doc = unmatched.to_json()
+    assert "den" not in doc and doc["target_fault"] is None and doc["note"] == "n"
+    assert Table3Row.from_json(doc) == unmatched  # the flat part is read back from the row
+    with pytest.raises(RecordFormatError, match=r"^row: missing field 'changed_decisions'$"):
+        Table3Row.from_json({k: v for k, v in doc.items() if k != "changed_decisions"}, "row")
     with pytest.raises(AnalysisError, match="never both"):
-        Table3Row(**common, target_fault=None, fault_label=None, note="n", changed_decisions=0,
-                  den=3)
+        Table3Row(**common, target_fault=None, fault_label=None)
     with pytest.raises(AnalysisError, match="never both"):
-        Table3Row(**common, target_fault="F5", fault_label="x", note="n", changed_decisions=0)
+        Table3Row(**common, target_fault="F5", fault_label="x", unmatched=note)
 
 
 def test_records_are_frozen() -> None:

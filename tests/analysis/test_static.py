@@ -111,7 +111,9 @@ def test_h1_matches_the_paper(scripted: tuple[Any, StaticResults]) -> None:
 
 def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, StaticResults]) -> None:
     _, res = scripted
-    got = {a.check: (a.target_fault, a.effect_U, a.effect_S) for a in res.table3}
+    got = {a.check: (a.target_fault, *((a.ablation.effect_U, a.ablation.effect_S)
+                                        if a.ablation else (None, None)))
+           for a in res.table3}
     assert got == {
         "claim_coverage": ("F5", 36, 0),
         "task_scope": ("F4", 12, 0),
@@ -122,7 +124,7 @@ def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, StaticResults]) ->
         "recovery_check": ("F8", 0, 36),
     }
     by = {a.check: a for a in res.table3}
-    residual = {name: a.residual for name, a in by.items() if a.residual is not None}
+    residual = {name: a.ablation.residual for name, a in by.items() if a.ablation is not None}
     # Residual containment: which other reason codes still caught each matched case.
     ov = residual["outcome_validation"]
     assert (ov.contained, ov.codes) == (36, {"replay.null_input": 36})
@@ -135,11 +137,12 @@ def test_table3_counts_ablated_minus_ect(scripted: tuple[Any, StaticResults]) ->
     # Where each check fires on full ECT; the transform check fires nowhere, so its zero is
     # automatic and flagged, while every matched check fires on its own fault.
     tr = by["exact_transform"]
-    assert tr.changed_decisions == 0 and tr.fires_on_no_snapshot is True
+    assert tr.unmatched is not None and tr.unmatched.changed_decisions == 0
+    assert tr.fires_on_no_snapshot is True
     for name in ("claim_coverage", "task_scope", "outcome_validation", "ledger_reference",
                  "value_replay", "recovery_check"):
         assert by[name].fires_on_no_snapshot is False
-        assert by[name].fires_on_target == 36, name
+        assert by[name].ablation is not None and by[name].ablation.fires_on_target == 36, name
 
 
 def test_h1_fails_when_ect_is_unsafe_too() -> None:
