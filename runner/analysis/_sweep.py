@@ -38,7 +38,7 @@ from runner.canonical import (
     raw_digest,
     read_bounded,
 )
-from runner.errors import AnalysisError, FormatError
+from runner.errors import AnalysisError, ExitCategory, FormatError
 
 __all__ = [
     "SweepInvalid",
@@ -63,22 +63,32 @@ MAX_POINTS = 64
 class SweepInvalid(AnalysisError):
     """A sweep's arguments are unusable (a malformed --param, an empty or oversized grid)."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class SweepPointFailed(AnalysisError):
     """A grid point's study or report failed (the message names the point and the cause).
     Carried across the process boundary as a plain message, so it always unpickles."""
 
+    exit_category = ExitCategory.RUNTIME
+
 
 class SweepPointRefused(SweepPointFailed):
     """A grid point's preflight or lock refused to run (a refused precondition)."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class SweepPointHalted(SweepPointFailed):
     """A grid point's run was halted by a kill switch (STOP file, ceilings)."""
 
+    exit_category = ExitCategory.HALTED
+
 
 class UnknownSimulatorParameter(SweepInvalid):
     """A --param names no simulator parameter; ``valid`` lists every name there is."""
+
+    exit_category = ExitCategory.USAGE
 
     def __init__(self, name: str, valid: Sequence[str]) -> None:
         self.name = name

@@ -15,7 +15,7 @@ import click
 
 from runner.cli._common import EXIT_USAGE, die, map_errors
 from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, check_out_dir, study_file
-from runner.cli._study import _configure_logging, _refused, _run, throttle_options
+from runner.cli._study import _configure_logging, _run, throttle_options
 
 __all__ = ["COMMANDS"]
 
@@ -36,7 +36,7 @@ __all__ = ["COMMANDS"]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object on stdout: cells, simulated, gates and every output's path.")
-@map_errors(_refused)
+@map_errors()
 def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
              requests_per_minute: int | None, tokens_per_minute: int | None,
              quiet: bool, as_json: bool) -> None:

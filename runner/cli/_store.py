@@ -9,6 +9,7 @@ import click
 
 if TYPE_CHECKING:  # an annotation only: `ect --help` does not import the library
     from runner.canonical import JsonObject
+    from runner.errors import EctError
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_OK,
@@ -21,18 +22,12 @@ from runner.cli._common import (
 __all__ = ["COMMANDS", "store_group"]
 
 
-def _codes() -> dict[type[BaseException], int]:
-    from runner.store import KeyFileError, StoreDamaged, StoreUsageError
-
-    return {StoreDamaged: EXIT_NEGATIVE, KeyFileError: EXIT_USAGE, StoreUsageError: EXIT_USAGE}
-
-
-# show and proof read a store that must verify: damage there is a refused precondition (3), as
-# for every study command; `store verify` answers the damage question itself (1).
-def _read_codes() -> dict[type[BaseException], int]:
+def _verify_codes() -> dict[type[EctError], int]:
+    """``store verify`` answers "is this store damaged?": damage is its negative answer (1),
+    where every command that reads a store is refused by it (3, the class's category)."""
     from runner.store import StoreDamaged
 
-    return {**_codes(), StoreDamaged: EXIT_REFUSED}
+    return {StoreDamaged: EXIT_NEGATIVE}
 
 
 def _emit_json(obj: Any) -> None:
@@ -68,7 +63,7 @@ def store_group() -> None:
     help="External checkpoint file to verify against (default: PATH.checkpoint).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@map_errors(_codes)
+@map_errors(_verify_codes)
 def verify_cmd(
     path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
 ) -> None:
@@ -121,7 +116,7 @@ def _foreign(path: Path, checkpoint: Path | None) -> bool:
               help="With --seq/--cell: the trajectory step by step, blobs resolved.")
 @click.option("--raw", is_flag=True, help="With --pretty: whole prompts and raw request bodies.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_read_codes)
+@map_errors()
 def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw: bool,
              as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first).
@@ -251,7 +246,7 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_read_codes)
+@map_errors()
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
@@ -282,7 +277,7 @@ def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     default=None,
     help="The store's signing key: also sign a fresh checkpoint over the prefix.",
 )
-@map_errors(_codes)
+@map_errors(_verify_codes)
 def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
     """Copy the verified prefix of PATH into the new store NEW (PATH is only read).
 
@@ -297,7 +292,7 @@ def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
 
 @store_group.command("keygen")
 @click.argument("path", type=click.Path(path_type=Path))
-@map_errors(_codes)
+@map_errors()
 def keygen_cmd(path: Path) -> None:
     """Create an Ed25519 signing key: PATH (private, mode 0600) and PATH.pub."""
     from runner.store import generate_key, public_key_path

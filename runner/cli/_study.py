@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runner.cli._common import (
-    EXIT_HALTED,
     EXIT_NEGATIVE,
-    EXIT_REFUSED,
     EXIT_USAGE,
     die,
     map_errors,
@@ -33,46 +31,6 @@ __all__ = ["COMMANDS"]
 
 # The library is imported inside each command, never at module level: `import runner.cli` (and
 # so `ect --help`) must not pay for numpy, scipy, httpx or google-genai (tests/cli/test_startup.py).
-
-
-def _refused() -> dict[type[BaseException], int]:
-    """Exit codes of the study's errors (see :func:`runner.cli._common.map_errors`)."""
-    from runner.providers import ProviderConfigError
-    from runner.store import StoreDamaged, StoreUsageError
-    from runner.study import (
-        ClusterUnreachable,
-        Halted,
-        IncompleteStore,
-        LockError,
-        LockMismatch,
-        NoUsableNode,
-        PreflightFailed,
-        ProviderMismatch,
-        ReplayRefused,
-        SpecError,
-        StoreInUse,
-        StoreNotEmpty,
-    )
-
-    return {
-        Halted: EXIT_HALTED,
-        PreflightFailed: EXIT_REFUSED,
-        ClusterUnreachable: EXIT_REFUSED,
-        NoUsableNode: EXIT_REFUSED,
-        LockMismatch: EXIT_REFUSED,
-        LockError: EXIT_REFUSED,
-        StoreNotEmpty: EXIT_REFUSED,
-        ProviderMismatch: EXIT_REFUSED,
-        StoreInUse: EXIT_REFUSED,
-        IncompleteStore: EXIT_REFUSED,
-        ReplayRefused: EXIT_REFUSED,
-        SpecError: EXIT_USAGE,
-        ProviderConfigError: EXIT_USAGE,
-        # A file given as --store that is not a verifying run store: refused, as replay and
-        # report do.
-        StoreDamaged: EXIT_REFUSED,
-        StoreUsageError: EXIT_USAGE,
-    }
 
 
 def _configure_logging(log_json: bool) -> None:
@@ -138,7 +96,7 @@ def schedule_group() -> None:
 @schedule_group.command("build")
 @_study_option
 @click.option("--replace", is_flag=True, help="Rewrite a schedule file whose bytes differ.")
-@map_errors(_refused)
+@map_errors()
 def schedule_build(spec: str | None, replace: bool) -> None:
     """Write SPEC's canonical rows to <spec>.schedule.jsonl (task -> checkpoint -> seed -> policy)."""
     from runner.study import load_spec, study_paths, write_schedule
@@ -154,7 +112,7 @@ def schedule_build(spec: str | None, replace: bool) -> None:
 @_study_option
 @click.option("--replace", is_flag=True,
               help="Rewrite an existing lock that differs (the old lock's runs stop resuming).")
-@map_errors(_refused)
+@map_errors()
 def schedule_lock(spec: str | None, replace: bool) -> None:
     """Write <spec>.lock.json pinning spec, schedule, tasks, prompts, config, pins, source.
 
@@ -189,7 +147,7 @@ def _print_check(check: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Print only the verdict line (and, on failure, the failed checks).")
-@map_errors(_refused)
+@map_errors()
 def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
                   base_url: str | None, credential_file: str | None,
                   credential_env: str | None, sandbox_backend: str | None, as_json: bool,
@@ -409,7 +367,7 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="The new run store (e.g. stores/v2.db); a key is made beside it.")
 @_provider_options
 @_run_options
-@map_errors(_refused)
+@map_errors()
 def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None, concurrency: int,
             limit: int | None, max_cost_usd: float | None, max_calls: int | None,
@@ -458,7 +416,7 @@ def _recorded_spec(store: str, spec: str | None) -> str:
               help="The study spec (default: the one recorded in the store's header).")
 @_provider_options
 @_run_options
-@map_errors(_refused)
+@map_errors()
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
                base_url: str | None, credential_file: str | None, credential_env: str | None,
                concurrency: int, limit: int | None, max_cost_usd: float | None,
@@ -506,7 +464,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: out, cells, audit_groups, merkle_root.")
-@map_errors(_refused)
+@map_errors()
 def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
     """Write the signed final manifest; refuses unless every schedule row committed once.
 
@@ -539,7 +497,7 @@ def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_refused)
+@map_errors()
 def replay_cmd(store: str, spec: str | None, as_json: bool, quiet: bool) -> None:
     """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
     from runner.cli._progress import CountProgress

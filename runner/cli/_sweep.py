@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import EXIT_HALTED, EXIT_REFUSED, EXIT_USAGE, map_errors
+from runner.cli._common import map_errors
 from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
 from runner.cli._study import throttle_options
 
@@ -18,14 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS"]
 
 # runner.analysis (numpy, scipy) and runner.study are imported when the command runs.
-
-
-def _codes() -> dict[type[BaseException], int]:
-    from runner.analysis._sweep import SweepInvalid, SweepPointHalted, SweepPointRefused
-    from runner.study import SpecError
-
-    return {SweepInvalid: EXIT_USAGE, SpecError: EXIT_USAGE, SweepPointRefused: EXIT_REFUSED,
-            SweepPointHalted: EXIT_HALTED}
 
 
 _EPILOG = """\b
@@ -64,7 +56,7 @@ Exit codes: 0 written; 2 bad --param, --study or --jobs; 3 a point's preflight r
 @throttle_options()[0]
 @throttle_options()[1]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_codes)
+@map_errors()
 def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jobs: int | None,
               seed: int, replicates: int, list_params: bool, as_json: bool,
               requests_per_minute: int | None, tokens_per_minute: int | None,
