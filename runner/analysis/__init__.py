@@ -5,6 +5,7 @@ from runner.analysis._closed import (
     check_inventory,
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
+from runner.analysis._demo import DemoHooks, DemoResult, check_demo_specs, default_out_dir, run_demo
 from runner.analysis._driver import (
     DEFAULT_REPORT_SEED,
     closed_loop_report,
@@ -37,6 +38,8 @@ __all__ = [
     "STATIC_POLICIES",
     "AllModelCallsFailed",
     "BootstrapResult",
+    "DemoHooks",
+    "DemoResult",
     "InventoryIncomplete",
     "McNemarResult",
     "ProviderInfo",
@@ -44,10 +47,12 @@ __all__ = [
     "StoreOutcomes",
     "analyse_closed_loop",
     "analyse_static",
+    "check_demo_specs",
     "check_inventory",
     "closed_loop_report",
     "cluster_bootstrap_diff",
     "cluster_bootstrap_mean",
+    "default_out_dir",
     "load_outcomes_from_store",
     "macro_f1",
     "mcnemar_exact",
@@ -56,6 +61,7 @@ __all__ = [
     "render_outputs",
     "report_from_store",
     "results_json_bytes",
+    "run_demo",
     "seeded_rng",
     "static_study",
     "write_outputs",

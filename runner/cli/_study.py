@@ -25,7 +25,14 @@ from runner.cli._params import (
 )
 
 if TYPE_CHECKING:
-    from runner.study import ProviderChoice, RunSettings, RunSummary
+    from runner.study import (
+        PreflightCheck,
+        PreflightReport,
+        ProviderChoice,
+        RunHooks,
+        RunSettings,
+        RunSummary,
+    )
 
 __all__ = ["COMMANDS"]
 
@@ -33,7 +40,7 @@ __all__ = ["COMMANDS"]
 # so `ect --help`) must not pay for numpy, scipy, httpx or google-genai (tests/cli/test_startup.py).
 
 
-def _configure_logging(log_json: bool) -> None:
+def configure_logging(log_json: bool) -> None:
     import logging
 
     import structlog
@@ -132,7 +139,7 @@ def schedule_lock(spec: str | None, replace: bool) -> None:
 # --- preflight ----------------------------------------------------------------------------
 
 
-def _print_check(check: Any) -> None:
+def _print_check(check: PreflightCheck) -> None:
     mark = "ok  " if check.ok else "FAIL"
     click.echo(f"  [{mark}] {check.name}: {check.detail}", err=True)
 
@@ -178,126 +185,91 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
 # --- run / resume -------------------------------------------------------------------------
 
 
-def _quiet_check(check: Any) -> None:
+def _quiet_check(check: PreflightCheck) -> None:
     if not check.ok:
         _print_check(check)
 
 
-def _refuse_unwritable_dir(store_path: Path) -> None:
-    """A store directory the run cannot write in (a read-only filesystem): a usage error (2)
-    before the preflight, found by creating and removing a probe file there (`ect preflight`
-    makes the same check its ``store`` check, exit 3)."""
-    import os
-    import secrets
+class RunPrinter:
+    """What ``ect run``, ``ect resume`` and ``ect demo`` print while
+    :func:`runner.study.run_study` works: the preflight's checks, cell progress, and the
+    summary (text on stderr, or the summary as JSON on stdout)."""
 
-    probe = store_path.parent / f".ect-run-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        probe.unlink()
-    except OSError as e:
-        die(f"--store {store_path}: cannot write in {store_path.parent}: "
-            f"{e.strerror or type(e).__name__}", EXIT_USAGE)
+    def __init__(self, *, as_json: bool, quiet: bool) -> None:
+        from runner.cli._progress import CellProgress, PhaseNote
 
+        self.as_json, self.quiet = as_json, quiet
+        self.nothing_to_do = False
+        self._note = PhaseNote("preflight", enabled=not quiet)
+        self._progress = CellProgress(enabled=not quiet)
 
-def _refuse_used_store(store_path: Path) -> None:
-    """``run`` on a store that already holds cells: refused before the preflight (the run would
-    refuse it after), in the run's own words."""
-    from runner.errors import StoreError
-    from runner.store import Store
-    from runner.study import StoreNotEmpty
+    def hooks(self) -> RunHooks:
+        from runner.study import RunHooks
 
-    if not store_path.is_file():
-        return
-    try:
-        with Store.open(store_path, readonly=True) as store:
-            cells = store.count - 1
-    except StoreError:
-        return  # damage or a foreign file: the preflight names it
-    if cells > 0:
-        raise StoreNotEmpty(f"{store_path} already holds {cells} cells; "
-                            f"continue it with `ect resume --store {store_path}`")
+        return RunHooks(on_preflight=self._on_preflight,
+                        on_check=None if self.quiet else self._on_check,
+                        on_preflight_passed=self._on_preflight_passed,
+                        on_nothing_to_do=self._on_nothing_to_do,
+                        on_start=self._progress.start, on_cell=self._progress.update,
+                        on_finished=self.finished)
 
+    def stop(self) -> None:
+        self._note.stop()
+        self._progress.stop()
 
-def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
-    from runner.cli._progress import CellProgress, PhaseNote
-    from runner.study import (
-        Halted,
-        PreflightFailed,
-        RunSummary,
-        check_resume_provider,
-        execute,
-        load_spec,
-        run_preflight,
-    )
+    def _on_preflight(self, settings: RunSettings) -> None:
+        if not self.quiet:
+            click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
+                       "sandbox and its denial probes)", err=True)
 
-    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
-    if resume:
-        check_resume_provider(settings)  # before the preflight, which would fail less clearly
-    else:
-        _refuse_used_store(settings.store_path)  # cheap refusals before the preflight's probes
-    _refuse_unwritable_dir(settings.store_path)
-    if settings.executor == "ray":
-        import importlib.util
-
-        from runner.study import ClusterUnreachable
-
-        if importlib.util.find_spec("ray") is None:
-            raise ClusterUnreachable("the ray executor needs Ray: pip install '.[ray]' in the "
-                                     "ect-runner checkout")
-    if not quiet:
-        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
-                   "sandbox and its denial probes)", err=True)
-    note = PhaseNote("preflight", enabled=not quiet)
-
-    def on_check(check: Any) -> None:
-        note(check.name)
+    def _on_check(self, check: PreflightCheck) -> None:
+        self._note(check.name)
         if not check.ok:
             _print_check(check)
 
-    try:
-        report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
-                               sandbox_backend=settings.sandbox_backend,
-                               on_check=None if quiet else on_check)
-    finally:
-        note.stop()
-    if not report.passed:
-        raise PreflightFailed(report)
-    if not quiet:
-        click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
-    target = len(report.rows) if settings.limit is None else min(settings.limit, len(report.rows))
-    if resume and report.committed_rows >= target:
-        # Nothing to run: say so instead of reporting a "run" that committed nothing.
-        summary = RunSummary(store=str(settings.store_path), total=target,
-                             committed=report.committed_rows, provider=settings.provider.name)
-        if as_json:
+    def _on_preflight_passed(self, report: PreflightReport) -> None:
+        self._note.stop()
+        if not self.quiet:
+            click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
+
+    def _on_nothing_to_do(self, summary: RunSummary) -> None:
+        self.nothing_to_do = True
+        if not self.as_json and not self.quiet:
+            click.echo(f"nothing to do: all {summary.total} cells are already committed to "
+                       f"{summary.store} (next: ect export, ect replay, ect report)", err=True)
+
+    def halted(self, summary: RunSummary) -> None:
+        self.stop()
+        if self.as_json:
             click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not quiet:
-            click.echo(f"nothing to do: all {target} cells are already committed to "
-                       f"{settings.store_path} (next: ect export, ect replay, ect report)",
-                       err=True)
-        return summary
-    progress = CellProgress(enabled=not quiet)
-    try:
-        summary = execute(settings, resume=resume, preflight=report,
-                          on_cell=progress.update, on_start=progress.start)
-    except Halted as e:
-        progress.stop()
-        if as_json:
-            click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not quiet and (line := _failure_line(e.summary)) is not None:
+        elif not self.quiet and (line := _failure_line(summary)) is not None:
             click.echo(line, err=True)
+
+    def finished(self, summary: RunSummary) -> None:
+        self.stop()
+        if self.as_json:
+            click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
+        elif not self.quiet and not self.nothing_to_do:
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
+            click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
+                       f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})",
+                       err=True)
+            if (line := _failure_line(summary)) is not None:
+                click.echo(line, err=True)
+
+
+def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> None:
+    """``ect run`` / ``ect resume``: one call of :func:`runner.study.run_study`, printed."""
+    from runner.study import Halted, run_study
+
+    printer = RunPrinter(as_json=as_json, quiet=quiet)
+    try:
+        run_study(settings, resume=resume, hooks=printer.hooks())
+    except Halted as e:
+        printer.halted(e.summary)
         raise
     finally:
-        progress.stop()
-    if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-    elif not quiet:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
-        click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
-                   f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})", err=True)
-        if (line := _failure_line(summary)) is not None:
-            click.echo(line, err=True)
-    return summary
+        printer.stop()
 
 
 def throttle_options() -> list[Callable[..., Any]]:
@@ -381,7 +353,7 @@ def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
     """
     from runner.study import RunSettings
 
-    _configure_logging(log_json)
+    configure_logging(log_json)
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     check_store_dir(store)
     settings = RunSettings(Path(spec), Path(store),
@@ -428,7 +400,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     Verifies the store in full and the lock against the files; refuses on any drift, naming
     it. Reports provider attempts that were made but whose cell never committed.
     """
-    _configure_logging(log_json)
+    configure_logging(log_json)
     from runner.errors import FormatError
     from runner.store import Store
     from runner.study import RunSettings, orphan_attempts
