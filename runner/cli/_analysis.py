@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import EXIT_USAGE, die, map_errors
+from runner.cli._common import map_errors
 from runner.cli._params import (
     DEFAULT_SCHEDULE,
     DEFAULT_STATIC_SPEC,
@@ -209,15 +209,12 @@ def report_cmd(
     Writes results.json, tables.md and report.html into --out.
     """
     from runner.analysis import report_from_store
-    from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
     schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     check_out_dir(out_dir, fresh=False)
-    try:
-        res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
-                                replicates=replicates)
-    except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
-        die(str(e), EXIT_USAGE)
+    # a junk --schedule file is a usage error (ScheduleUnreadable's category)
+    res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
+                            replicates=replicates)
     if as_json:
         click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
         return

@@ -152,8 +152,7 @@ def pins_command(write: bool) -> None:
 
     Exits 3 naming the file and both digests if any bytes differ from their pin.
     """
-    from runner.sandbox import pins_digest, verify_pins
-    from runner.sandbox._pins import write_pins
+    from runner.sandbox import pins_digest, verify_pins, write_pins
 
     pins = write_pins() if write else verify_pins()
     for rel, sha in pins.items():
