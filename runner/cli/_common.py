@@ -28,7 +28,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 import click
 
@@ -42,6 +42,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_RUNTIME",
     "EXIT_USAGE",
+    "Decorator",
     "die",
     "exit_code",
     "map_errors",
@@ -67,7 +68,15 @@ EXIT_CODES: Mapping[ExitCategory, int] = {
 
 Overrides = Mapping[type[EctError], int]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
+"""A command function (or any callable a decorator returns unchanged)."""
+
+
+class Decorator(Protocol):
+    """An option decorator (what ``click.option(...)`` returns): gives its function back."""
+
+    def __call__(self, fn: F, /) -> F: ...
+
 
 _USAGE_ERRNOS = frozenset({
     errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,

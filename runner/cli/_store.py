@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:  # an annotation only: `ect --help` does not import the library
     from runner.canonical import JsonObject
     from runner.errors import EctError
+    from runner.store import Record, Store
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_OK,
@@ -30,7 +31,7 @@ def _verify_codes() -> dict[type[EctError], int]:
     return {StoreDamaged: EXIT_NEGATIVE}
 
 
-def _emit_json(obj: Any) -> None:
+def _emit_json(obj: JsonObject) -> None:
     from runner.canonical import canonical_bytes
 
     click.echo(canonical_bytes(obj).decode("utf-8"))
@@ -170,7 +171,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
         click.echo(f"{k}: {text}")
 
 
-def _open_named(path: Path) -> Any:
+def _open_named(path: Path) -> Store:
     """``Store.open(path, readonly=True)``; damage it meets is refused naming the first bad seq
     (SQLite's own "malformed" names none: the verifier finds the record it cannot read)."""
     from runner.store import Store, StoreDamaged, verify_store
@@ -184,7 +185,7 @@ def _open_named(path: Path) -> Any:
         if report.ok or report.first_bad_seq is None:
             raise
         die(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}", EXIT_REFUSED)
-def _failure_counts(store: Any) -> JsonObject | None:
+def _failure_counts(store: Store) -> JsonObject | None:
     """The provider failures of the committed cells by class, kind, role and pipeline, and the
     cells carrying one; ``None`` for a store whose records are not cell records."""
     from runner.errors import FormatError
@@ -199,7 +200,7 @@ def _failure_counts(store: Any) -> JsonObject | None:
     return counts.to_json()
 
 
-def _record_failures(rec: Any) -> list[JsonObject] | None:
+def _record_failures(rec: Record) -> list[JsonObject] | None:
     """The failed provider calls of one cell record (None: record 0 or not a cell record)."""
     from runner.errors import FormatError
     from runner.study import CellRecord, record_failures
@@ -212,7 +213,7 @@ def _record_failures(rec: Any) -> list[JsonObject] | None:
         return None
 
 
-def _orphan_count(store: Any) -> int | None:
+def _orphan_count(store: Store) -> int | None:
     """Attempts journaled for cells that never committed, the records read as the study's cell
     records; ``None`` for a store whose records are not cell records."""
     from runner.errors import FormatError

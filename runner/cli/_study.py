@@ -13,6 +13,8 @@ import click
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_USAGE,
+    Decorator,
+    F,
     die,
     map_errors,
 )
@@ -45,7 +47,7 @@ def configure_logging(log_json: bool) -> None:
 
     import structlog
 
-    processors: list[Any] = [structlog.processors.add_log_level,
+    processors: list[structlog.typing.Processor] = [structlog.processors.add_log_level,
                              structlog.processors.TimeStamper(fmt="iso", utc=True)]
     processors.append(structlog.processors.JSONRenderer() if log_json
                       else structlog.dev.ConsoleRenderer(colors=False))
@@ -86,7 +88,7 @@ def _choice(provider_name: str, model: str | None, base_url: str | None,
     return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
 
 
-def _study_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _study_option(fn: F) -> F:
     return click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
                         type=click.Path(dir_okay=False),
                         help="The frozen study spec (its schedule and lock sit beside it).")(fn)
@@ -272,7 +274,7 @@ def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> 
         printer.stop()
 
 
-def throttle_options() -> list[Callable[..., Any]]:
+def throttle_options() -> list[Decorator]:
     """``--requests-per-minute`` and ``--tokens-per-minute`` (run, resume, demo, sweep)."""
     return [
         click.option("--requests-per-minute", "requests_per_minute", default=None,
@@ -303,7 +305,7 @@ def _failure_line(summary: RunSummary) -> str | None:
     return line
 
 
-def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _run_options(fn: F) -> F:
     options = [
         click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
                      help="Cells in flight at once (commits stay in canonical order)."),

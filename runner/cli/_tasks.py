@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from runner.cli._common import map_errors
 
+if TYPE_CHECKING:
+    from runner.canonical import JsonObject
+
 __all__ = ["COMMANDS", "tasks_group"]
 
 
-def _show(obj: Any) -> str:
+def _show(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False)  # noqa: TID251  (display only)
 
 
@@ -90,7 +93,7 @@ def show_command(task_id: str, as_json: bool) -> None:
     if as_json:
         from runner.canonical import canonical_bytes
 
-        doc: dict[str, Any] = {
+        doc: JsonObject = {
             "task_id": task.task_id, "family": task.family, "world_id": task.world_id,
             "split": task.split, "parameters": task.parameters,
             "contract": task.contract.to_json(), "gold": task.gold,
