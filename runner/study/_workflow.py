@@ -19,7 +19,7 @@ from runner.study._execute import (
     check_resume_provider,
     execute,
 )
-from runner.study._preflight import PreflightCheck, PreflightFailed, PreflightReport, run_preflight
+from runner.study._preflight import PreflightCheck, PreflightFailed, PreflightReport
 from runner.study._ray import ClusterUnreachable
 from runner.study._records import CellRecord
 from runner.study._spec import load_spec
@@ -88,8 +88,13 @@ def run_study(settings: RunSettings, *, resume: bool = False,
                                  "ect-runner checkout")
     if hooks.on_preflight is not None:
         hooks.on_preflight(settings)
-    report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
-                           sandbox_backend=settings.sandbox_backend, on_check=hooks.on_check)
+    # looked up on the package when called: runner.study.run_preflight is the one name of the
+    # preflight, whoever substitutes it (the tests that keep it out of cheap refusals do)
+    import runner.study
+
+    report = runner.study.run_preflight(settings.spec_path, settings.store_path,
+                                        settings.provider, sandbox_backend=settings.sandbox_backend,
+                                        on_check=hooks.on_check)
     if not report.passed:
         raise PreflightFailed(report)
     if hooks.on_preflight_passed is not None:
