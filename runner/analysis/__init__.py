@@ -31,6 +31,17 @@ from runner.analysis._stats import (
     noninferior,
     seeded_rng,
 )
+from runner.analysis._sweep import (
+    SweepInvalid,
+    SweepPointFailed,
+    SweepPointHalted,
+    SweepPointRefused,
+    UnknownSimulatorParameter,
+    parse_grid,
+    simulator_parameter_names,
+    sweep,
+    sweep_table,
+)
 
 __all__ = [
     "CLOSED_LOOP_POLICIES",
@@ -45,6 +56,11 @@ __all__ = [
     "ProviderInfo",
     "ScheduleDisagrees",
     "StoreOutcomes",
+    "SweepInvalid",
+    "SweepPointFailed",
+    "SweepPointHalted",
+    "SweepPointRefused",
+    "UnknownSimulatorParameter",
     "analyse_closed_loop",
     "analyse_static",
     "check_demo_specs",
@@ -58,11 +74,15 @@ __all__ = [
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
+    "parse_grid",
     "render_outputs",
     "report_from_store",
     "results_json_bytes",
     "run_demo",
     "seeded_rng",
+    "simulator_parameter_names",
     "static_study",
+    "sweep",
+    "sweep_table",
     "write_outputs",
 ]

@@ -351,7 +351,7 @@ def sweep(
         SpecError (runner.study): the study spec is not a valid spec.
         any error of the study run or its report, for the first point that fails.
     """
-    from runner.study import SpecError, load_spec
+    from runner.study import SpecError, load_spec, simulator_parameters
 
     grid = parse_grid(params)
     spec = load_spec(spec_path)  # refuse a bad spec before any process starts
@@ -395,7 +395,7 @@ def sweep(
         "format": SWEEP_FORMAT,
         "spec": {"name": spec.name, "sha256": raw_digest(spec_bytes)},
         "grid": {k: list(v) for k, v in grid.items()},
-        "base_parameters": _base_parameters(spec.simulated),
+        "base_parameters": simulator_parameters(spec),
         "seed": seed,
         "replicates": replicates,
         "note": SIMULATOR_NOTE,
@@ -405,15 +405,6 @@ def sweep(
     atomic_write(out / "sweep.md", sweep_markdown(result))
     atomic_write(out / "sweep.svg", sweep_svg(result))
     return result
-
-
-def _base_parameters(simulated: Mapping[str, Any]) -> dict[str, float]:
-    from runner.analysis._honesty import flat_parameters
-    from runner.policies import CriticBehaviour, PlannerBehaviour
-
-    full = {"planner": PlannerBehaviour.from_json(simulated.get("planner", {})).to_json(),
-            "critic": CriticBehaviour.from_json(simulated.get("critic", {})).to_json()}
-    return flat_parameters(full)
 
 
 def _json_bytes(obj: Mapping[str, Any]) -> bytes:

@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 
     from runner.study import RunSummary
 
-__all__ = ["CellProgress", "CountProgress", "PhaseNote", "cell_fields"]
+__all__ = ["CellProgress", "CountProgress", "PhaseNote", "cell_fields", "duration"]
 
 INTERVAL_S = 5.0
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     if seconds < 60:
         return f"{seconds}s"
@@ -57,7 +57,7 @@ def cell_fields(summary: RunSummary, done_now: int, elapsed: float) -> dict[str,
     """The figures of a run's progress line, as text: rate, ETA, cost, calls and stops."""
     rate = done_now / elapsed if elapsed > 0 else 0.0
     left = summary.goal - summary.committed
-    eta = "-" if left == 0 else (_duration(left / rate) if rate > 0 else "?")
+    eta = "-" if left == 0 else (duration(left / rate) if rate > 0 else "?")
     simulated = " (simulated)" if summary.provider == "simulated" else ""
     stops = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())) or "-"
     return {
@@ -182,7 +182,7 @@ class CountProgress:
                 self.stop()
         elif self._lines.due(final=done >= total):
             left = total - done
-            eta = "" if left == 0 or rate <= 0 else f"  ETA {_duration(left / rate)}"
+            eta = "" if left == 0 or rate <= 0 else f"  ETA {duration(left / rate)}"
             speed = f"  {rate:.1f}/s" if rate > 0 else ""
             click.echo(f"{self.label}: {done}/{total} {self.unit}{speed}{eta}", file=self.stream)
         if done >= total and self.after:

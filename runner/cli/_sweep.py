@@ -67,14 +67,12 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
     which this project chose. The sweep shows how the H2-H4 estimates and gate outcomes move
     with them: a table (sweep.md, sweep.json) and a plot (sweep.svg) across the grid.
     """
-    from runner.analysis._sweep import SweepInvalid, parse_grid, sweep, sweep_table
-    from runner.study import load_spec
+    from runner.analysis import SweepInvalid, parse_grid, sweep, sweep_table
+    from runner.study import load_spec, simulator_parameters
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     if list_params:
-        from runner.analysis._sweep import _base_parameters
-
-        for name, value in _base_parameters(load_spec(spec).simulated).items():
+        for name, value in simulator_parameters(load_spec(spec)).items():
             click.echo(f"{name} = {value:g}")
         return
     if out_dir is None:
@@ -90,7 +88,7 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
 
     import time
 
-    from runner.cli._progress import CountProgress, _duration
+    from runner.cli._progress import CountProgress, duration
 
     started = time.monotonic()
     # Overall: every point's committed cells over the grid's, with rate and ETA.
@@ -103,9 +101,9 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
         gates = "; ".join(f"{h.upper()} {row[h]['outcome']}" for h in ("h2", "h3", "h4"))
         elapsed = time.monotonic() - started
         per = elapsed / done if done else 0.0
-        left = f", ETA {_duration(per * (of - done))}" if done < of else ""
+        left = f", ETA {duration(per * (of - done))}" if done < of else ""
         click.echo(f"sweep: point {done}/{of} done ({label}): {gates} "
-                   f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
+                   f"[{duration(elapsed)} elapsed, {duration(per)}/point{left}]", err=True)
 
     try:
         result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,

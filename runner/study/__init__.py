@@ -4,6 +4,7 @@
 ``ect replay`` are thin layers over this package.
 """
 
+from runner._data import study_root
 from runner.study._execute import (
     ClusterLost,
     FailureCounts,
@@ -189,6 +190,7 @@ __all__ = [
     "static_provider",
     "stop_file",
     "study_paths",
+    "study_root",
     "throttle_settings",
     "verify_export",
     "with_overrides",
