@@ -4,7 +4,6 @@
 ``ect replay`` are thin layers over this package.
 """
 
-from runner._data import study_root
 from runner.study._execute import (
     ClusterLost,
     FailureCounts,
@@ -101,7 +100,7 @@ from runner.study._static import (
     static_provider,
 )
 from runner.study._strata import StratumReasons, reason_codes_by_stratum
-from runner.study._workflow import RunHooks, StoreNotWritable, run_study
+from runner.study._workflow import RunHooks, StoreNotWritable, run_study, study_root
 
 __all__ = [
     "EXECUTORS",

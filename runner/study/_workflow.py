@@ -24,7 +24,7 @@ from runner.study._ray import ClusterUnreachable
 from runner.study._records import CellRecord
 from runner.study._spec import load_spec
 
-__all__ = ["RunHooks", "StoreNotWritable", "run_study"]
+__all__ = ["RunHooks", "StoreNotWritable", "run_study", "study_root"]
 
 
 class StoreNotWritable(StudyError):
@@ -140,3 +140,12 @@ def _refuse_unwritable_dir(store_path: Path) -> None:
     except OSError as e:
         raise StoreNotWritable(f"--store {store_path}: cannot write in {store_path.parent}: "
                                f"{e.strerror or type(e).__name__}") from None
+
+
+def study_root() -> Path:
+    """The folder holding the study's files (``schedules/``, ``sandbox_profiles/``,
+    ``preflight/``): the checkout's, or the installed package's copy. Looked up when called,
+    so the commands find the same folder as the rest of the library."""
+    from runner import _data
+
+    return _data.study_root()
