@@ -18,7 +18,7 @@ import hashlib
 from importlib import resources
 from pathlib import Path
 
-from runner.errors import EctError
+from runner.errors import EctError, ExitCategory
 
 __all__ = ["DATA_DIRS", "PACKAGED", "StudyDataDrift", "checkout_root", "study_root", "tree_digests"]
 
@@ -31,6 +31,8 @@ _SKIP_DIRS = frozenset({"__pycache__"})
 
 class StudyDataDrift(EctError):
     """The packaged copy of the study's data differs from the checkout's files."""
+
+    exit_category = ExitCategory.RUNTIME
 
 
 def checkout_root() -> Path | None:

@@ -6,6 +6,7 @@ from runner.analysis._closed import (
     check_inventory,
 )
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
+from runner.analysis._demo import DemoHooks, DemoResult, check_demo_specs, default_out_dir, run_demo
 from runner.analysis._driver import (
     DEFAULT_REPORT_SEED,
     closed_loop_report,
@@ -36,6 +37,17 @@ from runner.analysis._stats import (
     noninferior,
     seeded_rng,
 )
+from runner.analysis._sweep import (
+    SweepInvalid,
+    SweepPointFailed,
+    SweepPointHalted,
+    SweepPointRefused,
+    UnknownSimulatorParameter,
+    parse_grid,
+    simulator_parameter_names,
+    sweep,
+    sweep_table,
+)
 
 __all__ = [
     "CLOSED_LOOP_POLICIES",
@@ -44,28 +56,42 @@ __all__ = [
     "AllModelCallsFailed",
     "BootstrapResult",
     "ClosedLoopResults",
+    "DemoHooks",
+    "DemoResult",
     "InventoryIncomplete",
     "McNemarResult",
     "ProviderInfo",
     "ScheduleDisagrees",
     "StaticResults",
     "StoreOutcomes",
+    "SweepInvalid",
+    "SweepPointFailed",
+    "SweepPointHalted",
+    "SweepPointRefused",
+    "UnknownSimulatorParameter",
     "analyse_closed_loop",
     "analyse_static",
+    "check_demo_specs",
     "check_inventory",
     "closed_loop_report",
     "cluster_bootstrap_diff",
     "cluster_bootstrap_mean",
+    "default_out_dir",
     "load_outcomes_from_store",
     "macro_f1",
     "mcnemar_exact",
     "mcnemar_p",
     "noninferior",
+    "parse_grid",
     "read_results",
     "render_outputs",
     "report_from_store",
     "results_json_bytes",
+    "run_demo",
     "seeded_rng",
+    "simulator_parameter_names",
     "static_study",
+    "sweep",
+    "sweep_table",
     "write_outputs",
 ]

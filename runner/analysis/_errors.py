@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.errors import AnalysisError
+from runner.errors import AnalysisError, ExitCategory
 
 if TYPE_CHECKING:
     from runner.analysis._static import StaticResults
@@ -20,13 +20,19 @@ __all__ = [
 class ScheduleDisagrees(AnalysisError):
     """The schedule given is not the one the store was run for; no figure is computed."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class ScheduleUnreadable(AnalysisError):
     """The schedule file given cannot be read or is not a schedule (a usage error)."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class InventoryIncomplete(AnalysisError):
     """The outcomes do not cover every schedule row exactly once; no figure is computed."""
+
+    exit_category = ExitCategory.REFUSED
 
     def __init__(
         self,
@@ -62,6 +68,8 @@ def _abbrev(items: tuple[object, ...], limit: int = 8) -> str:
 class AllModelCallsFailed(AnalysisError):
     """Every model call of a static study failed: its tables (written all the same, each failure
     counted as ``continue``) are not model measurements. ``results`` is what was written."""
+
+    exit_category = ExitCategory.RUNTIME
 
     def __init__(self, calls: int, results: StaticResults) -> None:
         self.calls = calls

@@ -39,7 +39,7 @@ from runner.canonical import (
     raw_digest,
     read_bounded,
 )
-from runner.errors import AnalysisError, FormatError
+from runner.errors import AnalysisError, ExitCategory, FormatError
 
 if TYPE_CHECKING:
     from runner.analysis._closed import ClosedLoopResults
@@ -56,7 +56,6 @@ __all__ = [
     "SweepRow",
     "SweepSpec",
     "UnknownSimulatorParameter",
-    "base_parameters",
     "parse_grid",
     "simulator_parameter_names",
     "spec_with_overrides",
@@ -74,22 +73,32 @@ MAX_POINTS = 64
 class SweepInvalid(AnalysisError):
     """A sweep's arguments are unusable (a malformed --param, an empty or oversized grid)."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class SweepPointFailed(AnalysisError):
     """A grid point's study or report failed (the message names the point and the cause).
     Carried across the process boundary as a plain message, so it always unpickles."""
 
+    exit_category = ExitCategory.RUNTIME
+
 
 class SweepPointRefused(SweepPointFailed):
     """A grid point's preflight or lock refused to run (a refused precondition)."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class SweepPointHalted(SweepPointFailed):
     """A grid point's run was halted by a kill switch (STOP file, ceilings)."""
 
+    exit_category = ExitCategory.HALTED
+
 
 class UnknownSimulatorParameter(SweepInvalid):
     """A --param names no simulator parameter; ``valid`` lists every name there is."""
+
+    exit_category = ExitCategory.USAGE
 
     def __init__(self, name: str, valid: Sequence[str]) -> None:
         self.name = name
@@ -434,7 +443,7 @@ def sweep(
         SpecError (runner.study): the study spec is not a valid spec.
         any error of the study run or its report, for the first point that fails.
     """
-    from runner.study import SpecError, load_spec
+    from runner.study import SpecError, load_spec, simulator_parameters
 
     grid = parse_grid(params)
     spec = load_spec(spec_path)  # refuse a bad spec before any process starts
@@ -477,7 +486,7 @@ def sweep(
     result = SweepResult(
         spec=SweepSpec(name=spec.name, sha256=raw_digest(spec_bytes)),
         grid=dict(grid),
-        base_parameters=base_parameters(spec.simulated),
+        base_parameters=simulator_parameters(spec),
         seed=seed,
         replicates=replicates,
         note=SIMULATOR_NOTE,
@@ -487,17 +496,6 @@ def sweep(
     atomic_write(out / "sweep.md", sweep_markdown(result))
     atomic_write(out / "sweep.svg", sweep_svg(result))
     return result
-
-
-def base_parameters(simulated: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Every simulator parameter by its dotted name, with the value of the spec's
-    ``[simulated]`` tables ``simulated`` (the behaviour's default where the spec says none)."""
-    from runner.analysis._honesty import flat_parameters
-    from runner.policies import CriticBehaviour, PlannerBehaviour
-
-    full = {"planner": PlannerBehaviour.from_json(simulated.get("planner", {})).to_json(),
-            "critic": CriticBehaviour.from_json(simulated.get("critic", {})).to_json()}
-    return flat_parameters(full)
 
 
 def _json_bytes(result: SweepResult) -> bytes:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runner.canonical._digest import is_digest
-from runner.errors import FormatError
+from runner.errors import ExitCategory, FormatError
 
 __all__ = [
     "JsonObject",
@@ -40,6 +40,8 @@ responses and provider attempt records travel inside the study's records as such
 
 class RecordFormatError(FormatError):
     """A record is not the shape its type requires; ``str(err)`` names the offending path."""
+
+    exit_category = ExitCategory.USAGE
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path

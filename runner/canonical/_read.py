@@ -16,7 +16,7 @@ import stat
 from typing import Any
 
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES
-from runner.errors import FormatError
+from runner.errors import ExitCategory, FormatError
 
 __all__ = ["MAX_TOML_BYTES", "InputRefused", "check_depth", "loads_toml", "read_bounded"]
 
@@ -37,6 +37,8 @@ class InputRefused(FormatError):
     ``too_large`` tells the two apart (a regular file over the limit is malformed input; a FIFO
     or device is a usage error).
     """
+
+    exit_category = ExitCategory.USAGE
 
     def __init__(self, message: str, *, too_large: bool = False) -> None:
         super().__init__(message)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import EXIT_REFUSED, EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._common import map_errors
 from runner.cli._params import (
     DEFAULT_SCHEDULE,
     DEFAULT_STATIC_SPEC,
@@ -15,7 +15,6 @@ from runner.cli._params import (
     check_out_dir,
     study_file,
 )
-from runner.errors import StoreError
 
 if TYPE_CHECKING:
     from runner.analysis import ClosedLoopResults, StaticResults
@@ -28,30 +27,6 @@ REPORT_SEED = 2705
 COMMANDS: list[click.Command] = []
 
 _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
-
-
-def _static_codes() -> dict[type[BaseException], int]:
-    from runner.analysis import AllModelCallsFailed
-    from runner.providers import CredentialError, EgressRefused, ProviderConfigError
-    from runner.study import FastPathInvariantBroken, SpecInvalid
-
-    return {
-        SpecInvalid: EXIT_USAGE,
-        CredentialError: EXIT_USAGE,
-        ProviderConfigError: EXIT_USAGE,
-        EgressRefused: EXIT_USAGE,  # an unusable --base-url (refused when the adapter is built)
-        FastPathInvariantBroken: EXIT_RUNTIME,
-        AllModelCallsFailed: EXIT_RUNTIME,
-    }
-
-
-def _report_codes() -> dict[type[BaseException], int]:
-    from runner.analysis import InventoryIncomplete, ScheduleDisagrees
-    from runner.store import StoreUsageError
-
-    return {InventoryIncomplete: EXIT_REFUSED, ScheduleDisagrees: EXIT_REFUSED,
-            StoreUsageError: EXIT_USAGE,  # an unreadable --store file (not damage)
-            StoreError: EXIT_REFUSED}
 
 
 @click.command("static")
@@ -103,7 +78,7 @@ def _report_codes() -> dict[type[BaseException], int]:
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print results.json on stdout instead of the summary.")
-@map_errors(_static_codes)
+@map_errors()
 def static_cmd(
     spec_path: str | None,
     out_dir: str,
@@ -222,7 +197,7 @@ def _print_simulator(res: StaticResults | ClosedLoopResults) -> None:
 )
 @click.option("--json", "as_json", is_flag=True,
               help="Print results.json on stdout instead of the summary.")
-@map_errors(_report_codes)
+@map_errors()
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int,
     as_json: bool,
@@ -233,15 +208,12 @@ def report_cmd(
     Writes results.json, tables.md and report.html into --out.
     """
     from runner.analysis import report_from_store
-    from runner.analysis._errors import ScheduleUnreadable  # not in the pinned public surface
 
     schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     check_out_dir(out_dir, fresh=False)
-    try:
-        res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
-                                replicates=replicates)
-    except ScheduleUnreadable as e:  # a junk --schedule file is a usage error
-        die(str(e), EXIT_USAGE)
+    # a junk --schedule file is a usage error (ScheduleUnreadable's category)
+    res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
+                            replicates=replicates)
     if as_json:
         click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
         return

@@ -9,7 +9,6 @@ module, in :data:`MODULES` order.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 import click
 
@@ -40,11 +39,9 @@ class _LazyGroup(click.Group):
     (``commands``, ``list_commands``, an unknown name's "did you mean" hint) imports them all.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._all = False
-        self._loading = False
-        self._commands: dict[str, click.Command] = {}
-        super().__init__(*args, **kwargs)
+    _all = False
+    _loading = False
+    _commands: dict[str, click.Command]  # set through the setter by click.Group.__init__
 
     @property  # type: ignore[override]
     def commands(self) -> dict[str, click.Command]:

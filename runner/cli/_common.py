@@ -10,6 +10,11 @@ Exit codes (documented in the README and ``ect --help``):
        interrupted (Ctrl-C, SIGTERM) in any other phase
     5  runtime failure (sandbox unavailable, provider failure, disk full, internal error)
 
+Each error class carries its category (``exit_category``, see :mod:`runner.errors`), and
+:data:`EXIT_CODES` maps the category to the code; a command overrides it only where its own
+question gives an error another meaning (``store verify`` answers "is it damaged?", so damage is
+its negative answer, 1, where every other command is refused by it, 3).
+
 An ``OSError`` a user can cause maps to one line: a path that is missing, not writable, on a
 read-only filesystem, a directory where a file is expected, a name too long -- exit 2; a full
 disk or quota, an I/O error -- exit 5.
@@ -22,20 +27,24 @@ import functools
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from types import FrameType
+from typing import NoReturn, Protocol, TypeVar
 
 import click
 
-from runner.errors import EctError
+from runner.errors import EctError, ExitCategory
 
 __all__ = [
+    "EXIT_CODES",
     "EXIT_HALTED",
     "EXIT_NEGATIVE",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_RUNTIME",
     "EXIT_USAGE",
+    "Decorator",
     "die",
+    "exit_code",
     "map_errors",
     "oserror_exit",
     "run_cli",
@@ -48,7 +57,26 @@ EXIT_REFUSED = 3
 EXIT_HALTED = 4
 EXIT_RUNTIME = 5
 
-F = TypeVar("F", bound=Callable[..., Any])
+EXIT_CODES: Mapping[ExitCategory, int] = {
+    ExitCategory.NEGATIVE: EXIT_NEGATIVE,
+    ExitCategory.USAGE: EXIT_USAGE,
+    ExitCategory.REFUSED: EXIT_REFUSED,
+    ExitCategory.HALTED: EXIT_HALTED,
+    ExitCategory.RUNTIME: EXIT_RUNTIME,
+}
+"""The exit code of each error category (the README's table)."""
+
+Overrides = Mapping[type[EctError], int]
+
+F = TypeVar("F", bound=Callable[..., object])
+"""A command function (or any callable a decorator returns unchanged)."""
+
+
+class Decorator(Protocol):
+    """An option decorator (what ``click.option(...)`` returns): gives its function back."""
+
+    def __call__(self, fn: F, /) -> F: ...
+
 
 _USAGE_ERRNOS = frozenset({
     errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
@@ -65,34 +93,36 @@ def die(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def map_errors(
-    codes: Mapping[Any, int] | Callable[[], Mapping[Any, int]] | None = None,
-) -> Callable[[F], F]:
+def exit_code(error: EctError, overrides: Overrides | None = None) -> int:
+    """The exit code of ``error``: the most specific of its classes that ``overrides`` names
+    decides (whatever the mapping's order), else its class's ``exit_category``."""
+    for cls in type(error).__mro__:
+        if overrides and cls in overrides:
+            return overrides[cls]
+    return EXIT_CODES[type(error).exit_category]
+
+
+def map_errors(overrides: Overrides | Callable[[], Overrides] | None = None) -> Callable[[F], F]:
     """Decorate a command so deliberate errors become a one-line message and an exit code.
 
-    ``codes`` maps error classes to exit codes (the error's most specific class in the table
-    decides, as in httpx's error mapping); any other
-    :class:`EctError` exits :data:`EXIT_RUNTIME`; ``OSError`` on user-supplied paths is a usage
-    error. Unexpected exceptions still raise: those are bugs and deserve a traceback.
+    An :class:`EctError` exits with the code of its class's category (:func:`exit_code`);
+    ``overrides`` maps error classes to other codes where the command's question changes an
+    error's meaning (the error's most specific class in it decides, as in httpx's error
+    mapping). ``OSError`` on user-supplied paths is a usage error. Unexpected exceptions still
+    raise: those are bugs and deserve a traceback.
 
-    ``codes`` may also be a function returning that mapping, called only when an error is
+    ``overrides`` may also be a function returning that mapping, called only when an error is
     being mapped: command modules then import the library's error classes (and the heavy
     modules that define them) only when a command runs, which keeps ``ect --help`` fast.
     """
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             try:
                 return fn(*args, **kwargs)
             except EctError as e:
-                # The most specific class of the error that the table names wins, whatever
-                # the table's order (a subclass listed after its base still decides).
-                table = codes() if callable(codes) else (codes or {})
-                for cls in type(e).__mro__:
-                    if cls in table:
-                        die(str(e), table[cls])
-                die(str(e), EXIT_RUNTIME)
+                die(str(e), exit_code(e, overrides() if callable(overrides) else overrides))
             except OSError as e:
                 message, code = oserror_exit(e)
                 die(message, code)
@@ -114,7 +144,7 @@ def oserror_exit(e: OSError) -> tuple[str, int]:
     return message, EXIT_USAGE if e.errno in _USAGE_ERRNOS else EXIT_RUNTIME
 
 
-def _sigterm_as_interrupt(signum: int, frame: Any) -> None:
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

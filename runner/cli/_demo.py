@@ -7,15 +7,14 @@ closed-loop report -> static study. Prints where every output is.
 
 from __future__ import annotations
 
-import datetime as dt
 import shlex
 from pathlib import Path
 
 import click
 
-from runner.cli._common import EXIT_USAGE, die, map_errors
+from runner.cli._common import map_errors
 from runner.cli._params import DEFAULT_SPEC, DEFAULT_STATIC_SPEC, check_out_dir, study_file
-from runner.cli._study import _configure_logging, _refused, _run, throttle_options
+from runner.cli._study import RunPrinter, configure_logging, throttle_options
 
 __all__ = ["COMMANDS"]
 
@@ -36,7 +35,7 @@ __all__ = ["COMMANDS"]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object on stdout: cells, simulated, gates and every output's path.")
-@map_errors(_refused)
+@map_errors()
 def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurrency: int, limit: int | None,
              requests_per_minute: int | None, tokens_per_minute: int | None,
              quiet: bool, as_json: bool) -> None:
@@ -44,94 +43,55 @@ def demo_cmd(out: str | None, spec: str | None, static_spec: str | None, concurr
 
     Everything runs on the deterministic simulated provider: no credential, no network.
     """
-    from runner.analysis import report_from_store, static_study
+    from runner.analysis import DemoHooks, check_demo_specs, default_out_dir, run_demo
     from runner.cli._progress import CountProgress
-    from runner.store import verify_store
-    from runner.study import (
-        ProviderChoice,
-        RunSettings,
-        SpecInvalid,
-        StaticSpec,
-        export_study,
-        load_spec,
-        study_paths,
-        verify_export,
-    )
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     static_spec = study_file(static_spec, DEFAULT_STATIC_SPEC, "--static-spec")
-    _configure_logging(False)
-    # Both specs are checked before anything is created: a malformed one is a usage error (2)
-    # and leaves no output directory behind.
-    load_spec(spec)
-    try:
-        StaticSpec.load(static_spec)
-    except SpecInvalid as e:
-        die(str(e), EXIT_USAGE)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(out) if out else Path("out") / f"demo-{stamp}"
+    configure_logging(False)
+    check_demo_specs(Path(spec), Path(static_spec))  # a malformed spec: 2, nothing created
+    out_dir = Path(out) if out else default_out_dir()
     check_out_dir(out_dir, fresh=True)  # before the preflight: a used folder is refused at once
-    created = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    store = out_dir / "v2.db"
-    manifest = out_dir / "manifest.json"
-    settings = RunSettings(Path(spec), store, ProviderChoice("simulated"), concurrency, limit,
-                           requests_per_minute=requests_per_minute,
-                           tokens_per_minute=tokens_per_minute)
-    try:
-        summary = _run(settings, resume=False, as_json=False, quiet=quiet)
-    except BaseException:
-        if created and not any(out_dir.iterdir()):
-            out_dir.rmdir()  # preflight refused: nothing was written, leave nothing behind
-        raise
+    progress = CountProgress("static study", "decisions", enabled=not quiet,
+                             after="decisions done; analysing (tables, bootstrap, H1)")
 
-    def step(text: str) -> None:
+    def on_step(text: str) -> None:
         if not quiet:
             click.echo(text, err=True)
 
-    step("verifying the store in full (chain, Merkle root, signatures, every body)")
-    report = verify_store(store, full=True)
-    click.echo(f"store verified: {report.records} records, intact (full verification)", err=True)
-    outputs = [("store", store), ("public key", store.with_name(store.name + ".key.pub"))]
-    gates: dict[str, str] = {}
-    if summary.committed == summary.total:
-        step("signing the manifest")
-        export_study(store, manifest, Path(spec))
-        verify_export(manifest, store)
-        click.echo("manifest signed and verified offline", err=True)
-        outputs.append(("manifest", manifest))
-        step("closed-loop report (Table 4, H2-H4, 10000 bootstrap replicates)")
-        closed = report_from_store(store, study_paths(spec).schedule, out_dir / "report")
-        outputs.append(("closed-loop report", out_dir / "report" / "report.html"))
-        gates = {name.lower(): outcome for name, _, outcome in closed.gates()}
-        verdicts = "; ".join(f"{name}: {outcome}" for name, _, outcome in closed.gates())
-        click.echo(f"closed loop: {verdicts}", err=True)
-        progress = CountProgress("static study", "decisions", enabled=not quiet,
-                                 after="decisions done; analysing (tables, bootstrap, H1)")
-        try:
-            static = static_study(static_spec, out_dir / "static", on_progress=progress)
-        finally:
-            progress.stop()
-        outputs.append(("static study", out_dir / "static" / "report.html"))
-        click.echo(f"static study: H1: {static.h1.outcome}", err=True)
-        gates["h1"] = static.h1.outcome
-    else:
-        click.echo(f"smoke run ({summary.committed}/{summary.total} cells): no manifest or "
-                   "report (they need every cell)", err=True)
+    def on_done(text: str) -> None:
+        progress.stop()
+        click.echo(text, err=True)
+
+    from runner.study import Halted
+
+    printer = RunPrinter(as_json=False, quiet=quiet)
+    try:
+        result = run_demo(out_dir, Path(spec), Path(static_spec), concurrency=concurrency,
+                          limit=limit, requests_per_minute=requests_per_minute,
+                          tokens_per_minute=tokens_per_minute,
+                          hooks=DemoHooks(run=printer.hooks(), on_step=on_step, on_done=on_done,
+                                          on_static_progress=progress))
+    except Halted as e:
+        printer.halted(e.summary)
+        raise
+    finally:
+        printer.stop()
+        progress.stop()
     if as_json:
         from runner.canonical import canonical_bytes
 
         click.echo(canonical_bytes({
-            "committed": summary.committed, "total": summary.total, "simulated": True,
-            "gates": gates, "outputs": {name: str(path) for name, path in outputs},
+            "committed": result.committed, "total": result.total, "simulated": True,
+            "gates": result.gates, "outputs": {name: str(path) for name, path in result.outputs},
         }).decode())
         return
     click.echo("simulated provider: every figure below comes from the deterministic simulation, "
                "whose parameters this project chose (each report lists them; `ect sweep` "
                "shows how the gates move with them)")
-    for name, path in outputs:
+    for name, path in result.outputs:
         click.echo(f"{name:>20}: {path}")
-    click.echo(f"look inside the run: ect view --store {shlex.quote(str(store))}")
+    click.echo(f"look inside the run: ect view --store {shlex.quote(str(result.store))}")
 
 
 COMMANDS: list[click.Command] = [demo_cmd]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from runner.cli._common import EXIT_NEGATIVE, EXIT_USAGE, map_errors
-from runner.errors import FormatError
+from runner.cli._common import EXIT_NEGATIVE, map_errors
 
 __all__ = ["COMMANDS", "evals"]
 
@@ -32,7 +31,7 @@ def evals() -> None:
                    "scripted agents.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: passed, failed, ok and every case's result.")
-@map_errors({FormatError: EXIT_USAGE})
+@map_errors()
 def run(path: Path | None, verbose: bool, agent: str | None, as_json: bool) -> None:
     """Run the eval cases in PATH (a case file or a directory of them; default: the bundled
     suite, which covers every stop reason).
@@ -76,7 +75,7 @@ def run(path: Path | None, verbose: bool, agent: str | None, as_json: bool) -> N
 @click.option("--id", "case_id", help="The case id (default: captured_<run id>).")
 @click.option("--expect", type=click.Choice(_REASONS),
               help="The stop the run should have ended with (default: the one it ended with).")
-@map_errors({FormatError: EXIT_USAGE})
+@map_errors()
 def capture(record: Path, output: Path | None, case_id: str | None, expect: str | None) -> None:
     """Turn a run record (RunResult.to_json() saved as JSON) into a replayable eval case.
 

@@ -90,7 +90,7 @@ def study_file(given: str | None, default: str, option: str) -> str:
         return given
     if Path(default).is_file():
         return default
-    from runner._data import study_root
+    from runner.study import study_root
 
     beside = study_root() / default
     if beside.is_file():

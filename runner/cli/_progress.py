@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+    from rich.status import Status
+
     from runner.study import RunSummary
 
-__all__ = ["CellProgress", "CountProgress", "PhaseNote", "cell_fields"]
+__all__ = ["CellProgress", "CountProgress", "PhaseNote", "cell_fields", "duration"]
 
 INTERVAL_S = 5.0
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     if seconds < 60:
         return f"{seconds}s"
@@ -54,7 +57,7 @@ def cell_fields(summary: RunSummary, done_now: int, elapsed: float) -> dict[str,
     """The figures of a run's progress line, as text: rate, ETA, cost, calls and stops."""
     rate = done_now / elapsed if elapsed > 0 else 0.0
     left = summary.goal - summary.committed
-    eta = "-" if left == 0 else (_duration(left / rate) if rate > 0 else "?")
+    eta = "-" if left == 0 else (duration(left / rate) if rate > 0 else "?")
     simulated = " (simulated)" if summary.provider == "simulated" else ""
     stops = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())) or "-"
     return {
@@ -79,8 +82,8 @@ class CellProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self._lines = _Lines(interval)
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
         self._base = 0
         self._started = time.monotonic()
 
@@ -100,9 +103,11 @@ class CellProgress:
                 console=Console(file=self.stream, force_terminal=True, highlight=False),
                 transient=False)
             self._bar.start()
+            f = cell_fields(summary, 0, 0.0)
             self._task = self._bar.add_task("cells", total=summary.goal,
-                                            completed=summary.committed,
-                                            **cell_fields(summary, 0, 0.0))
+                                            completed=summary.committed, rate=f["rate"],
+                                            eta=f["eta"], cost=f["cost"], calls=f["calls"],
+                                            stops=f["stops"])
         elif summary.committed:
             click.echo(f"cells {summary.committed}/{summary.total} already committed; "
                        f"{summary.goal - summary.committed} to run", file=self.stream)
@@ -113,11 +118,17 @@ class CellProgress:
         fields = cell_fields(summary, summary.committed - self._base,
                              time.monotonic() - self._started)
         if self._bar is not None:
-            self._bar.update(self._task, completed=summary.committed, **fields)
+            self._show(summary, fields)
             return
         if self._lines.due(final=summary.committed >= summary.goal):
             click.echo(f"cells {summary.committed}/{summary.total}  " + "  ".join(fields.values()),
                        file=self.stream)
+
+    def _show(self, summary: RunSummary, fields: dict[str, str]) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=summary.committed, rate=fields["rate"],
+                             eta=fields["eta"], cost=fields["cost"], calls=fields["calls"],
+                             stops=fields["stops"])
 
     def stop(self) -> None:
         if self._bar is not None:
@@ -135,8 +146,8 @@ class CountProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self._lines = _Lines(interval)
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
         self._first: tuple[float, int] | None = None
 
     def __call__(self, done: int, total: int) -> None:
@@ -165,12 +176,13 @@ class CountProgress:
                     transient=False)
                 self._bar.start()
                 self._task = self._bar.add_task(self.label, total=total)
-            self._bar.update(self._task, completed=done, total=total)
+            if self._task is not None:
+                self._bar.update(self._task, completed=done, total=total)
             if done >= total:
                 self.stop()
         elif self._lines.due(final=done >= total):
             left = total - done
-            eta = "" if left == 0 or rate <= 0 else f"  ETA {_duration(left / rate)}"
+            eta = "" if left == 0 or rate <= 0 else f"  ETA {duration(left / rate)}"
             speed = f"  {rate:.1f}/s" if rate > 0 else ""
             click.echo(f"{self.label}: {done}/{total} {self.unit}{speed}{eta}", file=self.stream)
         if done >= total and self.after:
@@ -195,7 +207,7 @@ class PhaseNote:
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self._lines = _Lines(interval)
-        self._status: Any = None
+        self._status: Status | None = None
         self.count = 0
 
     def __call__(self, name: str) -> None:

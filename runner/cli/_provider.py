@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
+from runner.cli._common import EXIT_RUNTIME, die, map_errors
 from runner.cli._params import PROVIDER_NAMES, FiniteFloatRange
 
 if TYPE_CHECKING:  # runner.providers pulls in httpx: imported when a command runs
@@ -57,12 +57,6 @@ def provider_group() -> None:
     """Model providers: check one works before a study uses it."""
 
 
-def _codes() -> dict[type[BaseException], int]:
-    from runner.providers import CredentialError, ProviderConfigError
-
-    return {CredentialError: EXIT_USAGE, ProviderConfigError: EXIT_USAGE}
-
-
 @provider_group.command("smoke")
 @click.option(
     "--provider",
@@ -95,7 +89,7 @@ def _codes() -> dict[type[BaseException], int]:
     help="Seconds per attempt (at most 600).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_codes)
+@map_errors()
 def smoke(
     provider_name: str,
     base_url: str | None,

@@ -6,16 +6,10 @@ import sys
 
 import click
 
-from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, EXIT_REFUSED, EXIT_RUNTIME, map_errors
+from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, map_errors
 from runner.cli._params import FiniteFloatRange
 
 __all__ = ["COMMANDS", "sandbox_group"]
-
-
-def _errors() -> dict[type[BaseException], int]:
-    from runner.sandbox import PinMismatch, SandboxUnavailable
-
-    return {PinMismatch: EXIT_REFUSED, SandboxUnavailable: EXIT_RUNTIME}
 
 
 _backend_option = click.option(
@@ -63,7 +57,7 @@ def sandbox_group() -> None:
 @_backend_option
 @_weaker_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@map_errors(_errors)
+@map_errors()
 def run_command(
     timeout: float,
     output_cap: int | None,
@@ -107,7 +101,7 @@ def run_command(
 @_backend_option
 @_weaker_option
 @_abi_option
-@map_errors(_errors)
+@map_errors()
 def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsafe: bool,
                   landlock_abi: int | None) -> None:  # fmt: skip
     """Run every denial probe of preflight/probes.toml inside the sandbox.
@@ -152,14 +146,13 @@ def probe_command(as_json: bool, backend: str | None, allow_weaker_landlock_unsa
 @sandbox_group.command("pins")
 @click.option("--write", "write", is_flag=True,
               help="After a deliberate policy edit: recompile the seccomp filters and rewrite PINS.")  # fmt: skip
-@map_errors(_errors)
+@map_errors()
 def pins_command(write: bool) -> None:
     """Verify every pinned policy file against sandbox_profiles/PINS and print the digests.
 
     Exits 3 naming the file and both digests if any bytes differ from their pin.
     """
-    from runner.sandbox import pins_digest, verify_pins
-    from runner.sandbox._pins import write_pins
+    from runner.sandbox import pins_digest, verify_pins, write_pins
 
     pins = write_pins() if write else verify_pins()
     for rel, sha in pins.items():

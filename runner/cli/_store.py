@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 if TYPE_CHECKING:  # an annotation only: `ect --help` does not import the library
     from runner.canonical import JsonObject
+    from runner.errors import EctError
+    from runner.store import Record, Store
 from runner.cli._common import (
     EXIT_NEGATIVE,
     EXIT_OK,
@@ -21,21 +23,15 @@ from runner.cli._common import (
 __all__ = ["COMMANDS", "store_group"]
 
 
-def _codes() -> dict[type[BaseException], int]:
-    from runner.store import KeyFileError, StoreDamaged, StoreUsageError
-
-    return {StoreDamaged: EXIT_NEGATIVE, KeyFileError: EXIT_USAGE, StoreUsageError: EXIT_USAGE}
-
-
-# show and proof read a store that must verify: damage there is a refused precondition (3), as
-# for every study command; `store verify` answers the damage question itself (1).
-def _read_codes() -> dict[type[BaseException], int]:
+def _verify_codes() -> dict[type[EctError], int]:
+    """``store verify`` answers "is this store damaged?": damage is its negative answer (1),
+    where every command that reads a store is refused by it (3, the class's category)."""
     from runner.store import StoreDamaged
 
-    return {**_codes(), StoreDamaged: EXIT_REFUSED}
+    return {StoreDamaged: EXIT_NEGATIVE}
 
 
-def _emit_json(obj: Any) -> None:
+def _emit_json(obj: JsonObject) -> None:
     from runner.canonical import canonical_bytes
 
     click.echo(canonical_bytes(obj).decode("utf-8"))
@@ -68,7 +64,7 @@ def store_group() -> None:
     help="External checkpoint file to verify against (default: PATH.checkpoint).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
-@map_errors(_codes)
+@map_errors(_verify_codes)
 def verify_cmd(
     path: Path, full: bool, public_key: Path | None, checkpoint: Path | None, as_json: bool
 ) -> None:
@@ -121,7 +117,7 @@ def _foreign(path: Path, checkpoint: Path | None) -> bool:
               help="With --seq/--cell: the trajectory step by step, blobs resolved.")
 @click.option("--raw", is_flag=True, help="With --pretty: whole prompts and raw request bodies.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_read_codes)
+@map_errors()
 def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw: bool,
              as_json: bool) -> None:
     """Show a store's header and head, or one record (the store is verified quickly first).
@@ -175,7 +171,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
         click.echo(f"{k}: {text}")
 
 
-def _open_named(path: Path) -> Any:
+def _open_named(path: Path) -> Store:
     """``Store.open(path, readonly=True)``; damage it meets is refused naming the first bad seq
     (SQLite's own "malformed" names none: the verifier finds the record it cannot read)."""
     from runner.store import Store, StoreDamaged, verify_store
@@ -189,7 +185,7 @@ def _open_named(path: Path) -> Any:
         if report.ok or report.first_bad_seq is None:
             raise
         die(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}", EXIT_REFUSED)
-def _failure_counts(store: Any) -> JsonObject | None:
+def _failure_counts(store: Store) -> JsonObject | None:
     """The provider failures of the committed cells by class, kind, role and pipeline, and the
     cells carrying one; ``None`` for a store whose records are not cell records."""
     from runner.errors import FormatError
@@ -204,7 +200,7 @@ def _failure_counts(store: Any) -> JsonObject | None:
     return counts.to_json()
 
 
-def _record_failures(rec: Any) -> list[JsonObject] | None:
+def _record_failures(rec: Record) -> list[JsonObject] | None:
     """The failed provider calls of one cell record (None: record 0 or not a cell record)."""
     from runner.errors import FormatError
     from runner.study import CellRecord, record_failures
@@ -217,7 +213,7 @@ def _record_failures(rec: Any) -> list[JsonObject] | None:
         return None
 
 
-def _orphan_count(store: Any) -> int | None:
+def _orphan_count(store: Store) -> int | None:
     """Attempts journaled for cells that never committed, the records read as the study's cell
     records; ``None`` for a store whose records are not cell records."""
     from runner.errors import FormatError
@@ -251,7 +247,7 @@ def _show_pretty(path: Path, seq: int | None, cell_id: str | None, raw: bool) ->
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--seq", type=click.IntRange(min=0), required=True, help="Record to prove.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@map_errors(_read_codes)
+@map_errors()
 def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     """Print an RFC 9162 inclusion proof of record SEQ against the latest signed checkpoint
     (or the current tree when the checkpoint does not yet cover SEQ)."""
@@ -282,7 +278,7 @@ def proof_cmd(path: Path, seq: int, as_json: bool) -> None:
     default=None,
     help="The store's signing key: also sign a fresh checkpoint over the prefix.",
 )
-@map_errors(_codes)
+@map_errors(_verify_codes)
 def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
     """Copy the verified prefix of PATH into the new store NEW (PATH is only read).
 
@@ -297,7 +293,7 @@ def salvage_cmd(path: Path, new: Path, key_path: Path | None) -> None:
 
 @store_group.command("keygen")
 @click.argument("path", type=click.Path(path_type=Path))
-@map_errors(_codes)
+@map_errors()
 def keygen_cmd(path: Path) -> None:
     """Create an Ed25519 signing key: PATH (private, mode 0600) and PATH.pub."""
     from runner.store import generate_key, public_key_path

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runner.cli._common import (
-    EXIT_HALTED,
     EXIT_NEGATIVE,
-    EXIT_REFUSED,
     EXIT_USAGE,
+    Decorator,
+    F,
     die,
     map_errors,
 )
@@ -27,7 +27,14 @@ from runner.cli._params import (
 )
 
 if TYPE_CHECKING:
-    from runner.study import ProviderChoice, RunSettings, RunSummary
+    from runner.study import (
+        PreflightCheck,
+        PreflightReport,
+        ProviderChoice,
+        RunHooks,
+        RunSettings,
+        RunSummary,
+    )
 
 __all__ = ["COMMANDS"]
 
@@ -35,52 +42,12 @@ __all__ = ["COMMANDS"]
 # so `ect --help`) must not pay for numpy, scipy, httpx or google-genai (tests/cli/test_startup.py).
 
 
-def _refused() -> dict[type[BaseException], int]:
-    """Exit codes of the study's errors (see :func:`runner.cli._common.map_errors`)."""
-    from runner.providers import ProviderConfigError
-    from runner.store import StoreDamaged, StoreUsageError
-    from runner.study import (
-        ClusterUnreachable,
-        Halted,
-        IncompleteStore,
-        LockError,
-        LockMismatch,
-        NoUsableNode,
-        PreflightFailed,
-        ProviderMismatch,
-        ReplayRefused,
-        SpecError,
-        StoreInUse,
-        StoreNotEmpty,
-    )
-
-    return {
-        Halted: EXIT_HALTED,
-        PreflightFailed: EXIT_REFUSED,
-        ClusterUnreachable: EXIT_REFUSED,
-        NoUsableNode: EXIT_REFUSED,
-        LockMismatch: EXIT_REFUSED,
-        LockError: EXIT_REFUSED,
-        StoreNotEmpty: EXIT_REFUSED,
-        ProviderMismatch: EXIT_REFUSED,
-        StoreInUse: EXIT_REFUSED,
-        IncompleteStore: EXIT_REFUSED,
-        ReplayRefused: EXIT_REFUSED,
-        SpecError: EXIT_USAGE,
-        ProviderConfigError: EXIT_USAGE,
-        # A file given as --store that is not a verifying run store: refused, as replay and
-        # report do.
-        StoreDamaged: EXIT_REFUSED,
-        StoreUsageError: EXIT_USAGE,
-    }
-
-
-def _configure_logging(log_json: bool) -> None:
+def configure_logging(log_json: bool) -> None:
     import logging
 
     import structlog
 
-    processors: list[Any] = [structlog.processors.add_log_level,
+    processors: list[structlog.typing.Processor] = [structlog.processors.add_log_level,
                              structlog.processors.TimeStamper(fmt="iso", utc=True)]
     processors.append(structlog.processors.JSONRenderer() if log_json
                       else structlog.dev.ConsoleRenderer(colors=False))
@@ -121,7 +88,7 @@ def _choice(provider_name: str, model: str | None, base_url: str | None,
     return ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
 
 
-def _study_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _study_option(fn: F) -> F:
     return click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
                         type=click.Path(dir_okay=False),
                         help="The frozen study spec (its schedule and lock sit beside it).")(fn)
@@ -138,7 +105,7 @@ def schedule_group() -> None:
 @schedule_group.command("build")
 @_study_option
 @click.option("--replace", is_flag=True, help="Rewrite a schedule file whose bytes differ.")
-@map_errors(_refused)
+@map_errors()
 def schedule_build(spec: str | None, replace: bool) -> None:
     """Write SPEC's canonical rows to <spec>.schedule.jsonl (task -> checkpoint -> seed -> policy)."""
     from runner.study import load_spec, study_paths, write_schedule
@@ -154,7 +121,7 @@ def schedule_build(spec: str | None, replace: bool) -> None:
 @_study_option
 @click.option("--replace", is_flag=True,
               help="Rewrite an existing lock that differs (the old lock's runs stop resuming).")
-@map_errors(_refused)
+@map_errors()
 def schedule_lock(spec: str | None, replace: bool) -> None:
     """Write <spec>.lock.json pinning spec, schedule, tasks, prompts, config, pins, source.
 
@@ -174,7 +141,7 @@ def schedule_lock(spec: str | None, replace: bool) -> None:
 # --- preflight ----------------------------------------------------------------------------
 
 
-def _print_check(check: Any) -> None:
+def _print_check(check: PreflightCheck) -> None:
     mark = "ok  " if check.ok else "FAIL"
     click.echo(f"  [{mark}] {check.name}: {check.detail}", err=True)
 
@@ -189,7 +156,7 @@ def _print_check(check: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Print only the verdict line (and, on failure, the failed checks).")
-@map_errors(_refused)
+@map_errors()
 def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
                   base_url: str | None, credential_file: str | None,
                   credential_env: str | None, sandbox_backend: str | None, as_json: bool,
@@ -220,129 +187,94 @@ def preflight_cmd(spec: str | None, store: str, provider_name: str, model: str |
 # --- run / resume -------------------------------------------------------------------------
 
 
-def _quiet_check(check: Any) -> None:
+def _quiet_check(check: PreflightCheck) -> None:
     if not check.ok:
         _print_check(check)
 
 
-def _refuse_unwritable_dir(store_path: Path) -> None:
-    """A store directory the run cannot write in (a read-only filesystem): a usage error (2)
-    before the preflight, found by creating and removing a probe file there (`ect preflight`
-    makes the same check its ``store`` check, exit 3)."""
-    import os
-    import secrets
+class RunPrinter:
+    """What ``ect run``, ``ect resume`` and ``ect demo`` print while
+    :func:`runner.study.run_study` works: the preflight's checks, cell progress, and the
+    summary (text on stderr, or the summary as JSON on stdout)."""
 
-    probe = store_path.parent / f".ect-run-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        probe.unlink()
-    except OSError as e:
-        die(f"--store {store_path}: cannot write in {store_path.parent}: "
-            f"{e.strerror or type(e).__name__}", EXIT_USAGE)
+    def __init__(self, *, as_json: bool, quiet: bool) -> None:
+        from runner.cli._progress import CellProgress, PhaseNote
 
+        self.as_json, self.quiet = as_json, quiet
+        self.nothing_to_do = False
+        self._note = PhaseNote("preflight", enabled=not quiet)
+        self._progress = CellProgress(enabled=not quiet)
 
-def _refuse_used_store(store_path: Path) -> None:
-    """``run`` on a store that already holds cells: refused before the preflight (the run would
-    refuse it after), in the run's own words."""
-    from runner.errors import StoreError
-    from runner.store import Store
-    from runner.study import StoreNotEmpty
+    def hooks(self) -> RunHooks:
+        from runner.study import RunHooks
 
-    if not store_path.is_file():
-        return
-    try:
-        with Store.open(store_path, readonly=True) as store:
-            cells = store.count - 1
-    except StoreError:
-        return  # damage or a foreign file: the preflight names it
-    if cells > 0:
-        raise StoreNotEmpty(f"{store_path} already holds {cells} cells; "
-                            f"continue it with `ect resume --store {store_path}`")
+        return RunHooks(on_preflight=self._on_preflight,
+                        on_check=None if self.quiet else self._on_check,
+                        on_preflight_passed=self._on_preflight_passed,
+                        on_nothing_to_do=self._on_nothing_to_do,
+                        on_start=self._progress.start, on_cell=self._progress.update,
+                        on_finished=self.finished)
 
+    def stop(self) -> None:
+        self._note.stop()
+        self._progress.stop()
 
-def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> RunSummary:
-    from runner.cli._progress import CellProgress, PhaseNote
-    from runner.study import (
-        Halted,
-        PreflightFailed,
-        RunSummary,
-        check_resume_provider,
-        execute,
-        load_spec,
-        run_preflight,
-    )
+    def _on_preflight(self, settings: RunSettings) -> None:
+        if not self.quiet:
+            click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
+                       "sandbox and its denial probes)", err=True)
 
-    load_spec(settings.spec_path)  # a malformed spec is a usage error (2), not a failed check
-    if resume:
-        check_resume_provider(settings)  # before the preflight, which would fail less clearly
-    else:
-        _refuse_used_store(settings.store_path)  # cheap refusals before the preflight's probes
-    _refuse_unwritable_dir(settings.store_path)
-    if settings.executor == "ray":
-        import importlib.util
-
-        from runner.study import ClusterUnreachable
-
-        if importlib.util.find_spec("ray") is None:
-            raise ClusterUnreachable("the ray executor needs Ray: pip install '.[ray]' in the "
-                                     "ect-runner checkout")
-    if not quiet:
-        click.echo(f"preflight: {settings.spec_path} -> {settings.store_path} (lock, store, "
-                   "sandbox and its denial probes)", err=True)
-    note = PhaseNote("preflight", enabled=not quiet)
-
-    def on_check(check: Any) -> None:
-        note(check.name)
+    def _on_check(self, check: PreflightCheck) -> None:
+        self._note(check.name)
         if not check.ok:
             _print_check(check)
 
-    try:
-        report = run_preflight(settings.spec_path, settings.store_path, settings.provider,
-                               sandbox_backend=settings.sandbox_backend,
-                               on_check=None if quiet else on_check)
-    finally:
-        note.stop()
-    if not report.passed:
-        raise PreflightFailed(report)
-    if not quiet:
-        click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
-    target = len(report.rows) if settings.limit is None else min(settings.limit, len(report.rows))
-    if resume and report.committed_rows >= target:
-        # Nothing to run: say so instead of reporting a "run" that committed nothing.
-        summary = RunSummary(store=str(settings.store_path), total=target,
-                             committed=report.committed_rows, provider=settings.provider.name)
-        if as_json:
+    def _on_preflight_passed(self, report: PreflightReport) -> None:
+        self._note.stop()
+        if not self.quiet:
+            click.echo(f"preflight passed ({len(report.checks)} checks)", err=True)
+
+    def _on_nothing_to_do(self, summary: RunSummary) -> None:
+        self.nothing_to_do = True
+        if not self.as_json and not self.quiet:
+            click.echo(f"nothing to do: all {summary.total} cells are already committed to "
+                       f"{summary.store} (next: ect export, ect replay, ect report)", err=True)
+
+    def halted(self, summary: RunSummary) -> None:
+        self.stop()
+        if self.as_json:
             click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not quiet:
-            click.echo(f"nothing to do: all {target} cells are already committed to "
-                       f"{settings.store_path} (next: ect export, ect replay, ect report)",
-                       err=True)
-        return summary
-    progress = CellProgress(enabled=not quiet)
-    try:
-        summary = execute(settings, resume=resume, preflight=report,
-                          on_cell=progress.update, on_start=progress.start)
-    except Halted as e:
-        progress.stop()
-        if as_json:
-            click.echo(json.dumps(e.summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not quiet and (line := _failure_line(e.summary)) is not None:
+        elif not self.quiet and (line := _failure_line(summary)) is not None:
             click.echo(line, err=True)
+
+    def finished(self, summary: RunSummary) -> None:
+        self.stop()
+        if self.as_json:
+            click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
+        elif not self.quiet and not self.nothing_to_do:
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
+            click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
+                       f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})",
+                       err=True)
+            if (line := _failure_line(summary)) is not None:
+                click.echo(line, err=True)
+
+
+def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> None:
+    """``ect run`` / ``ect resume``: one call of :func:`runner.study.run_study`, printed."""
+    from runner.study import Halted, run_study
+
+    printer = RunPrinter(as_json=as_json, quiet=quiet)
+    try:
+        run_study(settings, resume=resume, hooks=printer.hooks())
+    except Halted as e:
+        printer.halted(e.summary)
         raise
     finally:
-        progress.stop()
-    if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-    elif not quiet:
-        reasons = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items()))
-        click.echo(f"{summary.committed_now} cells run, {summary.committed}/{summary.total} "
-                   f"committed to {summary.store} in {summary.wall_s:.1f}s ({reasons})", err=True)
-        if (line := _failure_line(summary)) is not None:
-            click.echo(line, err=True)
-    return summary
+        printer.stop()
 
 
-def throttle_options() -> list[Callable[..., Any]]:
+def throttle_options() -> list[Decorator]:
     """``--requests-per-minute`` and ``--tokens-per-minute`` (run, resume, demo, sweep)."""
     return [
         click.option("--requests-per-minute", "requests_per_minute", default=None,
@@ -373,7 +305,7 @@ def _failure_line(summary: RunSummary) -> str | None:
     return line
 
 
-def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _run_options(fn: F) -> F:
     options = [
         click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
                      help="Cells in flight at once (commits stay in canonical order)."),
@@ -409,7 +341,7 @@ def _run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="The new run store (e.g. stores/v2.db); a key is made beside it.")
 @_provider_options
 @_run_options
-@map_errors(_refused)
+@map_errors()
 def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None, base_url: str | None,
             credential_file: str | None, credential_env: str | None, concurrency: int,
             limit: int | None, max_cost_usd: float | None, max_calls: int | None,
@@ -423,7 +355,7 @@ def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
     """
     from runner.study import RunSettings
 
-    _configure_logging(log_json)
+    configure_logging(log_json)
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     check_store_dir(store)
     settings = RunSettings(Path(spec), Path(store),
@@ -458,7 +390,7 @@ def _recorded_spec(store: str, spec: str | None) -> str:
               help="The study spec (default: the one recorded in the store's header).")
 @_provider_options
 @_run_options
-@map_errors(_refused)
+@map_errors()
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
                base_url: str | None, credential_file: str | None, credential_env: str | None,
                concurrency: int, limit: int | None, max_cost_usd: float | None,
@@ -470,7 +402,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     Verifies the store in full and the lock against the files; refuses on any drift, naming
     it. Reports provider attempts that were made but whose cell never committed.
     """
-    _configure_logging(log_json)
+    configure_logging(log_json)
     from runner.errors import FormatError
     from runner.store import Store
     from runner.study import RunSettings, orphan_attempts
@@ -506,7 +438,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: out, cells, audit_groups, merkle_root.")
-@map_errors(_refused)
+@map_errors()
 def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
     """Write the signed final manifest; refuses unless every schedule row committed once.
 
@@ -539,7 +471,7 @@ def export_cmd(store: str, out: str, spec: str | None, as_json: bool) -> None:
               help="The study spec (default: the one recorded in the store's header).")
 @click.option("--json", "as_json", is_flag=True, help="Print the replay report as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_refused)
+@map_errors()
 def replay_cmd(store: str, spec: str | None, as_json: bool, quiet: bool) -> None:
     """Re-score every cell from the stored raw outputs; exit 1 if any result differs."""
     from runner.cli._progress import CountProgress

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import EXIT_HALTED, EXIT_REFUSED, EXIT_USAGE, map_errors
+from runner.cli._common import map_errors
 from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
 from runner.cli._study import throttle_options
 
@@ -18,14 +18,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS"]
 
 # runner.analysis (numpy, scipy) and runner.study are imported when the command runs.
-
-
-def _codes() -> dict[type[BaseException], int]:
-    from runner.analysis._sweep import SweepInvalid, SweepPointHalted, SweepPointRefused
-    from runner.study import SpecError
-
-    return {SweepInvalid: EXIT_USAGE, SpecError: EXIT_USAGE, SweepPointRefused: EXIT_REFUSED,
-            SweepPointHalted: EXIT_HALTED}
 
 
 _EPILOG = """\b
@@ -64,7 +56,7 @@ Exit codes: 0 written; 2 bad --param, --study or --jobs; 3 a point's preflight r
 @throttle_options()[0]
 @throttle_options()[1]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
-@map_errors(_codes)
+@map_errors()
 def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jobs: int | None,
               seed: int, replicates: int, list_params: bool, as_json: bool,
               requests_per_minute: int | None, tokens_per_minute: int | None,
@@ -75,14 +67,12 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
     which this project chose. The sweep shows how the H2-H4 estimates and gate outcomes move
     with them: a table (sweep.md, sweep.json) and a plot (sweep.svg) across the grid.
     """
-    from runner.analysis._sweep import SweepInvalid, parse_grid, sweep, sweep_table
-    from runner.study import load_spec
+    from runner.analysis import SweepInvalid, parse_grid, sweep, sweep_table
+    from runner.study import load_spec, simulator_parameters
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     if list_params:
-        from runner.analysis._sweep import base_parameters
-
-        for name, value in base_parameters(load_spec(spec).simulated).items():
+        for name, value in simulator_parameters(load_spec(spec)).items():
             click.echo(f"{name} = {value:g}")
         return
     if out_dir is None:
@@ -98,7 +88,7 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
 
     import time
 
-    from runner.cli._progress import CountProgress, _duration
+    from runner.cli._progress import CountProgress, duration
 
     started = time.monotonic()
     # Overall: every point's committed cells over the grid's, with rate and ETA.
@@ -110,9 +100,9 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
         gates = "; ".join(f"{name} {gate.outcome}" for name, gate in row.gates())
         elapsed = time.monotonic() - started
         per = elapsed / done if done else 0.0
-        left = f", ETA {_duration(per * (of - done))}" if done < of else ""
+        left = f", ETA {duration(per * (of - done))}" if done < of else ""
         click.echo(f"sweep: point {done}/{of} done ({row.label}): {gates} "
-                   f"[{_duration(elapsed)} elapsed, {_duration(per)}/point{left}]", err=True)
+                   f"[{duration(elapsed)} elapsed, {duration(per)}/point{left}]", err=True)
 
     try:
         result = sweep(spec, params, out_dir, jobs=jobs, seed=seed, replicates=replicates,

@@ -4,28 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import EXIT_USAGE, map_errors
+from runner.cli._common import map_errors
+
+if TYPE_CHECKING:
+    from runner.canonical import JsonObject
 
 __all__ = ["COMMANDS", "tasks_group"]
 
 
-def _unknown_task() -> dict[type[BaseException], int]:
-    from runner.worlds import UnknownTask
-
-    return {UnknownTask: EXIT_USAGE}
-
-
-def _export_refused() -> dict[type[BaseException], int]:
-    from runner.worlds import ExportRefused
-
-    return {ExportRefused: EXIT_USAGE}
-
-
-def _show(obj: Any) -> str:
+def _show(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False)  # noqa: TID251  (display only)
 
 
@@ -93,7 +84,7 @@ def _slot_lines(task_id: str) -> list[str]:
 @click.argument("task_id")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: task, contract, gold, plan and checkpoints/snapshots.")
-@map_errors(_unknown_task)
+@map_errors()
 def show_command(task_id: str, as_json: bool) -> None:
     """Print a task: descriptor, contract slots, gold answer, plan and checkpoints/snapshots."""
     from runner.worlds import closed_loop_checkpoints, get_task, plan_calls, static_grid
@@ -102,7 +93,7 @@ def show_command(task_id: str, as_json: bool) -> None:
     if as_json:
         from runner.canonical import canonical_bytes
 
-        doc: dict[str, Any] = {
+        doc: JsonObject = {
             "task_id": task.task_id, "family": task.family, "world_id": task.world_id,
             "split": task.split, "parameters": task.parameters,
             "contract": task.contract.to_json(), "gold": task.gold,
@@ -160,7 +151,7 @@ def show_command(task_id: str, as_json: bool) -> None:
 
 @tasks_group.command("export")
 @click.argument("directory", type=click.Path(path_type=Path))
-@map_errors(_export_refused)
+@map_errors()
 def export_command(directory: Path) -> None:
     """Write every snapshot's contract, ledger and certificate JSON under DIRECTORY.
 

@@ -16,14 +16,6 @@ __all__ = ["COMMANDS", "DEFAULT_PORT"]
 DEFAULT_PORT = 8765
 
 
-def _view_error() -> type[BaseException]:
-    # runner.view reads stores (sqlite-utils, numpy): imported when the command runs, so that
-    # `import runner.cli` stays light (tests/cli/test_startup.py)
-    from runner.view import ViewError
-
-    return ViewError
-
-
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -50,7 +42,7 @@ def _is_loopback(host: str) -> bool:
               help="Allow a non-loopback --host; every request then needs the printed token.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
 @click.option("--quiet", "-q", is_flag=True, help="With --bundle: no progress output.")
-@map_errors(lambda: {_view_error(): EXIT_USAGE})
+@map_errors()
 def view_cmd(store: Path | None, static_dir: Path | None, bundle: Path | None, host: str,
              port: int, allow_remote: bool, open_browser: bool, quiet: bool) -> None:
     """Look inside a run: the run, the cell table, each trajectory step by step.

@@ -15,7 +15,7 @@ Malformed eval cases raise :class:`EvalCaseError`, a :class:`runner.errors.Forma
 
 from __future__ import annotations
 
-from runner.errors import ControlError, FormatError
+from runner.errors import ControlError, ExitCategory, FormatError
 
 __all__ = [
     "CalibrationMismatch",
@@ -34,37 +34,55 @@ __all__ = [
 class RunRefused(ControlError):
     """A kill switch refused to start a run."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class KillSwitchEngaged(RunRefused):
     """The disable flag is set."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class DailyRunCeiling(RunRefused):
     """The number of runs today (UTC) reached the ceiling."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class DailySpendCeiling(RunRefused):
     """Spend today (UTC) reached the ceiling."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class LedgerError(ControlError):
     """The kill-switch ledger cannot be read or written; runs are refused (fail closed)."""
 
+    exit_category = ExitCategory.RUNTIME
+
 
 class NoFinalOutput(ControlError):
     """Only a ``goal_met`` run has a final output; budget and other stops never do."""
+
+    exit_category = ExitCategory.RUNTIME
 
 
 class CalibrationMismatch(ControlError):
     """A calibration measured on one model version was applied to another."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class NoSafeThreshold(ControlError):
     """No candidate threshold keeps the error rate over firings within the target."""
 
+    exit_category = ExitCategory.NEGATIVE
+
 
 class EvalCaseError(FormatError):
     """A stop-reason eval case file is malformed (the message names the file and field)."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class UnmeteredUsage(UserWarning):

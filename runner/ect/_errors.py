@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.errors import FormatError, VerificationError
+from runner.errors import ExitCategory, FormatError, VerificationError
 
 if TYPE_CHECKING:
     from runner.ect._reasons import Decision
@@ -19,6 +19,8 @@ class WireFormatError(FormatError):
     ``certificate.claims[1].transform.params: unknown field 'x'``.
     """
 
+    exit_category = ExitCategory.USAGE
+
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
         self.problem = problem
@@ -28,6 +30,8 @@ class WireFormatError(FormatError):
 class ReplayError(FormatError):
     """Replay of a transform failed; ``code`` is a ``replay.*`` or ``transform.*`` reason code."""
 
+    exit_category = ExitCategory.USAGE
+
     def __init__(self, code: str, detail: str) -> None:
         self.code = code
         self.detail = detail
@@ -36,6 +40,8 @@ class ReplayError(FormatError):
 
 class IncompleteCertificate(VerificationError):
     """Raised by :func:`runner.ect.require_complete`; ``decision`` holds every reason."""
+
+    exit_category = ExitCategory.NEGATIVE
 
     def __init__(self, decision: Decision) -> None:
         self.decision = decision

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from runner.errors import StudyError
+from runner.errors import ExitCategory, StudyError
 
 __all__ = ["CriticCoreInvariantBroken", "PolicyError", "UnknownPolicy"]
 
@@ -17,9 +17,13 @@ __all__ = ["CriticCoreInvariantBroken", "PolicyError", "UnknownPolicy"]
 class PolicyError(StudyError):
     """A termination policy could not decide as the frozen protocol requires."""
 
+    exit_category = ExitCategory.RUNTIME
+
 
 class UnknownPolicy(PolicyError):
     """An arm, pipeline or ablation name is not one of the frozen names."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class CriticCoreInvariantBroken(PolicyError):
@@ -29,3 +33,5 @@ class CriticCoreInvariantBroken(PolicyError):
     fast paths; a model call from the critic core there would silently change the comparison, so
     it blocks the run instead.
     """
+
+    exit_category = ExitCategory.RUNTIME

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runner.errors import ProviderError
+from runner.errors import ExitCategory, ProviderError
 
 __all__ = [
     "FAILURE_CLASSES",
@@ -129,13 +129,19 @@ class ProviderFailure:
 class EgressRefused(ProviderError):
     """A request to an origin other than the configured provider origin was refused."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class CredentialError(ProviderError):
     """The credential is missing, unreadable, too widely readable, or malformed."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class ProviderCallFailed(ProviderError):
     """Raised form of a :class:`ProviderFailure`, for callers that prefer an exception (CLI)."""
+
+    exit_category = ExitCategory.RUNTIME
 
     def __init__(self, failure: ProviderFailure) -> None:
         status = f" (HTTP {failure.status})" if failure.status is not None else ""

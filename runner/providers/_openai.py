@@ -13,7 +13,7 @@ from typing import Any, Literal
 import httpx
 
 from runner.canonical import canonical_bytes, loads_strict
-from runner.errors import FormatError
+from runner.errors import ExitCategory, FormatError
 from runner.providers._credential import Credential
 from runner.providers._egress import EgressGuardTransport, Origin
 from runner.providers._environment import scrub_environment
@@ -332,6 +332,8 @@ class OpenAICompatProvider:
 
 class _ModelOutputError(FormatError):
     """The model's content inside a well-formed reply is malformed (a model-output failure)."""
+
+    exit_category = ExitCategory.RUNTIME
 
 
 def _openai_usage(u: Any) -> Usage:

@@ -8,7 +8,7 @@ import) is imported only when it is built.
 
 from __future__ import annotations
 
-from runner.errors import ProviderError
+from runner.errors import ExitCategory, ProviderError
 from runner.providers._credential import Credential, load_credential
 from runner.providers._egress import Origin
 from runner.providers._errors import EgressRefused
@@ -27,6 +27,8 @@ class ProviderConfigError(ProviderError):
     """A provider was asked for with settings it cannot use (a usage mistake, named in one line:
     an unknown name, a credential or ``--base-url`` for the simulated provider, a missing one
     for a live provider)."""
+
+    exit_category = ExitCategory.USAGE
 
 
 def check_provider_settings(

@@ -8,7 +8,7 @@ Backends: ``bwrap`` (Linux: bubblewrap + seccomp + Landlock + rlimits) and ``san
 from runner.sandbox._backend import Backend, ChildResult, KillReason, Limits
 from runner.sandbox._bwrap import BwrapBackend
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable, WorkerFailed
-from runner.sandbox._pins import PINNED_FILES, pins_digest, read_pinned, verify_pins
+from runner.sandbox._pins import PINNED_FILES, pins_digest, read_pinned, verify_pins, write_pins
 from runner.sandbox._probes import Probe, ProbeResult, load_probes, run_probes
 from runner.sandbox._seatbelt import SandboxExecBackend
 from runner.sandbox._seccomp import compile_policy, compile_policy_file
@@ -38,4 +38,5 @@ __all__ = [
     "run_probes",
     "select_backend",
     "verify_pins",
+    "write_pins",
 ]

@@ -27,7 +27,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runner.errors import SandboxError
+from runner.errors import ExitCategory, SandboxError
 
 __all__ = [
     "ARCHES",
@@ -41,6 +41,8 @@ __all__ = [
 
 class SeccompPolicyError(SandboxError):
     """The seccomp policy source is malformed (unknown syscall, errno or constant)."""
+
+    exit_category = ExitCategory.RUNTIME
 
 
 # BPF opcodes (linux/bpf_common.h)

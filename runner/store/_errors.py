@@ -26,7 +26,7 @@ StoreError
 
 from __future__ import annotations
 
-from runner.errors import StoreError
+from runner.errors import ExitCategory, StoreError
 
 __all__ = [
     "AttemptError",
@@ -55,45 +55,67 @@ __all__ = [
 class StoreBusy(StoreError):
     """Another connection held the write lock longer than the busy timeout."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class StoreUsageError(StoreError):
     """The store refused an operation (no signing key for a checkpoint, a bad header, ...)."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class StoreUnavailable(StoreUsageError):
     """The store file cannot be opened at all (not damage: verification never ran)."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class KeyFileError(StoreError):
     """A key file is missing, malformed, of the wrong kind, or would be overwritten."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class InsecureKeyFile(KeyFileError):
     """A private key file is readable or writable by group or others."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class BlobNotFound(StoreError):
     """No blob with the requested digest is stored."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class AttemptError(StoreError):
     """``attempt_end`` named an attempt that does not exist or has already ended."""
 
+    exit_category = ExitCategory.RUNTIME
+
 
 class ProofInvalid(StoreError):
     """A Merkle inclusion or consistency proof does not verify."""
+
+    exit_category = ExitCategory.NEGATIVE
 
 
 class ScheduleMismatch(StoreError):
     """Manifest export: the committed records are not exactly the schedule rows, in order."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class ManifestInvalid(StoreError):
     """A manifest is malformed or does not match the store it claims to describe."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class StoreDamaged(StoreError):
     """Verification found damage. ``seq`` is the first bad sequence number (None if unknown)."""
+
+    exit_category = ExitCategory.REFUSED
 
     kind = "damage"
 
@@ -105,11 +127,15 @@ class StoreDamaged(StoreError):
 class FileCorrupt(StoreDamaged):
     """SQLite reports the file as malformed (or it is not an SQLite file at all)."""
 
+    exit_category = ExitCategory.REFUSED
+
     kind = "corrupt"
 
 
 class NotAStore(StoreDamaged):
     """The file is not an ect run store of a format version this code reads."""
+
+    exit_category = ExitCategory.REFUSED
 
     kind = "not_a_store"
 
@@ -117,11 +143,15 @@ class NotAStore(StoreDamaged):
 class TamperDetected(StoreDamaged):
     """A record body, leaf, chain link, row order or the schema no longer verifies."""
 
+    exit_category = ExitCategory.REFUSED
+
     kind = "tamper"
 
 
 class AttemptJournalDamaged(TamperDetected):
     """The attempt journal's own hash chain no longer verifies."""
+
+    exit_category = ExitCategory.REFUSED
 
     kind = "attempts"
 
@@ -129,11 +159,15 @@ class AttemptJournalDamaged(TamperDetected):
 class BlobCorrupt(TamperDetected):
     """A stored blob's bytes do not hash to its digest."""
 
+    exit_category = ExitCategory.REFUSED
+
     kind = "blob"
 
 
 class TruncationDetected(StoreDamaged):
     """The store holds fewer records or attempts than a signed checkpoint commits to."""
+
+    exit_category = ExitCategory.REFUSED
 
     kind = "truncation"
 
@@ -141,16 +175,22 @@ class TruncationDetected(StoreDamaged):
 class StaleCheckpoint(StoreDamaged):
     """The external checkpoint is older than a checkpoint recorded in the store (rollback)."""
 
+    exit_category = ExitCategory.REFUSED
+
     kind = "stale_checkpoint"
 
 
 class CheckpointMissing(StoreDamaged):
     """There is no external checkpoint file, so truncation cannot be ruled out."""
 
+    exit_category = ExitCategory.REFUSED
+
     kind = "missing_checkpoint"
 
 
 class SignatureInvalid(StoreDamaged):
     """A checkpoint or manifest signature does not verify, or a different key was expected."""
+
+    exit_category = ExitCategory.REFUSED
 
     kind = "signature"

@@ -100,6 +100,7 @@ from runner.study._static import (
     static_provider,
 )
 from runner.study._strata import StratumReasons, reason_codes_by_stratum
+from runner.study._workflow import RunHooks, StoreNotWritable, run_study, study_root
 
 __all__ = [
     "EXECUTORS",
@@ -138,6 +139,7 @@ __all__ = [
     "ReplayRefused",
     "ReplayReport",
     "RunHeader",
+    "RunHooks",
     "RunSettings",
     "RunSummary",
     "SandboxLimits",
@@ -150,6 +152,7 @@ __all__ = [
     "StaticSpec",
     "StoreInUse",
     "StoreNotEmpty",
+    "StoreNotWritable",
     "StratumReasons",
     "StudyPaths",
     "StudySpec",
@@ -178,6 +181,7 @@ __all__ = [
     "run_lock_path",
     "run_preflight",
     "run_static",
+    "run_study",
     "schedule_bytes",
     "simulator_parameters",
     "source_tree_digest",
@@ -185,6 +189,7 @@ __all__ = [
     "static_provider",
     "stop_file",
     "study_paths",
+    "study_root",
     "throttle_settings",
     "verify_export",
     "with_overrides",

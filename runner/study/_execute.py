@@ -30,7 +30,7 @@ from runner import __version__
 from runner.canonical import JsonObject, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
-from runner.errors import EctError, FormatError, StudyError
+from runner.errors import EctError, ExitCategory, FormatError, StudyError
 from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
 from runner.providers import GenerationConfig, PriceTable, ProviderResult, Throttle, failure_class
 from runner.providers._throttle import estimate_tokens
@@ -71,6 +71,8 @@ log = structlog.get_logger("ect.study")
 class Halted(StudyError):
     """The run stopped cleanly at a cell boundary (STOP file, ceiling, Ctrl-C)."""
 
+    exit_category = ExitCategory.HALTED
+
     def __init__(self, reason: str, summary: RunSummary) -> None:
         self.reason = reason
         self.summary = summary
@@ -83,11 +85,15 @@ class ClusterLost(Halted):
     """Halted because no node of the Ray cluster was left to run a tool call (exit 4 as any
     halt; resume once the cluster is back, or with the local executor)."""
 
+    exit_category = ExitCategory.HALTED
+
 
 class TransportFailed(StudyError):
     """A provider call's transport failure survived its single retry under
     ``on_transport_failure = "halt"``: the cell produced no outcome and is not committed (the
     run halts at the next cell boundary; ``ect resume`` runs the cell again)."""
+
+    exit_category = ExitCategory.HALTED
 
     def __init__(self, cell_id: str, role: str, failure: Any, attempts: int) -> None:
         self.cell_id = cell_id
@@ -103,14 +109,20 @@ class TransportFailed(StudyError):
 class StoreNotEmpty(StudyError):
     """``run`` was pointed at a store that already has cells: use ``resume``."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class ProviderMismatch(StudyError):
     """``resume`` was asked to continue a store under another provider than it was run with
     (the cells would mix two providers' outputs in one study)."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class StoreInUse(StudyError):
     """Another run or resume is writing to this store (two writers would interleave rows)."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 def orphan_attempts(store: Any) -> list[JsonObject]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.canonical import JsonObject
-from runner.errors import FormatError, StudyError
+from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._lock import LockMismatch, check_lock, lock_digest
 from runner.study._records import CellRecord, RunHeader
 from runner.study._spec import spec_for_store
@@ -19,6 +19,8 @@ __all__ = ["IncompleteStore", "export_study", "key_path_for", "verify_export"]
 
 class IncompleteStore(StudyError):
     """The store does not hold every schedule row exactly once with valid digests."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 def key_path_for(store_path: Path) -> Path:

@@ -23,7 +23,7 @@ from runner.canonical import (
     load_strict_file,
     raw_digest,
 )
-from runner.errors import FormatError, StudyError
+from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
 from runner.study._spec import StudySpec, load_spec
@@ -53,9 +53,13 @@ _SOURCE_SUFFIXES = (".py", ".txt", ".json", ".toml", ".sb", ".md")
 class LockError(StudyError):
     """The lock file is missing or malformed, or would be rewritten silently."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class LockMismatch(StudyError):
     """The lock does not match the files it pins; the message names the first drift."""
+
+    exit_category = ExitCategory.REFUSED
 
     def __init__(self, drifts: list[Drift]) -> None:
         self.drifts = drifts

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.canonical import JsonObject, digest
-from runner.errors import EctError, FormatError, StudyError
+from runner.errors import EctError, ExitCategory, FormatError, StudyError
 from runner.study._lock import check_lock, generation_config, lock_digest
 from runner.study._records import CellRecord, RunHeader, ScheduleRow
 from runner.study._spec import StudySpec
@@ -49,6 +49,8 @@ MANDATORY_PROBE_PREFIXES = ("network.", "write.")
 
 class PreflightFailed(StudyError):
     """A preflight check failed; the message names the first failing check and where."""
+
+    exit_category = ExitCategory.REFUSED
 
     def __init__(self, report: PreflightReport) -> None:
         self.report = report

@@ -43,7 +43,7 @@ import anyio
 import structlog
 
 from runner.canonical import JsonObject, digest, loads_strict
-from runner.errors import EctError, SandboxError, StudyError
+from runner.errors import EctError, ExitCategory, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
 
 __all__ = [
@@ -68,9 +68,13 @@ RAY_ENV_DEFAULTS = {
 class ClusterUnreachable(StudyError):
     """The Ray cluster cannot be reached (or ``ray`` is not installed): nothing was run."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class NoUsableNode(StudyError):
     """Every node of the cluster failed its preflight (each reason is in the message)."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 @dataclass(frozen=True)
@@ -449,7 +453,5 @@ class RayExecutor:
                 pass
         if self.owns_connection:
             ray.shutdown()
-
-
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from runner.canonical import JsonObject, loads_strict, raw_digest
-from runner.errors import FormatError, StudyError
+from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._records import AuditCall, CellRecord, RunHeader
 from runner.study._spec import StudySpec, load_spec
 from runner.worlds import TaskCheckpoint
@@ -28,9 +28,13 @@ __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", 
 class ReplayDiverged(StudyError):
     """The replayed trajectory asked for something the recorded one did not."""
 
+    exit_category = ExitCategory.NEGATIVE
+
 
 class ReplayRefused(StudyError):
     """The store does not verify in full: nothing recorded in it can be trusted to replay."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.canonical import canonical_bytes, loads_strict, read_bounded
-from runner.errors import FormatError, StudyError
+from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._spec import StudySpec
 
@@ -30,6 +30,8 @@ __all__ = [
 
 class ScheduleError(StudyError):
     """The schedule file is malformed or does not match what the spec builds."""
+
+    exit_category = ExitCategory.USAGE
 
 
 @dataclass(frozen=True)

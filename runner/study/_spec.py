@@ -17,7 +17,7 @@ from runner.canonical import (
     raw_digest,
     read_bounded,
 )
-from runner.errors import EctError, FormatError, StudyError
+from runner.errors import EctError, ExitCategory, FormatError, StudyError
 
 if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
     from runner.loop import StopRules
@@ -45,6 +45,8 @@ MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000
 
 class SpecError(StudyError):
     """The study spec is missing, malformed, or has unknown or mistyped fields."""
+
+    exit_category = ExitCategory.USAGE
 
 
 def recorded_spec(header: JsonObject, store_path: str | Path) -> Path:
@@ -168,6 +170,8 @@ _TOP_KEYS = {"format", "name", "design", "budget", "stop_rules", "model", "retry
 
 class UnknownParameter(SpecError):
     """An override names no simulator parameter; ``valid`` lists every name there is."""
+
+    exit_category = ExitCategory.USAGE
 
     def __init__(self, name: str, valid: tuple[str, ...]) -> None:
         self.name = name

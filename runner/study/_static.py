@@ -34,7 +34,7 @@ from runner.canonical import (
     read_object,
     read_str,
 )
-from runner.errors import FormatError, StudyError
+from runner.errors import ExitCategory, FormatError, StudyError
 from runner.policies import STATIC_ARMS
 from runner.providers import PROVIDER_NAMES
 from runner.worlds import STATIC_FAULTS
@@ -67,9 +67,13 @@ __all__ = [
 class SpecInvalid(StudyError):
     """The static-study spec (schedules/static.toml) is missing a field or has a bad value."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class FastPathInvariantBroken(StudyError):
     """The critic core called the model on a static snapshot; the frozen comparison is void."""
+
+    exit_category = ExitCategory.RUNTIME
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,8 +588,6 @@ async def run_static(
                 run.attempts.append({**a.stable_json(), **where})
                 run.journal.append({**a.to_json(), **where})
     return run
-
-
 
 
 def static_provider(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.errors import EctError
+from runner.errors import EctError, ExitCategory
 
 __all__ = ["NotFound", "ViewError"]
 
@@ -10,6 +10,10 @@ __all__ = ["NotFound", "ViewError"]
 class ViewError(EctError):
     """The viewer cannot read what it was pointed at (not a store, not a static study, ...)."""
 
+    exit_category = ExitCategory.USAGE
+
 
 class NotFound(ViewError):
     """A cell, record or blob the page asked for is not in the store."""
+
+    exit_category = ExitCategory.USAGE
