@@ -13,7 +13,7 @@ from runner.cli._params import DEFAULT_SPEC, check_out_dir, study_file
 from runner.cli._study import throttle_options
 
 if TYPE_CHECKING:
-    from runner.analysis._sweep import SweepRow
+    from runner.analysis import SweepRow
 
 __all__ = ["COMMANDS"]
 
