@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runner.cli._common import EXIT_RUNTIME, EXIT_USAGE, die, map_errors
-from runner.cli._params import PROVIDER_NAMES, FiniteFloatRange
+from runner.cli._params import FiniteFloatRange, provider_options
 
 if TYPE_CHECKING:  # runner.providers pulls in httpx: imported when a command runs
     from runner.providers import ProviderRequest, ProviderResult
@@ -64,28 +64,7 @@ def _codes() -> dict[type[BaseException], int]:
 
 
 @provider_group.command("smoke")
-@click.option(
-    "--provider",
-    "provider_name",
-    type=click.Choice(list(PROVIDER_NAMES)),
-    default="simulated",
-    show_default=True,
-    help="Which adapter to exercise.",
-)
-@click.option("--base-url", default=None, help="Provider origin (required for openai).")
-@click.option("--model", default=None, help="Model name (default per provider).")
-@click.option(
-    "--credential-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="File holding the API key (mode 0600, owned by you).",
-)
-@click.option(
-    "--credential-env",
-    default=None,
-    metavar="NAME",
-    help="Name of the environment variable holding the API key.",
-)
+@provider_options(model_help="Model name (default: the provider's).")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -98,8 +77,8 @@ def _codes() -> dict[type[BaseException], int]:
 @map_errors(_codes)
 def smoke(
     provider_name: str,
-    base_url: str | None,
     model: str | None,
+    base_url: str | None,
     credential_file: str | None,
     credential_env: str | None,
     timeout_s: float,

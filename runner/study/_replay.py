@@ -87,7 +87,10 @@ class _ReplayProvider:
         self._store = store
         self.name = name
         self.model = "replay"
-        self.simulated = self.name == "simulated"
+        from runner.providers import PROVIDERS  # the provider table says which is simulated
+
+        entry = PROVIDERS.get(name)
+        self.simulated = entry is not None and entry.simulated
 
     async def generate(self, request: Any, *, observer: Any = None) -> Any:
         from runner.providers import ProviderFailure, ProviderResult, RawExchange
