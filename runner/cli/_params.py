@@ -43,9 +43,9 @@ class FiniteFloatRange(click.FloatRange):
 
     def convert(  # value: whatever the command line or a default gave (click's contract)
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float | None:
-        rv: float | None = super().convert(value, param, ctx)
-        if rv is not None and not math.isfinite(rv):
+    ) -> float:
+        rv = super().convert(value, param, ctx)  # click does not call convert for None
+        if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return rv
 
@@ -58,7 +58,7 @@ class ProviderName(click.Choice[str]):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         from runner.providers import PROVIDERS
 

@@ -28,7 +28,7 @@ from runner.providers._throttle import Throttle
 from runner.providers._types import AttemptObserver, ProviderRequest, ProviderResult
 
 if TYPE_CHECKING:
-    from runner.providers._registry import ProviderSettings
+    from runner.providers._registry import AdapterSettings
 
 __all__ = ["HttpAdapter", "ProviderAdapter"]
 
@@ -42,7 +42,7 @@ class ProviderAdapter(ABC):
 
     @classmethod
     @abstractmethod
-    def from_settings(cls, settings: ProviderSettings) -> Self:
+    def from_settings(cls, settings: AdapterSettings) -> Self:
         """The adapter for settings :func:`runner.providers.build` has validated."""
 
     async def generate(

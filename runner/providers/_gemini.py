@@ -38,7 +38,7 @@ from runner.providers._types import (
 )
 
 if TYPE_CHECKING:
-    from runner.providers._registry import ProviderSettings
+    from runner.providers._registry import AdapterSettings
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GENAI_EXCEPTION_KINDS", "GeminiProvider"]
 
@@ -108,7 +108,7 @@ class GeminiProvider(HttpAdapter):
         )
 
     @classmethod
-    def from_settings(cls, settings: ProviderSettings) -> GeminiProvider:
+    def from_settings(cls, settings: AdapterSettings) -> GeminiProvider:
         assert settings.credential is not None  # the table says gemini needs one
         return cls(settings.credential, model=settings.model, base_url=settings.base_url,
                    timeout_s=settings.timeout_s, retry_policy=settings.retry_policy,

@@ -36,7 +36,7 @@ from runner.providers._types import (
 )
 
 if TYPE_CHECKING:
-    from runner.providers._registry import ProviderSettings
+    from runner.providers._registry import AdapterSettings
 
 __all__ = ["OpenAICompatProvider"]
 
@@ -89,7 +89,7 @@ class OpenAICompatProvider(HttpAdapter):
         )
 
     @classmethod
-    def from_settings(cls, settings: ProviderSettings) -> OpenAICompatProvider:
+    def from_settings(cls, settings: AdapterSettings) -> OpenAICompatProvider:
         assert settings.base_url is not None  # the table says openai needs one
         return cls(settings.base_url, credential=settings.credential, model=settings.model,
                    timeout_s=settings.timeout_s, retry_policy=settings.retry_policy,

@@ -36,10 +36,10 @@ if TYPE_CHECKING:  # httpx and anyio load only when a provider is built
 __all__ = [
     "PROVIDERS",
     "PROVIDER_NAMES",
+    "AdapterSettings",
     "CredentialUse",
     "ProviderConfigError",
     "ProviderEntry",
-    "ProviderSettings",
     "build",
     "check_provider_settings",
     "provider_entry",
@@ -61,7 +61,7 @@ class CredentialUse(Enum):
 
 
 @dataclass(frozen=True)
-class ProviderSettings:
+class AdapterSettings:
     """What :func:`build` hands an adapter class's ``from_settings`` (already validated; the
     model already defaulted; the credential already loaded when one was given)."""
 
@@ -77,7 +77,7 @@ class ProviderSettings:
 class AdapterClass(Protocol):
     """An adapter class as the table loads it: it builds itself from validated settings."""
 
-    def from_settings(self, settings: ProviderSettings) -> Provider: ...
+    def from_settings(self, settings: AdapterSettings) -> Provider: ...
 
 
 @dataclass(frozen=True)
@@ -221,6 +221,6 @@ def build(
     model = model or entry.default_model
     if not model:
         raise ProviderConfigError(f"{name} needs --model")
-    return entry.load().from_settings(ProviderSettings(
+    return entry.load().from_settings(AdapterSettings(
         model=model, base_url=base_url, credential=credential, timeout_s=timeout_s,
         retry_policy=retry_policy, throttle=throttle, responder=responder))

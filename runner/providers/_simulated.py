@@ -43,7 +43,7 @@ from runner.providers._types import (
 )
 
 if TYPE_CHECKING:
-    from runner.providers._registry import ProviderSettings
+    from runner.providers._registry import AdapterSettings
 
 __all__ = [
     "Responder",
@@ -112,7 +112,7 @@ class SimulatedProvider(ProviderAdapter):
         self.model = model
 
     @classmethod
-    def from_settings(cls, settings: ProviderSettings) -> SimulatedProvider:
+    def from_settings(cls, settings: AdapterSettings) -> SimulatedProvider:
         return cls(settings.responder, model=settings.model)  # sends nothing: no throttle
 
     def __repr__(self) -> str:

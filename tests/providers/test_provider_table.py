@@ -14,6 +14,7 @@ from runner.cli import cli
 from runner.providers import (
     PROVIDER_NAMES,
     PROVIDERS,
+    AdapterSettings,
     AttemptObserver,
     CredentialUse,
     Message,
@@ -23,7 +24,6 @@ from runner.providers import (
     ProviderEntry,
     ProviderRequest,
     ProviderResponse,
-    ProviderSettings,
     RetryPolicy,
     Usage,
     _registry,
@@ -45,7 +45,7 @@ class EchoProvider(ProviderAdapter):
         self.model = model
 
     @classmethod
-    def from_settings(cls, settings: ProviderSettings) -> EchoProvider:
+    def from_settings(cls, settings: AdapterSettings) -> EchoProvider:
         return cls(settings.model)
 
     def _call_log(self, request: ProviderRequest, observer: AttemptObserver | None) -> CallLog:
