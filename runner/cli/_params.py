@@ -3,6 +3,10 @@
 click's ``FloatRange`` lets ``nan`` through (every comparison with it is false), and ``inf``
 through when no maximum is set; a NaN cost ceiling or timeout silently disables the limit, so
 every float flag that bounds something uses :class:`FiniteFloatRange` instead.
+
+:func:`provider_options` is the one declaration of the provider options (run, resume,
+preflight, static, provider smoke); their choices and help are read from the provider table
+(runner.providers.PROVIDERS), whose module loads no adapter, httpx or google-genai.
 """
 
 from __future__ import annotations
@@ -80,19 +84,19 @@ def provider_options(
     from runner.providers import PROVIDERS, CredentialUse
 
     live = [e for e in PROVIDERS.values() if not e.simulated]
-    needs_url = ", ".join(e.name for e in live if e.needs_base_url)
-    may_url = ", ".join(e.name for e in live if not e.needs_base_url)
+    url_use = "; ".join(f"{word} for {', '.join(names)}" for word, names in (
+        ("required", [e.name for e in live if e.needs_base_url]),
+        ("optional", [e.name for e in live if not e.needs_base_url])) if names)
     keyless = ", ".join(e.name for e in PROVIDERS.values()
-                        if e.credential is CredentialUse.REFUSED)
-    env_examples = ", ".join(e.credential_env for e in live if e.credential_env)
+                        if e.credential is CredentialUse.REFUSED) or "none"
+    env_examples = ", ".join(e.credential_env for e in live if e.credential_env) or "MY_API_KEY"
     options = [
         click.option("--provider", "provider_name", type=ProviderName(), default=default,
                      show_default=default_shown or True,
                      help=f"Model provider ({keyless} needs no credential or network)."),
         click.option("--model", default=None, help=model_help),
         click.option("--base-url", default=None, metavar="URL",
-                     help=f"Provider base URL, e.g. http://127.0.0.1:8000/v1 (required for "
-                          f"{needs_url}; optional for {may_url})."),
+                     help=f"Provider base URL, e.g. http://127.0.0.1:8000/v1 ({url_use})."),
         click.option("--credential-file", default=None, type=click.Path(dir_okay=False),
                      help="File holding the API key (owned by you; no access for group or "
                           "others, e.g. mode 0600)."),
