@@ -44,6 +44,7 @@ from runner.providers._registry import (
     ProviderEntry,
     build,
     check_provider_settings,
+    is_simulated,
     provider_entry,
 )
 from runner.providers._types import (
@@ -152,6 +153,7 @@ __all__ = [
     "default_responder",
     "example_from_schema",
     "failure_class",
+    "is_simulated",
     "load_credential",
     "parse_retry_after",
     "provider_entry",

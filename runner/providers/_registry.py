@@ -42,6 +42,7 @@ __all__ = [
     "ProviderEntry",
     "build",
     "check_provider_settings",
+    "is_simulated",
     "provider_entry",
 ]
 
@@ -145,6 +146,13 @@ def provider_entry(name: str) -> ProviderEntry:
     if entry is None:
         raise ProviderConfigError(f"unknown provider {name!r} ({', '.join(_TABLE)})")
     return entry
+
+
+def is_simulated(name: str) -> bool:
+    """Whether the table marks ``name`` simulated (an unknown name is not: it is refused where
+    the settings are checked)."""
+    entry = _TABLE.get(name)
+    return entry is not None and entry.simulated
 
 
 def check_provider_settings(

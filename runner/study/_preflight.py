@@ -79,7 +79,9 @@ class ProviderChoice:
     @property
     def simulated(self) -> bool:
         """Whether the provider table marks this provider simulated (an unknown name is not)."""
-        return _simulated(self.name)
+        from runner.providers import is_simulated
+
+        return is_simulated(self.name)
 
     def to_json(self) -> JsonObject:
         # Names where the credential comes from (a path or a variable name), never its value.
@@ -214,15 +216,6 @@ def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
     source = (f"file {choice.credential_file}" if choice.credential_file
               else f"variable {choice.credential_env}")
     return True, f"credential given explicitly ({source})", credential
-
-
-def _simulated(name: str) -> bool:
-    """Whether the provider table marks ``name`` simulated (an unknown name is not; the
-    credential check has reported it)."""
-    from runner.providers import PROVIDERS
-
-    entry = PROVIDERS.get(name)
-    return entry is not None and entry.simulated
 
 
 def run_preflight(

@@ -87,10 +87,9 @@ class _ReplayProvider:
         self._store = store
         self.name = name
         self.model = "replay"
-        from runner.providers import PROVIDERS  # the provider table says which is simulated
+        from runner.providers import is_simulated  # the provider table says
 
-        entry = PROVIDERS.get(name)
-        self.simulated = entry is not None and entry.simulated
+        self.simulated = is_simulated(name)
 
     async def generate(self, request: Any, *, observer: Any = None) -> Any:
         from runner.providers import ProviderFailure, ProviderResult, RawExchange

@@ -29,6 +29,7 @@ from runner.providers import (
     _registry,
     build,
     check_provider_settings,
+    is_simulated,
     provider_entry,
 )
 from runner.providers._http import CallLog, Outcome
@@ -84,6 +85,7 @@ def test_the_registry_builds_a_provider_from_its_entry(
     provider = build("echo", credential_env="ECT_ECHO_KEY")
     assert isinstance(provider, EchoProvider) and provider.model == "echo-1"
     assert check_provider_settings("echo", credential_given=True) is echo
+    assert not is_simulated("echo") and is_simulated("simulated") and not is_simulated("x")
     with pytest.raises(ProviderConfigError, match=r"unknown provider 'x' \(.*, echo\)"):
         check_provider_settings("x")
 
