@@ -11,8 +11,8 @@ from runner.cli._common import map_errors
 from runner.cli._params import (
     DEFAULT_SCHEDULE,
     DEFAULT_STATIC_SPEC,
-    PROVIDER_NAMES,
     check_out_dir,
+    provider_options,
     study_file,
 )
 
@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 REPORT_SEED = 2705
 
 COMMANDS: list[click.Command] = []
-
-_PROVIDERS = click.Choice(list(PROVIDER_NAMES))
 
 
 @click.command("static")
@@ -41,30 +39,8 @@ _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
 @click.option(
     "--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Output directory."
 )
-@click.option(
-    "--provider",
-    type=_PROVIDERS,
-    default=None,
-    help="Model provider [default: the spec's, simulated].",
-)
-@click.option("--model", default=None, help="Model name (default from the spec, per provider).")
-@click.option(
-    "--base-url",
-    default=None,
-    help="Provider base URL (OpenAI-compatible server, or a Gemini endpoint).",
-)
-@click.option(
-    "--credential-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="File holding the API key (mode 0600).",
-)
-@click.option(
-    "--credential-env",
-    default=None,
-    metavar="NAME",
-    help="Environment variable holding the API key.",
-)
+@provider_options(model_help="Model name (default from the spec, per provider).", default=None,
+                  default_shown="the spec's provider.default")
 @click.option(
     "--seed", type=click.IntRange(min=0), default=None, help="Bootstrap seed [default: the spec's]."
 )
@@ -82,7 +58,7 @@ _PROVIDERS = click.Choice(list(PROVIDER_NAMES))
 def static_cmd(
     spec_path: str | None,
     out_dir: str,
-    provider: str | None,
+    provider_name: str | None,
     model: str | None,
     base_url: str | None,
     credential_file: str | None,
@@ -110,7 +86,7 @@ def static_cmd(
         res = static_study(
             spec_path,
             out_dir,
-            provider=provider,
+            provider=provider_name,
             seed=seed,
             model=model,
             base_url=base_url,

@@ -3,13 +3,18 @@
 click's ``FloatRange`` lets ``nan`` through (every comparison with it is false), and ``inf``
 through when no maximum is set; a NaN cost ceiling or timeout silently disables the limit, so
 every float flag that bounds something uses :class:`FiniteFloatRange` instead.
+
+:func:`provider_options` is the one declaration of the provider options (run, resume,
+preflight, static, provider smoke); their choices and help are read from the provider table
+(runner.providers.PROVIDERS), whose module loads no adapter, httpx or google-genai.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -19,16 +24,12 @@ __all__ = [
     "DEFAULT_SCHEDULE",
     "DEFAULT_SPEC",
     "DEFAULT_STATIC_SPEC",
-    "PROVIDER_NAMES",
     "FiniteFloatRange",
+    "ProviderName",
     "check_store_dir",
+    "provider_options",
     "study_file",
 ]
-
-# The provider names as runner.providers.PROVIDER_NAMES lists them, stated here so that building
-# the command line never imports runner.providers (httpx); tests/cli/test_startup.py checks that
-# the two agree.
-PROVIDER_NAMES: tuple[str, ...] = ("simulated", "gemini", "openai")
 
 # The study's files live in the repository's schedules/ directory (beside runner/), not in the
 # installed package: the lock pins them together with the source tree.
@@ -36,17 +37,80 @@ DEFAULT_SPEC = "schedules/v2.toml"
 DEFAULT_STATIC_SPEC = "schedules/static.toml"
 DEFAULT_SCHEDULE = "schedules/v2.schedule.jsonl"
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
 
 class FiniteFloatRange(click.FloatRange):
     """A ``click.FloatRange`` that also refuses ``nan`` and ``±inf``."""
 
     name = "float range"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        rv = super().convert(value, param, ctx)
-        if rv is not None and not math.isfinite(rv):
+    def convert(  # value: whatever the command line or a default gave (click's contract)
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        rv = super().convert(value, param, ctx)  # click does not call convert for None
+        if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return rv
+
+
+class ProviderName(click.Choice[str]):
+    """``--provider``: the names in the provider table (runner.providers.PROVIDERS), read when
+    the option is shown or parsed, so a provider added to the table is offered everywhere.
+    The table's module is light: reading it loads no adapter, httpx or google-genai."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from runner.providers import PROVIDERS
+
+        return tuple(PROVIDERS)
+
+    @choices.setter
+    def choices(self, value: tuple[str, ...]) -> None:
+        del value  # click's constructor assigns the (empty) list: the table is the source
+
+
+def provider_options(
+    *, model_help: str, default: str | None = "simulated", default_shown: str | None = None
+) -> Callable[[_Command], _Command]:
+    """The provider options every command that talks to a model shares, in one place:
+    ``--provider`` (as ``provider_name``), ``--model``, ``--base-url``, ``--credential-file`` and
+    ``--credential-env``. Only ``--model``'s meaning differs per command (the locked model, the
+    spec's default, the provider's default), so its help is given; ``default=None`` with
+    ``default_shown`` is for a command whose default provider comes from a spec."""
+    from runner.providers import PROVIDERS, CredentialUse
+
+    live = [e for e in PROVIDERS.values() if not e.simulated]
+    url_use = "; ".join(f"{word} for {', '.join(names)}" for word, names in (
+        ("required", [e.name for e in live if e.needs_base_url]),
+        ("optional", [e.name for e in live if not e.needs_base_url])) if names)
+    keyless = ", ".join(e.name for e in PROVIDERS.values()
+                        if e.credential is CredentialUse.REFUSED) or "none"
+    env_examples = ", ".join(e.credential_env for e in live if e.credential_env) or "MY_API_KEY"
+    options = [
+        click.option("--provider", "provider_name", type=ProviderName(), default=default,
+                     show_default=default_shown or True,
+                     help=f"Model provider ({keyless} needs no credential or network)."),
+        click.option("--model", default=None, help=model_help),
+        click.option("--base-url", default=None, metavar="URL",
+                     help=f"Provider base URL, e.g. http://127.0.0.1:8000/v1 ({url_use})."),
+        click.option("--credential-file", default=None, type=click.Path(dir_okay=False),
+                     help="File holding the API key (owned by you; no access for group or "
+                          "others, e.g. mode 0600)."),
+        click.option("--credential-env", default=None, metavar="NAME",
+                     help=f"Name of the environment variable holding the API key (e.g. "
+                          f"{env_examples}); it is removed from the environment once read."),
+    ]
+
+    def decorate(fn: _Command) -> _Command:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
 
 
 def check_store_dir(store: str | Path, what: str = "store") -> None:

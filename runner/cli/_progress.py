@@ -55,10 +55,12 @@ class _Lines:
 
 def cell_fields(summary: RunSummary, done_now: int, elapsed: float) -> dict[str, str]:
     """The figures of a run's progress line, as text: rate, ETA, cost, calls and stops."""
+    from runner.providers import is_simulated
+
     rate = done_now / elapsed if elapsed > 0 else 0.0
     left = summary.goal - summary.committed
     eta = "-" if left == 0 else (duration(left / rate) if rate > 0 else "?")
-    simulated = " (simulated)" if summary.provider == "simulated" else ""
+    simulated = " (simulated)" if is_simulated(summary.provider) else ""
     stops = ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())) or "-"
     return {
         "rate": f"{rate:.1f} cells/s",

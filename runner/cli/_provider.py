@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runner.cli._common import EXIT_RUNTIME, die, map_errors
-from runner.cli._params import PROVIDER_NAMES, FiniteFloatRange
+from runner.cli._params import FiniteFloatRange, provider_options
 
 if TYPE_CHECKING:  # runner.providers pulls in httpx: imported when a command runs
     from runner.providers import ProviderRequest, ProviderResult
@@ -58,28 +58,7 @@ def provider_group() -> None:
 
 
 @provider_group.command("smoke")
-@click.option(
-    "--provider",
-    "provider_name",
-    type=click.Choice(list(PROVIDER_NAMES)),
-    default="simulated",
-    show_default=True,
-    help="Which adapter to exercise.",
-)
-@click.option("--base-url", default=None, help="Provider origin (required for openai).")
-@click.option("--model", default=None, help="Model name (default per provider).")
-@click.option(
-    "--credential-file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="File holding the API key (mode 0600, owned by you).",
-)
-@click.option(
-    "--credential-env",
-    default=None,
-    metavar="NAME",
-    help="Name of the environment variable holding the API key.",
-)
+@provider_options(model_help="Model name (default: the provider's).")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -92,8 +71,8 @@ def provider_group() -> None:
 @map_errors()
 def smoke(
     provider_name: str,
-    base_url: str | None,
     model: str | None,
+    base_url: str | None,
     credential_file: str | None,
     credential_env: str | None,
     timeout_s: float,

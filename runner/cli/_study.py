@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,9 +19,9 @@ from runner.cli._common import (
 )
 from runner.cli._params import (
     DEFAULT_SPEC,
-    PROVIDER_NAMES,
     FiniteFloatRange,
     check_store_dir,
+    provider_options,
     study_file,
 )
 
@@ -60,22 +59,7 @@ def configure_logging(log_json: bool) -> None:
     )
 
 
-def _provider_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--provider", "provider_name", default="simulated", show_default=True,
-                     type=click.Choice(list(PROVIDER_NAMES)),
-                     help="Model provider. The simulated default needs no credential or network."),
-        click.option("--model", default=None, help="Model name (must equal the locked model)."),
-        click.option("--base-url", default=None,
-                     help="Provider origin (required for openai; optional for gemini)."),
-        click.option("--credential-file", default=None, type=click.Path(dir_okay=False),
-                     help="File holding the API key (must not be group/world readable)."),
-        click.option("--credential-env", default=None, metavar="NAME",
-                     help="Name of the environment variable holding the API key."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+_provider_options = provider_options(model_help="Model name (must equal the locked model).")
 
 
 def _choice(provider_name: str, model: str | None, base_url: str | None,

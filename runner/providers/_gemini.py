@@ -11,7 +11,7 @@ turn (thought signatures included). The implicit environment variables are remov
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pydantic
@@ -21,30 +21,24 @@ from google.genai import types as gt
 
 from runner.canonical import loads_strict
 from runner.errors import FormatError
+from runner.providers._adapter import HttpAdapter
 from runner.providers._credential import Credential
-from runner.providers._egress import EgressGuardTransport, Origin
-from runner.providers._environment import scrub_environment
-from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
-from runner.providers._http import (
-    CallLog,
-    ObserverFailed,
-    Outcome,
-    RecordingTransport,
-    ReplayCache,
-    run_call,
-)
+from runner.providers._egress import EgressGuardTransport
+from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._http import CallLog, ObserverFailed, Outcome, RecordingTransport
 from runner.providers._retry import RetryPolicy, classify_httpx_error, kind_for_status
 from runner.providers._throttle import Throttle
 from runner.providers._types import (
-    AttemptObserver,
     FunctionCall,
     Message,
     Part,
     ProviderRequest,
     ProviderResponse,
-    ProviderResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from runner.providers._registry import AdapterSettings
 
 __all__ = ["DEFAULT_GEMINI_BASE_URL", "GENAI_EXCEPTION_KINDS", "GeminiProvider"]
 
@@ -65,7 +59,7 @@ GENAI_EXCEPTION_KINDS: dict[type[BaseException], str | None] = {
 }
 
 
-class GeminiProvider:
+class GeminiProvider(HttpAdapter):
     """The Gemini adapter. One instance may serve concurrent ``generate()`` calls."""
 
     name = "gemini"
@@ -84,26 +78,11 @@ class GeminiProvider:
     ) -> None:
         if not isinstance(credential, Credential):
             raise TypeError("GeminiProvider needs a Credential (see load_credential)")
-        if not (0 < timeout_s <= 600):
-            raise ValueError("timeout_s must be within (0, 600]")
         self.model = model
-        self.base_url = (base_url or DEFAULT_GEMINI_BASE_URL).rstrip("/")
-        origin = Origin.parse(self.base_url)
-        origin.check_credential_transport()
-        if guard is None:
-            guard = EgressGuardTransport(origin)
-        elif guard.allowed != origin:
-            raise EgressRefused(
-                f"egress refused: base URL origin {origin} differs from the guard's {guard.allowed}"
-            )
-        self.guard = guard
-        self.timeout_s = float(timeout_s)
-        self.retry_policy = retry_policy or RetryPolicy()
-        self.throttle = throttle
-        # responses a resumed run already paid for (set by the study on resume)
-        self.replay: ReplayCache | None = None
-        self._credential = credential
-        self.removed_env = scrub_environment(sdk=True)
+        # the key always travels, so the origin must keep it secret whatever the base URL
+        super().__init__(base_url or DEFAULT_GEMINI_BASE_URL, credential=credential,
+                         timeout_s=timeout_s, guard=guard, retry_policy=retry_policy,
+                         throttle=throttle, sdk=True)
         # identity encoding: the recorded response bytes are the JSON body itself.
         common: dict[str, Any] = {
             "trust_env": False,
@@ -114,8 +93,8 @@ class GeminiProvider:
             "limits": httpx.Limits(max_keepalive_connections=0),
             "headers": {"accept-encoding": "identity", "connection": "close"},
         }
-        self._sync_http = httpx.Client(transport=guard, **common)
-        self._async_http = httpx.AsyncClient(transport=RecordingTransport(guard), **common)
+        self._sync_http = httpx.Client(transport=self.guard, **common)
+        self._async_http = httpx.AsyncClient(transport=RecordingTransport(self.guard), **common)
         http_options = gt.HttpOptions(
             base_url=self.base_url + "/",
             api_version="v1beta",
@@ -128,8 +107,12 @@ class GeminiProvider:
             api_key=credential.reveal(), vertexai=False, http_options=http_options
         )
 
-    def __repr__(self) -> str:
-        return f"GeminiProvider(model={self.model!r}, base_url={self.base_url!r})"
+    @classmethod
+    def from_settings(cls, settings: AdapterSettings) -> GeminiProvider:
+        assert settings.credential is not None  # the table says gemini needs one
+        return cls(settings.credential, model=settings.model, base_url=settings.base_url,
+                   timeout_s=settings.timeout_s, retry_policy=settings.retry_policy,
+                   throttle=settings.throttle)
 
     async def aclose(self) -> None:
         await self._async_http.aclose()
@@ -202,49 +185,21 @@ class GeminiProvider:
 
     # -- the call ---------------------------------------------------------------------------
 
-    async def generate(
-        self, request: ProviderRequest, *, observer: AttemptObserver | None = None
-    ) -> ProviderResult:
-        log = CallLog(
-            provider=self.name,
-            model=self.model,
-            cell_id=request.cell_id,
-            observer=observer,
-            policy=self.retry_policy,
-            throttle=self.throttle,
-            timeout_s=self.timeout_s,
-            replay=self.replay,
-        )
-
-        async def attempt(log: CallLog) -> Outcome:
-            try:
-                contents = [self._content(m) for m in request.messages]
-                config = self._config(request)
-            except (pydantic.ValidationError, ValueError, TypeError) as e:
-                return None, self._failure("request_invalid", e)
-            try:
-                sdk_response = await self._client.aio.models.generate_content(
-                    model=self.model, contents=contents, config=config
-                )
-            except ObserverFailed as e:
-                raise e.original from None
-            except Exception as e:  # every SDK/httpx error class is mapped below
-                return None, self._map_exception(e, log)
-            return self._parse(sdk_response, request, log)
-
-        return await run_call(log, attempt)
-
-    def _failure(
-        self,
-        kind: str,
-        exc: BaseException | None,
-        *,
-        detail: str | None = None,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> ProviderFailure:
-        return failure_of(kind, exc, redact=self._credential.redact, detail=detail,
-                          status=status, retry_after_s=retry_after_s)
+    async def _attempt(self, request: ProviderRequest, log: CallLog) -> Outcome:
+        try:
+            contents = [self._content(m) for m in request.messages]
+            config = self._config(request)
+        except (pydantic.ValidationError, ValueError, TypeError) as e:
+            return None, self._failure("request_invalid", e)
+        try:
+            sdk_response = await self._client.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        except ObserverFailed:
+            raise  # the observer's own error: re-raised unchanged by the scaffold
+        except Exception as e:  # every SDK/httpx error class is mapped below
+            return None, self._map_exception(e, log)
+        return self._parse(sdk_response, request, log)
 
     def _map_exception(self, exc: Exception, log: CallLog) -> ProviderFailure:
         last = log.last

@@ -125,7 +125,7 @@ class CallLog:
         observer: AttemptObserver | None,
         policy: RetryPolicy,
         simulated: bool = False,
-        id_factory: Callable[[int], str] | None = None,
+        id_factory: Callable[[int, bytes], str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         throttle: Throttle | None = None,
         timeout_s: float | None = None,
@@ -137,7 +137,8 @@ class CallLog:
         self.observer = observer
         self.policy = policy
         self.simulated = simulated
-        self._id_factory = id_factory or (lambda _n: uuid.uuid4().hex)
+        # an attempt's id from its number and its request bytes (random unless given)
+        self._id_factory = id_factory or (lambda _n, _body: uuid.uuid4().hex)
         self._clock = clock
         self.throttle = throttle
         self.timeout_s = timeout_s
@@ -166,7 +167,8 @@ class CallLog:
 
     async def begin(self, request_bytes: bytes, *, retry: bool) -> _Slot:
         n = len(self.slots) + 1
-        slot = _Slot(n, self._id_factory(n), request_bytes, utc_now(), self._clock(), retry)
+        slot = _Slot(n, self._id_factory(n, request_bytes), request_bytes, utc_now(), self._clock(),
+                     retry)
         if self.observer is not None:
             try:
                 await self.observer.begin(self.record(slot))
@@ -369,14 +371,17 @@ Outcome = tuple[ProviderResponse | None, ProviderFailure | None]
 async def run_call(
     log: CallLog, attempt: Callable[[CallLog], Awaitable[Outcome]]
 ) -> ProviderResult:
-    """One ``generate()`` of an HTTP adapter: make ``log`` the current call (the recording
-    transport journals each attempt into it), run ``attempt``, close the log with the outcome
-    (an observer's own error is re-raised unchanged) and return the audited result."""
+    """One ``generate()`` (see :class:`runner.providers._adapter.ProviderAdapter`): make ``log``
+    the current call (the recording transport journals each attempt into it), run ``attempt``,
+    close the log with the outcome (an observer's own error is re-raised unchanged, from the
+    attempt or from the close) and return the audited result."""
     response: ProviderResponse | None = None
     failure: ProviderFailure | None = None
     token = CURRENT_CALL.set(log)
     try:
         response, failure = await attempt(log)
+    except ObserverFailed as e:
+        raise e.original from None
     finally:
         CURRENT_CALL.reset(token)
     try:

@@ -8,24 +8,17 @@ assistant message dict of a response is kept as ``Message.native`` and replayed 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.errors import ExitCategory, FormatError
+from runner.providers._adapter import HttpAdapter
 from runner.providers._credential import Credential
-from runner.providers._egress import EgressGuardTransport, Origin
-from runner.providers._environment import scrub_environment
-from runner.providers._errors import EgressRefused, ProviderFailure, failure_of
-from runner.providers._http import (
-    CallLog,
-    ObserverFailed,
-    Outcome,
-    RecordingTransport,
-    ReplayCache,
-    run_call,
-)
+from runner.providers._egress import EgressGuardTransport
+from runner.providers._errors import EgressRefused, ProviderFailure
+from runner.providers._http import CallLog, ObserverFailed, Outcome, RecordingTransport
 from runner.providers._retry import (
     RetryPolicy,
     classify_httpx_error,
@@ -34,15 +27,16 @@ from runner.providers._retry import (
 )
 from runner.providers._throttle import Throttle
 from runner.providers._types import (
-    AttemptObserver,
     FunctionCall,
     Message,
     Part,
     ProviderRequest,
     ProviderResponse,
-    ProviderResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from runner.providers._registry import AdapterSettings
 
 __all__ = ["OpenAICompatProvider"]
 
@@ -51,7 +45,7 @@ def _json_text(obj: Any) -> str:
     return canonical_bytes(obj).decode("utf-8")
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(HttpAdapter):
     """The OpenAI-compatible adapter. ``base_url`` ends before ``/chat/completions`` (e.g. ``.../v1``)."""
 
     name = "openai"
@@ -71,30 +65,12 @@ class OpenAICompatProvider:
     ) -> None:
         if credential is not None and not isinstance(credential, Credential):
             raise TypeError("credential must be a Credential (see load_credential)")
-        if not (0 < timeout_s <= 600):
-            raise ValueError("timeout_s must be within (0, 600]")
         if response_format not in ("json_schema", "json_object"):
             raise ValueError("response_format must be 'json_schema' or 'json_object'")
-        self.base_url = base_url.rstrip("/")
-        origin = Origin.parse(self.base_url)
-        if credential is not None:
-            origin.check_credential_transport()
-        if guard is None:
-            guard = EgressGuardTransport(origin)
-        elif guard.allowed != origin:
-            raise EgressRefused(
-                f"egress refused: base URL origin {origin} differs from the guard's {guard.allowed}"
-            )
-        self.guard = guard
         self.model = model
-        self.timeout_s = float(timeout_s)
-        self.retry_policy = retry_policy or RetryPolicy()
-        self.throttle = throttle
-        # responses a resumed run already paid for (set by the study on resume)
-        self.replay: ReplayCache | None = None
         self.response_format = response_format
-        self._credential = credential
-        self.removed_env = scrub_environment(sdk=False)
+        super().__init__(base_url, credential=credential, timeout_s=timeout_s, guard=guard,
+                         retry_policy=retry_policy, throttle=throttle, sdk=False)
         # One connection per attempt, closed when it ends (see the Gemini adapter).
         headers = {
             "accept-encoding": "identity",
@@ -104,7 +80,7 @@ class OpenAICompatProvider:
         if credential is not None:
             headers["authorization"] = f"Bearer {credential.reveal()}"
         self._http = httpx.AsyncClient(
-            transport=RecordingTransport(guard),
+            transport=RecordingTransport(self.guard),
             trust_env=False,
             timeout=httpx.Timeout(self.timeout_s),
             follow_redirects=False,
@@ -112,8 +88,12 @@ class OpenAICompatProvider:
             headers=headers,
         )
 
-    def __repr__(self) -> str:
-        return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
+    @classmethod
+    def from_settings(cls, settings: AdapterSettings) -> OpenAICompatProvider:
+        assert settings.base_url is not None  # the table says openai needs one
+        return cls(settings.base_url, credential=settings.credential, model=settings.model,
+                   timeout_s=settings.timeout_s, retry_policy=settings.retry_policy,
+                   throttle=settings.throttle)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -199,57 +179,29 @@ class OpenAICompatProvider:
 
     # -- the call ---------------------------------------------------------------------------
 
-    async def generate(
-        self, request: ProviderRequest, *, observer: AttemptObserver | None = None
-    ) -> ProviderResult:
-        log = CallLog(
-            provider=self.name,
-            model=self.model,
-            cell_id=request.cell_id,
-            observer=observer,
-            policy=self.retry_policy,
-            throttle=self.throttle,
-            timeout_s=self.timeout_s,
-            replay=self.replay,
-        )
+    async def _attempt(self, request: ProviderRequest, log: CallLog) -> Outcome:
+        try:
+            body = self.build_body(request)
+        except FormatError as e:
+            return None, self._failure("request_invalid", e)
+        try:
+            http_response = await self._http.post(self.base_url + "/chat/completions", content=body)
+        except ObserverFailed:
+            raise  # the observer's own error: re-raised unchanged by the scaffold
+        except EgressRefused as e:
+            return None, self._failure("egress_refused", e)
+        except httpx.HTTPError as e:
+            last = log.last
+            kind = (
+                last.kind
+                if last is not None and last.kind
+                else classify_httpx_error(e, response_started=False)
+            )
+            return None, self._failure(kind, e, detail=f"{type(e).__name__}: {e}"[:300])
+        return self._parse(http_response, request)
 
-        async def attempt(log: CallLog) -> Outcome:
-            try:
-                body = self.build_body(request)
-            except FormatError as e:
-                return None, self._failure("request_invalid", e)
-            try:
-                http_response = await self._http.post(
-                    self.base_url + "/chat/completions", content=body
-                )
-            except ObserverFailed as e:
-                raise e.original from None
-            except EgressRefused as e:
-                return None, self._failure("egress_refused", e)
-            except httpx.HTTPError as e:
-                last = log.last
-                kind = (
-                    last.kind
-                    if last is not None and last.kind
-                    else classify_httpx_error(e, response_started=False)
-                )
-                return None, self._failure(kind, e, detail=f"{type(e).__name__}: {e}"[:300])
-            return self._parse(http_response, request)
-
-        return await run_call(log, attempt)
-
-    def _failure(
-        self,
-        kind: str,
-        exc: BaseException | None,
-        *,
-        detail: str | None = None,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-    ) -> ProviderFailure:
-        redact = self._credential.redact if self._credential is not None else str
-        return failure_of(kind, exc, redact=redact, detail=detail, status=status,
-                          retry_after_s=retry_after_s, no_exception_class=f"HTTP {status}")
+    def _no_exception_class(self, status: int | None) -> str | None:
+        return f"HTTP {status}"  # a failure status with no exception names the status
 
     def _parse(
         self, r: httpx.Response, request: ProviderRequest

@@ -25,11 +25,12 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.canonical import canonical_bytes
+from runner.providers._adapter import ProviderAdapter
 from runner.providers._errors import ProviderFailure
-from runner.providers._http import CallLog, ObserverFailed
+from runner.providers._http import CallLog, Outcome
 from runner.providers._retry import RetryPolicy
 from runner.providers._types import (
     AttemptObserver,
@@ -38,9 +39,11 @@ from runner.providers._types import (
     Part,
     ProviderRequest,
     ProviderResponse,
-    ProviderResult,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from runner.providers._registry import AdapterSettings
 
 __all__ = [
     "Responder",
@@ -87,7 +90,16 @@ def _tokens(n_bytes: int) -> int:
     return math.ceil(n_bytes / 4)
 
 
-class SimulatedProvider:
+def _attempt_id(n: int, request_bytes: bytes) -> str:
+    """A simulated attempt's id: a function of the request, so the same call has the same id."""
+    return f"sim-{hashlib.sha256(request_bytes).hexdigest()[:24]}-{n}"
+
+
+def _no_time() -> float:
+    return 0.0
+
+
+class SimulatedProvider(ProviderAdapter):
     """Deterministic, offline provider around a :data:`Responder`."""
 
     name = "simulated"
@@ -99,31 +111,29 @@ class SimulatedProvider:
         self.responder: Responder = responder or default_responder
         self.model = model
 
+    @classmethod
+    def from_settings(cls, settings: AdapterSettings) -> SimulatedProvider:
+        return cls(settings.responder, model=settings.model)  # sends nothing: no throttle
+
     def __repr__(self) -> str:
         return f"SimulatedProvider(model={self.model!r})"
 
-    async def aclose(self) -> None:
-        return None
-
-    async def generate(
-        self, request: ProviderRequest, *, observer: AttemptObserver | None = None
-    ) -> ProviderResult:
-        request_bytes = request.canonical()
-        request_digest = hashlib.sha256(request_bytes).hexdigest()
-        log = CallLog(
+    def _call_log(self, request: ProviderRequest, observer: AttemptObserver | None) -> CallLog:
+        # one attempt, never retried; its id a function of the request; latency 0.0
+        return CallLog(
             provider=self.name,
             model=self.model,
             cell_id=request.cell_id,
             observer=observer,
             policy=RetryPolicy(max_retries=0),
             simulated=True,
-            id_factory=lambda n: f"sim-{request_digest[:24]}-{n}",
-            clock=lambda: 0.0,
+            id_factory=_attempt_id,
+            clock=_no_time,
         )
-        try:
-            slot = await log.begin(request_bytes, retry=False)
-        except ObserverFailed as e:
-            raise e.original from None
+
+    async def _attempt(self, request: ProviderRequest, log: CallLog) -> Outcome:
+        request_bytes = request.canonical()
+        slot = await log.begin(request_bytes, retry=False)
         reply = self.responder(request, simulated_rng(request))
         if not isinstance(reply, SimulatedReply):
             raise TypeError("a responder must return a SimulatedReply")
@@ -133,7 +143,6 @@ class SimulatedProvider:
             payload: dict[str, Any] = {"simulated": True, "failure": failure.to_json()}
             slot.response_bytes = canonical_bytes(payload)
             slot.status = failure.status
-            usage = None
         else:
             parts: list[Part] = []
             if reply.text is not None:
@@ -167,11 +176,7 @@ class SimulatedProvider:
             slot.response_bytes = canonical_bytes(response.to_json())
             slot.status = 200
         log.mark_end(slot, latency=0.0)
-        try:
-            await log.finish(failure, usage)
-        except ObserverFailed as e:
-            raise e.original from None
-        return ProviderResult(response, failure, log.attempts(), log.raw())
+        return response, failure
 
 
 # -- the default responder (smoke use) --------------------------------------------------------

@@ -347,12 +347,12 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: 
     """
     from runner.providers import RetryPolicy, Throttle, build
 
-    if choice.name == "simulated":
+    if choice.simulated:
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
 
         planner = PlannerBehaviour.from_json(spec.simulated.get("planner", {}))
         critic = CriticBehaviour.from_json(spec.simulated.get("critic", {}))
-        return lambda: build("simulated", model=choice.model,
+        return lambda: build(choice.name, model=choice.model,
                              responder=simulated_responder(planner, critic))
     shared = build(choice.name, model=choice.model or spec.model.name, base_url=choice.base_url,
                    credential=credential, credential_file=choice.credential_file,
@@ -654,7 +654,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         schedule_rows=len(report.rows),
         spec=str(settings.spec_path),
         provider=report.provider.name,
-        simulated=report.provider.name == "simulated",
+        simulated=report.provider.simulated,
         # every rule that can end a trajectory (the protocol's limits only, in the frozen study)
         stop_rules=report.spec.stop_rules_in_force() if report.spec is not None else None,
         # the isolation layers in force (Landlock ABI, seccomp mode, cgroups, host uid)
@@ -749,7 +749,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
     spec, rows = report.spec, report.rows
     throttle = throttle_settings(settings, spec)
     summary.throttle = throttle
-    ctx_simulated = settings.provider.name == "simulated"
+    ctx_simulated = settings.provider.simulated
     summary.on_transport_failure = spec.provider.on_transport_failure
     store = _open_or_create_store(settings, report, resume=resume,
                                   executor=remote.describe() if remote is not None else None,
@@ -766,7 +766,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         replay = None
         if resume:
             summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
-            if settings.provider.name != "simulated":
+            if not settings.provider.simulated:
                 replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
         summary.target = end
@@ -792,7 +792,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                     settings.concurrency),
                 attempts=[0],
                 tool_calls=[0],
-                simulated=settings.provider.name == "simulated",
+                simulated=settings.provider.simulated,
                 kill_switch=kill_switch,
                 halt_on_transport=spec.provider.on_transport_failure == "halt",
                 throttle=Throttle(**throttle) if ctx_simulated else None,

@@ -78,6 +78,13 @@ class ProviderChoice:
     credential_file: str | None = None
     credential_env: str | None = None
 
+    @property
+    def simulated(self) -> bool:
+        """Whether the provider table marks this provider simulated (an unknown name is not)."""
+        from runner.providers import is_simulated
+
+        return is_simulated(self.name)
+
     def to_json(self) -> JsonObject:
         # Names where the credential comes from (a path or a variable name), never its value.
         return {"name": self.name, "model": self.model, "base_url": self.base_url,
@@ -190,20 +197,20 @@ def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
     """(ok, detail, the loaded Credential or None). The credential is loaded here once and
     handed to the run through the report: loading from a variable removes it from the
     environment (so no child inherits it), so it cannot be loaded a second time."""
-    from runner.providers import ProviderConfigError, check_provider_settings
+    from runner.providers import CredentialUse, ProviderConfigError, check_provider_settings
 
     given = bool(choice.credential_file or choice.credential_env)
     try:
-        check_provider_settings(choice.name, model=choice.model, base_url=choice.base_url,
-                                credential_given=given)
+        entry = check_provider_settings(choice.name, model=choice.model,
+                                        base_url=choice.base_url, credential_given=given)
     except ProviderConfigError as e:
         return False, str(e), None
-    if choice.name == "simulated":
-        return True, "simulated provider: no credential needed", None
+    if entry.credential is CredentialUse.REFUSED:
+        return True, f"{entry.label}: no credential needed", None
     from runner.providers import load_credential
 
-    if choice.name == "openai" and not given:
-        return True, "openai-compatible endpoint without a credential", None
+    if not given:  # the check above refused a missing credential the provider needs
+        return True, f"{entry.label} without a credential", None
     try:
         credential = load_credential(file=choice.credential_file, env=choice.credential_env)
     except EctError as e:
@@ -260,7 +267,7 @@ def run_preflight(
     cred_ok, cred_detail, report.credential = _credential(choice)
     ok = add("credential", cred_ok, cred_detail) and ok
     frozen = lock.get("generation") == generation_config(spec)
-    model_ok = choice.model is None or choice.name == "simulated" or choice.model == spec.model.name
+    model_ok = choice.model is None or choice.simulated or choice.model == spec.model.name
     ok = add("generation", frozen and model_ok,
              "generation config matches the lock" if frozen and model_ok else
              (f"model {choice.model!r} differs from the frozen {spec.model.name!r}"

@@ -36,7 +36,7 @@ from runner.canonical import (
 )
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.policies import STATIC_ARMS
-from runner.providers import PROVIDER_NAMES
+from runner.providers import PROVIDERS
 from runner.worlds import STATIC_FAULTS
 
 if TYPE_CHECKING:
@@ -313,9 +313,9 @@ class StaticSpec:
                 "static spec: analysis needs seed >= 0, replicates >= 1, 0 < confidence < 1"
             )
         default = _get(pv, "default", str, "provider")
-        if default not in PROVIDER_NAMES:
+        if default not in PROVIDERS:
             raise SpecInvalid(
-                f"static spec: provider.default must be one of {', '.join(PROVIDER_NAMES)}"
+                f"static spec: provider.default must be one of {', '.join(PROVIDERS)}"
             )
         generation = StaticGeneration(
             temperature=float(_get(gen, "temperature", (int, float), "generation")),
@@ -602,19 +602,21 @@ def static_provider(
     """The provider for the model-backed static arms, built by :func:`runner.providers.build`
     (the one validation of provider settings) with the static spec's defaults; the simulated
     provider answers with the spec's simulated critic parameters."""
-    from runner.providers import build
+    from runner.providers import build, provider_entry
 
     responder = None
-    if name == "simulated":
+    if provider_entry(name).simulated:
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
 
         responder = simulated_responder(PlannerBehaviour(), CriticBehaviour.from_json(spec.critic))
-    defaults = {"simulated": spec.simulated_model, "gemini": spec.gemini_model,
-                "openai": spec.openai_model}
+    # the spec's [provider] keys; a provider it does not name gets the table's default model
+    models = {"simulated": spec.simulated_model, "gemini": spec.gemini_model,
+              "openai": spec.openai_model}
+    base_urls = {"openai": spec.openai_base_url}
     return build(
         name,
-        model=model or defaults.get(name),
-        base_url=base_url or (spec.openai_base_url if name == "openai" else None),
+        model=model or models.get(name),
+        base_url=base_url or base_urls.get(name),
         credential_file=credential_file,
         credential_env=credential_env,
         timeout_s=spec.timeout_s,

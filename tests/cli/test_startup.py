@@ -83,10 +83,10 @@ def test_the_report_seed_shown_in_help_is_the_library_default() -> None:
 
 
 def test_the_provider_names_the_cli_offers_are_the_registry_s() -> None:
-    from runner.cli._params import PROVIDER_NAMES
+    from runner.cli._params import ProviderName
     from runner.providers import PROVIDER_NAMES as REGISTRY
 
-    assert PROVIDER_NAMES == REGISTRY
+    assert ProviderName().choices == REGISTRY
 
 
 def test_sandbox_run_default_output_cap_is_the_tools_limit() -> None:
