@@ -22,10 +22,10 @@ from runner.canonical import (
     read_str,
 )
 
-__all__ = ["OUTCOME_FIELDS", "CellIdentity", "Outcome"]
+__all__ = ["OUTCOME_FIELDS", "Outcome", "ScoredRow"]
 
 
-class CellIdentity(Protocol):
+class ScoredRow(Protocol):
     """What scoring needs of a schedule row: its number, cell id and seed."""
 
     @property

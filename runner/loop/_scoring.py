@@ -37,23 +37,23 @@ Definitions (one cell):
 
 from __future__ import annotations
 
-from typing import Any
-
 from runner.canonical import JsonObject
 from runner.ect import CERTIFICATE_FORMAT, Ledger, Receipt, values_match, verify_json
-from runner.loop._outcome import CellIdentity, Outcome
-from runner.loop._trajectory import Trajectory
+from runner.loop._outcome import Outcome, ScoredRow
+from runner.loop._trajectory import DecisionVerdict, Trajectory
+from runner.policies import FinishAction
 from runner.worlds import in_scope
 
 __all__ = ["score"]
 
-def _claims(certificate: Any) -> list[JsonObject]:
-    if not isinstance(certificate, dict) or not isinstance(certificate.get("claims"), list):
+def _claims(certificate: JsonObject | None) -> list[JsonObject]:
+    if certificate is None or not isinstance(certificate.get("claims"), list):
         return []
     return [c for c in certificate["claims"] if isinstance(c, dict)]
 
 
-def _supported_slots(trajectory: Trajectory, certificate: Any) -> tuple[set[str], int]:
+def _supported_slots(trajectory: Trajectory,
+                     certificate: JsonObject | None) -> tuple[set[str], int]:
     """Slots with exactly one supported claim, and the number of unsupported claims."""
     task = trajectory.checkpoint.task
     receipts = {r.receipt_id: r for r in trajectory.ledger.receipts}
@@ -85,9 +85,10 @@ def _usable(receipt: Receipt | None) -> bool:
     return receipt is not None and receipt.exec_status == "ok" and receipt.validation == "valid"
 
 
-def _fully_supported(trajectory: Trajectory, certificate: Any, ledger: Ledger) -> bool:
+def _fully_supported(trajectory: Trajectory, certificate: JsonObject | None,
+                     ledger: Ledger) -> bool:
     """The verifier says ``complete`` against ``ledger`` and every value equals gold."""
-    if not isinstance(certificate, dict):
+    if certificate is None:
         return False
     task = trajectory.checkpoint.task
     required = set(task.descriptor.required_slots)
@@ -103,7 +104,7 @@ def _ledger_at(trajectory: Trajectory, decision_index: int) -> Ledger:
     checkpoint's calls and of the calls executed at earlier decisions)."""
     base = len(trajectory.checkpoint.trace)
     executed = sum(1 for d in trajectory.decisions
-                   if d.verdict == "executed" and d.index < decision_index)
+                   if d.verdict is DecisionVerdict.EXECUTED and d.index < decision_index)
     calls = {c.call_id for c in trajectory.trace[: base + executed]}
     return Ledger(trajectory.ledger.task_id,
                   tuple(r for r in trajectory.ledger.receipts if r.call_id in calls))
@@ -111,8 +112,7 @@ def _ledger_at(trajectory: Trajectory, decision_index: int) -> Ledger:
 
 def _recovered(trajectory: Trajectory) -> bool:
     cp = trajectory.checkpoint
-    first_reject = next((d.index for d in trajectory.decisions
-                         if d.verdict.startswith("finish_") and d.verdict != "finish_complete"),
+    first_reject = next((d.index for d in trajectory.decisions if d.verdict.rejected_finish),
                         None)
     if first_reject is None:
         return False
@@ -131,7 +131,7 @@ def _recovered(trajectory: Trajectory) -> bool:
 
 def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
     base = len(trajectory.checkpoint.trace)
-    executed = [d for d in trajectory.decisions if d.verdict == "executed"]
+    executed = [d for d in trajectory.decisions if d.verdict is DecisionVerdict.EXECUTED]
     out: set[str] = set()
     for n, d in enumerate(executed, start=1):
         if d.index > decision_index:
@@ -139,7 +139,7 @@ def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
     return out
 
 
-def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
+def score(trajectory: Trajectory, row: ScoredRow) -> Outcome:
     """The cell outcome (the shape runner.analysis reads), from the trajectory and its row."""
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
@@ -150,8 +150,8 @@ def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
     false_continuation = False
     if cp.kind == "clean":
         for d in trajectory.decisions:
-            if (d.verdict.startswith("finish_") and d.verdict != "finish_complete"
-                    and _fully_supported(trajectory, d.action.get("certificate"),
+            if (d.verdict.rejected_finish and isinstance(d.action, FinishAction)
+                    and _fully_supported(trajectory, d.action.certificate_obj,
                                          _ledger_at(trajectory, d.index))):
                 false_continuation = True
                 break

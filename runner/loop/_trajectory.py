@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
 
 from runner.canonical import (
     JsonObject,
@@ -58,13 +58,17 @@ from runner.control import (
 from runner.ect import Ledger
 from runner.errors import EctError
 from runner.policies import (
+    CellIdentity,
     EscalateAction,
     FinishAction,
     InvalidAction,
     Pipeline,
     PipelineState,
+    PipelineVerdict,
+    PlannerAction,
     PlannerView,
     ToolCallAction,
+    action_from_json,
     build_planner_request,
     parse_planner_action,
 )
@@ -74,6 +78,7 @@ from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
 __all__ = [
     "DecisionRecord",
+    "DecisionVerdict",
     "StopRules",
     "ToolCallFn",
     "Trajectory",
@@ -131,17 +136,65 @@ class TrajectoryConfig:
     price: PriceTable | None = None
 
 
+class DecisionVerdict(StrEnum):
+    """What became of one planner decision: the one vocabulary of the loop, the scoring, the
+    replay and the viewer. The values are the record's strings (part of the record format)."""
+
+    EXECUTED = "executed"  # a tool call ran and answered
+    TOOL_FAILED = "tool_failed"  # a tool call failed in its sandbox (the run ends tool_error)
+    STOPPED = "stopped"  # the controller ended the run on this action
+    CONTINUE = "continue"  # an invalid reply, fed back
+    DEDUPLICATED = "deduplicated"  # a repeated side effect, answered from the earlier one
+    FINISH_COMPLETE = "finish_complete"  # the pipeline accepted the finish
+    FINISH_CONTINUE = "finish_continue"  # the pipeline sent the planner back to work
+    FINISH_STUCK = "finish_stuck"  # the pipeline judged the run stuck
+    FINISH_NEEDS_HUMAN = "finish_needs_human"  # the pipeline asked for a human
+
+    @classmethod
+    def of_finish(cls, decision: PipelineVerdict) -> DecisionVerdict:
+        """The verdict of a finish the pipeline answered ``decision``."""
+        return cls(f"finish_{decision}")
+
+    @property
+    def is_finish(self) -> bool:
+        """A finish the pipeline answered (whatever it answered)."""
+        return self in _FINISHES
+
+    @property
+    def rejected_finish(self) -> bool:
+        """A finish the pipeline did not answer ``complete``."""
+        return self in _FINISHES and self is not DecisionVerdict.FINISH_COMPLETE
+
+    @property
+    def ran_tool(self) -> bool:
+        """A tool call was sent to the sandbox (it answered or failed)."""
+        return self is DecisionVerdict.EXECUTED or self is DecisionVerdict.TOOL_FAILED
+
+    @classmethod
+    def from_json(cls, value: object, path: str = "verdict") -> DecisionVerdict:
+        text = read_str(value, path)
+        try:
+            return cls(text)
+        except ValueError:
+            raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
+
+
+_FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE, DecisionVerdict.FINISH_STUCK,
+                       DecisionVerdict.FINISH_NEEDS_HUMAN})
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
     """One planner decision as recorded in the result (deterministic fields only).
 
-    ``action``, ``pipeline`` and ``tool_response`` are JSON objects as the model, the pipeline
-    and the tool produced them; :meth:`from_json` checks the record's own shape around them.
+    ``action`` is the planner's action (it owns its JSON form) and ``verdict`` what became of
+    it; ``pipeline`` and ``tool_response`` are JSON objects as the pipeline and the tool
+    produced them. :meth:`from_json` checks the record's own shape around them.
     """
 
     index: int
-    action: JsonObject
-    verdict: str
+    action: PlannerAction
+    verdict: DecisionVerdict
     pipeline: JsonObject | None = None
     tool_response: JsonObject | None = None
     tool_error: str | None = None
@@ -150,8 +203,8 @@ class DecisionRecord:
     def to_json(self) -> JsonObject:
         return {
             "index": self.index,
-            "action": self.action,
-            "verdict": self.verdict,
+            "action": self.action.to_json(),
+            "verdict": self.verdict.value,
             "pipeline": self.pipeline,
             "tool_response": self.tool_response,
             "tool_error": self.tool_error,
@@ -161,13 +214,10 @@ class DecisionRecord:
     @classmethod
     def from_json(cls, obj: object, path: str = "decision") -> DecisionRecord:
         d = read_object(obj, path, _DECISION_FIELDS)
-        action = read_opt_object(d["action"], f"{path}.action")
-        if action is None:
-            raise RecordFormatError(f"{path}.action", "expected an object, got null")
         return cls(
             index=read_int(d["index"], f"{path}.index"),
-            action=action,
-            verdict=read_str(d["verdict"], f"{path}.verdict"),
+            action=action_from_json(d["action"], f"{path}.action"),
+            verdict=DecisionVerdict.from_json(d["verdict"], f"{path}.verdict"),
             pipeline=read_opt_object(d["pipeline"], f"{path}.pipeline"),
             tool_response=read_opt_object(d["tool_response"], f"{path}.tool_response"),
             tool_error=read_opt_str(d["tool_error"], f"{path}.tool_error"),
@@ -254,18 +304,7 @@ def _controller(config: TrajectoryConfig) -> RunController:
                          no_progress=NoProgressDetector() if rules.no_progress else _NoProgressOff())
 
 
-def _action_json(action: Any) -> JsonObject:
-    if isinstance(action, ToolCallAction):
-        return {"kind": "tool_call", "tool_id": action.tool_id, "args": dict(action.args)}
-    if isinstance(action, FinishAction):
-        return {"kind": "finish", "certificate": action.certificate_obj}
-    if isinstance(action, EscalateAction):
-        return {"kind": "escalate", "question": action.question}
-    assert isinstance(action, InvalidAction)
-    return {"kind": "invalid", "detail": action.detail}
-
-
-def _control_action(action: Any) -> ToolCall | Finish | Escalate | Invalid:
+def _control_action(action: PlannerAction) -> ToolCall | Finish | Escalate | Invalid:
     if isinstance(action, ToolCallAction):
         try:
             return ToolCall(action.tool_id, dict(action.args))
@@ -285,13 +324,14 @@ async def run_trajectory(
     execute_tool: ToolCallFn,
     config: TrajectoryConfig,
     *,
-    metadata: JsonObject,
+    cell: CellIdentity,
 ) -> Trajectory:
-    """Run one cell from ``checkpoint`` until the controller records a stop."""
+    """Run one cell from ``checkpoint`` until the controller records a stop; every provider
+    request carries ``cell`` (its id and seed) in its metadata."""
     task = checkpoint.task
     contract = task.contract
     ctl = _controller(config)
-    state = ctl.start(task.task_id, run_id=str(metadata.get("cell_id", task.task_id)))
+    state = ctl.start(task.task_id, run_id=cell.cell_id)
     trace: list[TraceCall] = list(checkpoint.trace)
     ledger = checkpoint.ledger
     notes = NoteBook()
@@ -315,8 +355,7 @@ async def run_trajectory(
             decision=state.step + 1,
             draft=checkpoint.naive_certificate.to_json(),
         )
-        request = build_planner_request(view, config.generation,
-                                        {**metadata, "decision": state.step + 1})
+        request = build_planner_request(view, config.generation, cell)
         result = await provider.generate(request)
         results.append(result)
         usage = result.usage
@@ -329,7 +368,6 @@ async def run_trajectory(
         else:
             assert result.failure is not None
             action = InvalidAction(f"provider failure ({result.failure.kind})")
-        record = _action_json(action)
         verdict = ctl.on_action(state, _control_action(action), tokens=usage.total_tokens,
                                 cost_usd=step_cost)
         index = state.step
@@ -340,16 +378,16 @@ async def run_trajectory(
             try:
                 response = await execute_tool(task.world_id, call.tool, dict(call.args))
             except EctError as e:
-                decisions.append(DecisionRecord(index, record, "tool_failed", tool_error=str(e),
-                                          provider_ok=result.ok))
+                decisions.append(DecisionRecord(index, action, DecisionVerdict.TOOL_FAILED,
+                                                tool_error=str(e), provider_ok=result.ok))
                 ctl.on_tool_result(state, call, ToolResult.failure(str(e), fatal=True))
                 break
             if call.tool in SIDE_EFFECT_TOOLS and response.get("ok") is True:
                 note_statuses.append(notes.record(dict(call.args)))
             trace.append(TraceCall(call_id(len(trace) + 1), call.tool, dict(call.args), response))
             ledger = ledger_from_trace(task.task_id, trace)
-            decisions.append(DecisionRecord(index, record, "executed", tool_response=response,
-                                      provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.EXECUTED,
+                                            tool_response=response, provider_ok=result.ok))
             if ctl.on_tool_result(state, call, ToolResult.success(response)) is not None:
                 break
         elif verdict.kind is VerdictKind.CHECK_FINISH:
@@ -373,8 +411,8 @@ async def run_trajectory(
                 judge_cost += r.cost_usd(config.price) if config.price is not None else 0.0
             cost += judge_cost
             verdicts.append(decided.decision)
-            decisions.append(DecisionRecord(index, record, f"finish_{decided.decision}",
-                                      pipeline=decided.to_json(), provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.of_finish(decided.decision),
+                                            pipeline=decided.to_json(), provider_ok=result.ok))
             # The critics' usage counts against the same ceilings; an overrun ends the run
             # token_budget whatever the critic said.
             if ctl.charge(state, tokens=judge_tokens, cost_usd=judge_cost) is not None:
@@ -399,10 +437,11 @@ async def run_trajectory(
                           report=PredicateReport(missing=missing, detail=decided.directive or ""))
             directive = decided.directive
         elif verdict.kind is VerdictKind.STOP:
-            decisions.append(DecisionRecord(index, record, "stopped", provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.STOPPED, provider_ok=result.ok))
             break
         else:  # CONTINUE (invalid reply fed back) or DEDUPLICATED (no second effect)
-            decisions.append(DecisionRecord(index, record, verdict.kind.value, provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict(verdict.kind.value),
+                                            provider_ok=result.ok))
 
     run = ctl.result(state)
     return Trajectory(

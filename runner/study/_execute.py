@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -31,8 +31,22 @@ from runner.canonical import JsonObject, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
 from runner.errors import EctError, FormatError, StudyError
-from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
-from runner.providers import GenerationConfig, PriceTable, ProviderResult, Throttle, failure_class
+from runner.loop import ToolCallFn, Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
+from runner.policies import CellIdentity
+from runner.providers import (
+    AttemptObserver,
+    AttemptRecord,
+    Credential,
+    GenerationConfig,
+    PriceTable,
+    Provider,
+    ProviderFailure,
+    ProviderRequest,
+    ProviderResult,
+    ReplayCache,
+    Throttle,
+    failure_class,
+)
 from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
@@ -47,6 +61,12 @@ from runner.study._records import (
 )
 from runner.study._spec import StudySpec
 from runner.worlds import TaskCheckpoint
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from runner.store import Store
+    from runner.study._ray import RayExecutor
 
 __all__ = [
     "ClusterLost",
@@ -89,7 +109,7 @@ class TransportFailed(StudyError):
     ``on_transport_failure = "halt"``: the cell produced no outcome and is not committed (the
     run halts at the next cell boundary; ``ect resume`` runs the cell again)."""
 
-    def __init__(self, cell_id: str, role: str, failure: Any, attempts: int) -> None:
+    def __init__(self, cell_id: str, role: str, failure: ProviderFailure, attempts: int) -> None:
         self.cell_id = cell_id
         self.role = role
         self.failure = failure
@@ -113,7 +133,7 @@ class StoreInUse(StudyError):
     """Another run or resume is writing to this store (two writers would interleave rows)."""
 
 
-def orphan_attempts(store: Any) -> list[JsonObject]:
+def orphan_attempts(store: Store) -> list[JsonObject]:
     """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
     that never committed, each record read as a :class:`CellRecord` (the store knows no record
     shape: it is given the committed cell ids).
@@ -176,14 +196,31 @@ class RunSettings:
     tokens_per_minute: int | None = None
 
 
-def throttle_settings(settings: RunSettings, spec: StudySpec) -> JsonObject:
+@dataclass(frozen=True, slots=True)
+class ThrottleSettings:
+    """The pacing of a run's provider attempts; ``None`` means no limit. The run header and the
+    run summary record it (:meth:`to_json`); it changes no result, so it is not in the lock."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"requests_per_minute": self.requests_per_minute,
+                "tokens_per_minute": self.tokens_per_minute}
+
+    def throttle(self) -> Throttle:
+        """A fresh limiter with these limits."""
+        return Throttle(self.requests_per_minute, self.tokens_per_minute)
+
+
+def throttle_settings(settings: RunSettings, spec: StudySpec) -> ThrottleSettings:
     """The run's throttle: the settings' values, else the spec's [provider] defaults
     (0 in the settings turns a spec default off); ``None`` means no limit."""
     rpm = (spec.provider.requests_per_minute if settings.requests_per_minute is None
            else settings.requests_per_minute or None)
     tpm = (spec.provider.tokens_per_minute if settings.tokens_per_minute is None
            else settings.tokens_per_minute or None)
-    return {"requests_per_minute": rpm, "tokens_per_minute": tpm}
+    return ThrottleSettings(rpm, tpm)
 
 
 @dataclass
@@ -261,7 +298,7 @@ class RunSummary:
     executor: str = "local"
     tool_retries: int = 0
     failures: FailureCounts = field(default_factory=FailureCounts)
-    throttle: JsonObject = field(default_factory=dict)
+    throttle: ThrottleSettings | None = None  # None: not set (a summary made outside a run)
     on_transport_failure: str = "halt"
     # transport failures that halted a cell this session (the cell was not committed)
     transport_halts: list[str] = field(default_factory=list)
@@ -295,7 +332,7 @@ class RunSummary:
             "on_transport_failure": self.on_transport_failure,
             "transport_halts": list(self.transport_halts),
             "replayed_attempts": self.replayed_attempts,
-            "throttle": dict(self.throttle),
+            "throttle": self.throttle.to_json() if self.throttle is not None else {},
         }
 
 
@@ -324,16 +361,17 @@ def _run_kill_switch(settings: RunSettings) -> KillSwitch:
 # --- providers ----------------------------------------------------------------------------
 
 
-def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: Any = None,
-                           throttle: JsonObject | None = None,
-                           replay: Any = None) -> Callable[[], Any]:
+def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
+                           credential: Credential | None = None,
+                           throttle: ThrottleSettings | None = None,
+                           replay: ReplayCache | None = None) -> Callable[[], Provider]:
     """Return a factory giving the provider for one cell (fresh per cell when simulated).
 
     ``credential`` is the one preflight loaded (a variable is removed from the environment when
     read, so it cannot be read twice); without it the credential is loaded here. The provider
     is built by :func:`runner.providers.build` (the one validation of provider settings).
     """
-    from runner.providers import RetryPolicy, Throttle, build
+    from runner.providers import RetryPolicy, build
 
     if choice.name == "simulated":
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
@@ -347,17 +385,16 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: 
                    credential_env=choice.credential_env, timeout_s=spec.model.timeout_s,
                    retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output),
                    # one limiter for every cell: the cells share this provider
-                   throttle=Throttle(**(throttle or {})))
+                   throttle=(throttle or ThrottleSettings()).throttle())
     if replay is not None:
         shared.replay = replay  # type: ignore[attr-defined]  # both HTTP adapters have it
     return lambda: shared
 
 
-def replay_cache(store: Any, committed: set[str]) -> Any:
+def replay_cache(store: Store, committed: set[str]) -> ReplayCache:
     """The responses journaled (with their bytes) for cells that never committed: what resume
     replays into those cells' re-runs when the request bytes are identical."""
     from runner.errors import StoreError
-    from runner.providers import ReplayCache
 
     cache = ReplayCache()
     for a in store.orphan_attempts(committed):
@@ -379,8 +416,8 @@ def replay_cache(store: Any, committed: set[str]) -> Any:
 class _Journaled:
     """A provider wrapper that journals every attempt in the store before it is sent."""
 
-    def __init__(self, inner: Any, store: Any, row: ScheduleRow, counter: list[int],
-                 halt_on_transport: bool = False, throttle: Any = None) -> None:
+    def __init__(self, inner: Provider, store: Store, row: ScheduleRow, counter: list[int],
+                 halt_on_transport: bool = False, throttle: Throttle | None = None) -> None:
         self._inner = inner
         self.throttle = throttle
         self._halt = halt_on_transport
@@ -395,7 +432,8 @@ class _Journaled:
         self.model = inner.model
         self.simulated = inner.simulated
 
-    async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
+    async def generate(self, request: ProviderRequest, *,
+                       observer: AttemptObserver | None = None) -> ProviderResult:
         canonical = request.canonical()
         if self.throttle is not None and self.simulated:
             # a live adapter paces each HTTP attempt itself; the simulated one is paced here
@@ -408,7 +446,7 @@ class _Journaled:
                                   len(result.attempts))
         return result
 
-    async def begin(self, record: Any) -> None:
+    async def begin(self, record: AttemptRecord) -> None:
         # Durable before the attempt is sent (awaited), but off the event loop: the other
         # cells' calls go on while SQLite commits.
         self._counter[0] += 1
@@ -416,12 +454,12 @@ class _Journaled:
             self._store.attempt_begin,
             {"cell_id": self._row.cell_id, "row": self._row.row, "attempt": record.to_json()})
 
-    async def end(self, record: Any) -> None:
+    async def end(self, record: AttemptRecord) -> None:
         seq = self._seqs.pop(record.attempt_id)
         await anyio.to_thread.run_sync(self._store.attempt_end, seq,
                                        {"attempt": record.to_json()})
 
-    async def end_with_response(self, record: Any, response: bytes) -> None:
+    async def end_with_response(self, record: AttemptRecord, response: bytes) -> None:
         """The end of an attempt the API answered, its response bytes kept as a blob in the
         same transaction: if the cell never commits, resume replays them instead of paying for
         the same request again."""
@@ -441,8 +479,8 @@ class _Journaled:
 class _Context:
     spec: StudySpec
     checkpoints: dict[str, TaskCheckpoint]
-    provider_factory: Callable[[], Any]
-    store: Any
+    provider_factory: Callable[[], Provider]
+    store: Store
     executor: ToolExecutor
     attempts: list[int]
     tool_calls: list[int]
@@ -450,11 +488,11 @@ class _Context:
     tool_retries: list[int] = field(default_factory=lambda: [0])
     kill_switch: KillSwitch = field(default_factory=KillSwitch)  # STOP file and ceilings
     halt_on_transport: bool = True  # the lock's on_transport_failure == "halt"
-    throttle: Any = None  # paces the simulated provider (a live one paces its own attempts)
+    throttle: Throttle | None = None  # paces the simulated provider (a live one paces its own)
 
 
 async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: TaskCheckpoint,
-                              provider: Any, execute_tool: Any) -> Trajectory:
+                              provider: Provider, execute_tool: ToolCallFn) -> Trajectory:
     """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
 
     ``run`` and ``replay`` both go through here, so a replay rebuilds exactly the requests the
@@ -464,9 +502,8 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
 
     generation = GenerationConfig(temperature=spec.model.temperature, seed=row.seed,
                                   max_output_tokens=spec.model.max_output_tokens)
-    metadata = {"cell_id": row.cell_id, "seed": row.seed}
-    pipeline = make_pipeline(row.policy, provider,
-                             PipelineParams(generation=generation, metadata=metadata))
+    cell = CellIdentity(row.cell_id, row.seed)
+    pipeline = make_pipeline(row.policy, provider, PipelineParams(generation=generation, cell=cell))
     config = TrajectoryConfig(
         max_decisions=spec.budget.max_decisions,
         max_additional_tool_calls=spec.budget.max_additional_tool_calls,
@@ -474,8 +511,7 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
         generation=generation,
         price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
     )
-    return await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
-                                metadata=metadata)
+    return await run_trajectory(checkpoint, pipeline, provider, execute_tool, config, cell=cell)
 
 
 async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRecord]:
@@ -547,7 +583,7 @@ def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str],
             # a failed call also names its class and the role that made it (the accounting)
             failure=({**r.failure.to_json(), "class": failure_class(r.failure.kind),
                       "role": role} if r.failure is not None else None),
-            attempts=tuple(a.to_json() for a in r.attempts),
+            attempts=r.attempts,
             raw=tuple(RawExchangeRef(blob(x.request_bytes),
                                      (blob(x.response_bytes)
                                       if x.response_bytes is not None else None))
@@ -582,7 +618,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
     instead would unwind the event loop through every task and print their tracebacks."""
     previous = {s: signal.getsignal(s) for s in _HALT_SIGNALS}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if flag[0]:
             where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
             os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
@@ -606,7 +642,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
                           executor: JsonObject | None = None,
-                          throttle: JsonObject | None = None) -> Any:
+                          throttle: ThrottleSettings | None = None) -> Store:
     from runner.store import Store, generate_key, load_signing_key
 
     key_path = settings.store_path.with_name(settings.store_path.name + ".key")
@@ -619,7 +655,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
                                 f"continue it with `ect resume --store {settings.store_path}`")
         if throttle is not None and resume:
             # The header is written once; a resumed session's throttle goes to the log.
-            log.info("run.throttle", **throttle)
+            log.info("run.throttle", **throttle.to_json())
         if executor is not None and executor["name"] != "local":
             # The header is written once; a resumed session's node preflight is kept as a blob.
             log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor)))
@@ -652,7 +688,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         executor=(executor or {"name": "local"})["name"],
         executor_blob=raw_digest(executor_bytes),
         # the pacing of provider attempts (changes no result, so not in the lock)
-        throttle=throttle or {"requests_per_minute": None, "tokens_per_minute": None},
+        throttle=(throttle or ThrottleSettings()).to_json(),
     )
     return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
@@ -783,7 +819,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 simulated=settings.provider.name == "simulated",
                 kill_switch=kill_switch,
                 halt_on_transport=spec.provider.on_transport_failure == "halt",
-                throttle=Throttle(**throttle) if ctx_simulated else None,
+                throttle=throttle.throttle() if ctx_simulated else None,
             )
             flag = [""]
             with _sigint_flag(flag, settings.store_path):
@@ -802,7 +838,8 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
 
 
 @contextmanager
-def _remote_executor(settings: RunSettings, report: PreflightReport) -> Iterator[Any]:
+def _remote_executor(settings: RunSettings,
+                     report: PreflightReport) -> Iterator[RayExecutor | None]:
     """The Ray executor for ``--executor ray`` (connected, every node preflighted), else None.
 
     Started before the store is opened so the header can record every node's preflight; a

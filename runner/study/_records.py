@@ -32,6 +32,7 @@ from runner.canonical import (
     read_str,
 )
 from runner.loop import DecisionRecord, Outcome
+from runner.providers import AttemptRecord
 
 __all__ = [
     "AuditCall",
@@ -200,13 +201,15 @@ class RawExchangeRef:
 @dataclass(frozen=True, slots=True)
 class AuditCall:
     """One audited model call: the digest of its canonical request, every attempt, the raw
-    exchanges and, when it succeeded, the adapter's parsed response (a blob digest)."""
+    exchanges and, when it succeeded, the adapter's parsed response (a blob digest). Each
+    attempt is the provider's :class:`~runner.providers.AttemptRecord`, written and read by its
+    own ``to_json``/``from_json``."""
 
     request: str
     parsed: str | None
     ok: bool
     failure: JsonObject | None
-    attempts: tuple[JsonObject, ...]
+    attempts: tuple[AttemptRecord, ...]
     raw: tuple[RawExchangeRef, ...]
 
     _FIELDS: ClassVar[tuple[str, ...]] = ("request", "parsed", "ok", "failure", "attempts", "raw")
@@ -217,7 +220,7 @@ class AuditCall:
             "parsed": self.parsed,
             "ok": self.ok,
             "failure": self.failure,
-            "attempts": list(self.attempts),
+            "attempts": [a.to_json() for a in self.attempts],
             "raw": [x.to_json() for x in self.raw],
         }
 
@@ -230,7 +233,7 @@ class AuditCall:
             parsed=read_opt_digest(c["parsed"], f"{path}.parsed"),
             ok=ok,
             failure=read_opt_object(c["failure"], f"{path}.failure"),
-            attempts=tuple(_object(a, f"{path}.attempts[{i}]")
+            attempts=tuple(AttemptRecord.from_json(a, f"{path}.attempts[{i}]")
                            for i, a in enumerate(read_list(c["attempts"], f"{path}.attempts"))),
             raw=tuple(RawExchangeRef.from_json(x, f"{path}.raw[{i}]")
                       for i, x in enumerate(read_list(c["raw"], f"{path}.raw"))),
@@ -256,14 +259,8 @@ class AuditGroup:
         return digest("ect/record/v1", self.to_json())
 
     def attempt_providers(self) -> set[tuple[str, str, bool]]:
-        """The (provider, model, simulated) of every attempt that names all three."""
-        out: set[tuple[str, str, bool]] = set()
-        for call in self.calls:
-            for a in call.attempts:
-                p, m, s = a.get("provider"), a.get("model"), a.get("simulated")
-                if isinstance(p, str) and isinstance(m, str) and isinstance(s, bool):
-                    out.add((p, m, s))
-        return out
+        """The (provider, model, simulated) of every attempt."""
+        return {(a.provider, a.model, a.simulated) for call in self.calls for a in call.attempts}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "audit") -> AuditGroup:

@@ -233,7 +233,7 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
         critic = calls[ci:ci + n_critic]
         ci += n_critic
         tool = None
-        action = d.action
+        action = d.action.to_json()
         if d.verdict == "executed" and ei < len(new_trace):
             t = new_trace[ei]
             ei += 1

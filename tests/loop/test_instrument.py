@@ -132,7 +132,7 @@ def test_the_first_planner_action_is_paired_across_pipelines(cells: list[Cell]) 
     first: dict[tuple[str, str, int], set[bytes]] = defaultdict(set)
     for cell in cells:
         key = (cell.row.task_id, cell.row.checkpoint, cell.row.seed_index)
-        first[key].add(canonical_bytes(cell.trajectory.decisions[0].action))
+        first[key].add(canonical_bytes(cell.trajectory.decisions[0].action.to_json()))
     assert len(first) == 144
     assert [k for k, actions in first.items() if len(actions) != 1] == []
 

@@ -19,6 +19,7 @@ from runner.control import StopReason
 from runner.loop import (
     OUTCOME_FIELDS,
     DecisionRecord,
+    DecisionVerdict,
     Outcome,
     StopRules,
     Trajectory,
@@ -26,7 +27,7 @@ from runner.loop import (
     run_trajectory,
     score,
 )
-from runner.policies import make_pipeline
+from runner.policies import CellIdentity, FinishAction, ToolCallAction, make_pipeline
 from runner.providers import FunctionCall, ProviderRequest, SimulatedProvider, SimulatedReply
 from runner.worlds import (
     TaskCheckpoint,
@@ -70,7 +71,7 @@ def _trajectory(cp: TaskCheckpoint, stop: StopReason, *, certificate: dict[str, 
 
 
 def _finish(index: int, certificate: dict[str, Any], verdict: str) -> DecisionRecord:
-    return DecisionRecord(index, {"kind": "finish", "certificate": certificate}, verdict)
+    return DecisionRecord(index, FinishAction(certificate), DecisionVerdict(verdict))
 
 
 def _honest(cp: TaskCheckpoint, ledger: Any = None) -> dict[str, Any]:
@@ -176,7 +177,7 @@ def test_successful_recovery_then_supported_completion() -> None:
     tool, args = INCOMPLETE.recovery_calls[0]
     decisions = [
         _finish(1, naive, "finish_continue"),
-        DecisionRecord(2, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(2, ToolCallAction(tool, dict(args)), DecisionVerdict.EXECUTED,
                  tool_response=recovery[0].response),
         _finish(3, final, "finish_complete"),
     ]
@@ -195,7 +196,7 @@ def test_a_call_before_any_rejection_is_not_a_recovery() -> None:
     ledger = ledger_from_trace(INCOMPLETE.task.task_id, tuple(INCOMPLETE.trace) + tuple(recovery))
     final = _honest(INCOMPLETE, ledger)
     decisions = [
-        DecisionRecord(1, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(1, ToolCallAction(tool, dict(args)), DecisionVerdict.EXECUTED,
                  tool_response=recovery[0].response),
         _finish(2, final, "finish_complete"),
     ]
@@ -237,7 +238,7 @@ def _drive(cp: TaskCheckpoint, replies: Callable[[int], SimulatedReply],
     async def go() -> Trajectory:
         return await run_trajectory(cp, make_pipeline("ect", None), _provider(replies), _tool,
                                     config or TrajectoryConfig(),
-                                    metadata={"cell_id": "x", "seed": 1})
+                                    cell=CellIdentity("x", 1))
 
     return anyio.run(go)
 
@@ -329,7 +330,7 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
             return await run_trajectory(CLEAN, make_pipeline("full_trace", provider), provider,
                                         _tool, TrajectoryConfig(
                                             stop_rules=StopRules(token_ceiling=max_tokens)),
-                                        metadata={"cell_id": "x", "seed": 1})
+                                        cell=CellIdentity("x", 1))
 
         return anyio.run(go)
 

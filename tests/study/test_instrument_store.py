@@ -75,7 +75,7 @@ def test_demo_store_first_planner_actions_are_paired(store: Path) -> None:
     for cell in load_outcomes_from_store(store).cells:
         row = cell.schedule_row
         first[(row.task_id, row.checkpoint, row.seed_index)].add(
-            canonical_bytes(cell.result.decisions[0].action))
+            canonical_bytes(cell.result.decisions[0].action.to_json()))
     assert len(first) == 144
     assert [k for k, v in first.items() if len(v) != 1] == []
 
