@@ -16,6 +16,7 @@ import pytest
 from runner.canonical import RecordFormatError, canonical_bytes
 from runner.errors import FormatError
 from runner.loop import Outcome
+from runner.providers import AttemptRecord
 from runner.store import Store
 from runner.study import (
     AuditGroup,
@@ -47,6 +48,13 @@ def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]
         assert record.schedule_row.digest() == body["schedule_row_digest"]
         assert Outcome.from_json(body["result"]["outcome"]) == record.result.outcome
         assert AuditGroup.from_json(body["audit"]) == record.audit
+        for call, written in zip(record.audit.calls, body["audit"]["calls"], strict=True):
+            assert all(isinstance(a, AttemptRecord) for a in call.attempts)
+            assert [a.to_json() for a in call.attempts] == written["attempts"]
+        for decision, written in zip(record.result.decisions, body["result"]["decisions"],
+                                     strict=True):
+            assert decision.action.to_json() == written["action"]
+            assert decision.verdict.value == written["verdict"]
 
 
 @pytest.mark.parametrize(
@@ -68,9 +76,18 @@ def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]
          r"^record.result.outcome.row: 99 is not the record's \(1\)$"),
         (lambda b: b.update(cell_id="other"),
          r"^record.cell_id: 'other' is not the schedule row's"),
+        (lambda b: b["audit"]["calls"][0]["attempts"][0].pop("attempt_no"),
+         r"^record.audit.calls\[0\].attempts\[0\]: missing field 'attempt_no'$"),
+        (lambda b: b["audit"]["calls"][0]["attempts"][0].update(simulated="yes"),
+         r"^record.audit.calls\[0\].attempts\[0\].simulated: expected a boolean, got string$"),
+        (lambda b: b["result"]["decisions"][0].update(verdict="finish_perhaps"),
+         r"^record.result.decisions\[0\].verdict: unknown verdict 'finish_perhaps'$"),
+        (lambda b: b["result"]["decisions"][0]["action"].update(kind="wave"),
+         r"^record.result.decisions\[0\].action.kind: unknown action kind 'wave'$"),
     ],
     ids=["missing", "unknown", "bool-seed", "float-turns", "decision-shape", "digest-shape",
-         "result-digest", "outcome-row", "cell-id"],
+         "result-digest", "outcome-row", "cell-id", "attempt-missing", "attempt-type",
+         "verdict", "action-kind"],
 )
 def test_malformed_records_name_the_path(committed: list[dict[str, Any]], edit: Any,
                                          message: str) -> None:

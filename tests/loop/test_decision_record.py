@@ -1,0 +1,73 @@
+"""A decision record holds a typed action and a :class:`DecisionVerdict`, and writes the JSON
+every store so far holds (the verdicts are the same strings, the action the same object)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.canonical import RecordFormatError, canonical_bytes, loads_strict
+from runner.loop import DecisionRecord, DecisionVerdict
+from runner.policies import FinishAction, InvalidAction, ToolCallAction
+
+# The verdict strings of the record format (digest domain ect/record/v1).
+RECORD_STRINGS = {"executed", "tool_failed", "stopped", "continue", "deduplicated",
+                  "finish_complete", "finish_continue", "finish_stuck", "finish_needs_human"}
+
+
+def test_the_verdicts_are_the_record_strings() -> None:
+    assert {v.value for v in DecisionVerdict} == RECORD_STRINGS
+    assert all(v == v.value for v in DecisionVerdict)  # str-valued: compares as its string
+
+
+def test_finish_verdicts_and_tool_verdicts() -> None:
+    finishes = {v for v in DecisionVerdict if v.is_finish}
+    assert {v.value for v in finishes} == {s for s in RECORD_STRINGS if s.startswith("finish_")}
+    assert {v for v in DecisionVerdict if v.rejected_finish} == finishes - {
+        DecisionVerdict.FINISH_COMPLETE}
+    assert {v for v in DecisionVerdict if v.ran_tool} == {DecisionVerdict.EXECUTED,
+                                                          DecisionVerdict.TOOL_FAILED}
+    for decision in ("complete", "continue", "stuck", "needs_human"):
+        assert DecisionVerdict.of_finish(decision).value == f"finish_{decision}"  # type: ignore[arg-type]
+
+
+RECORDS = [
+    DecisionRecord(1, ToolCallAction("get_metric", {"entity": "S01"}), DecisionVerdict.EXECUTED,
+                   tool_response={"ok": True, "value": 3}),
+    DecisionRecord(2, ToolCallAction("get_metric", {}), DecisionVerdict.TOOL_FAILED,
+                   tool_error="sandbox: killed", provider_ok=True),
+    DecisionRecord(3, FinishAction({"claims": []}), DecisionVerdict.FINISH_CONTINUE,
+                   pipeline={"decision": "continue", "reasons": [], "directive": "more",
+                             "model_calls": 0}),
+    DecisionRecord(4, InvalidAction("provider failure (server_error)"), DecisionVerdict.CONTINUE,
+                   provider_ok=False),
+]
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.verdict.value)
+def test_a_decision_record_reads_back_what_it_wrote(record: DecisionRecord) -> None:
+    obj = record.to_json()
+    assert obj["verdict"] == record.verdict.value and type(obj["verdict"]) is str
+    assert obj["action"] == record.action.to_json()
+    read = DecisionRecord.from_json(loads_strict(canonical_bytes(obj)))
+    assert read == record
+    assert canonical_bytes(read.to_json()) == canonical_bytes(obj)
+
+
+def _obj(**over: Any) -> dict[str, Any]:
+    return {**RECORDS[0].to_json(), **over}
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    (_obj(verdict="finish_maybe"), "decision.verdict: unknown verdict 'finish_maybe'"),
+    (_obj(verdict=None), "decision.verdict: expected a string, got null"),
+    (_obj(action={"kind": "tool_call", "tool_id": "x"}), "decision.action: missing field 'args'"),
+    (_obj(action=None), "decision.action: expected an object, got null"),
+    (_obj(action={"kind": "finish", "certificate": {}, "why": 1}),
+     "decision.action: unknown field 'why'"),
+])
+def test_a_malformed_decision_is_refused_naming_the_path(obj: Any, message: str) -> None:
+    with pytest.raises(RecordFormatError) as err:
+        DecisionRecord.from_json(obj)
+    assert str(err.value).startswith(message), str(err.value)
