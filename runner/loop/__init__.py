@@ -5,6 +5,7 @@ from runner.loop._scoring import score
 from runner.loop._trajectory import (
     DecisionRecord,
     DecisionVerdict,
+    PipelineJudgement,
     StopRules,
     ToolCallFn,
     Trajectory,
@@ -19,6 +20,7 @@ __all__ = [
     "DecisionRecord",
     "DecisionVerdict",
     "Outcome",
+    "PipelineJudgement",
     "ScoredRow",
     "StopRules",
     "ToolCallFn",

@@ -46,21 +46,21 @@ from runner.worlds import in_scope
 
 __all__ = ["score"]
 
-def _claims(certificate: JsonObject | None) -> list[JsonObject]:
-    if certificate is None or not isinstance(certificate.get("claims"), list):
-        return []
-    return [c for c in certificate["claims"] if isinstance(c, dict)]
+def _claims(proposal: FinishAction | None) -> list[JsonObject]:
+    """The claims of a proposed certificate (open JSON: malformed claims are left out)."""
+    claims = proposal.certificate_obj.get("claims") if proposal is not None else None
+    return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
 
 
 def _supported_slots(trajectory: Trajectory,
-                     certificate: JsonObject | None) -> tuple[set[str], int]:
+                     proposal: FinishAction | None) -> tuple[set[str], int]:
     """Slots with exactly one supported claim, and the number of unsupported claims."""
     task = trajectory.checkpoint.task
     receipts = {r.receipt_id: r for r in trajectory.ledger.receipts}
     seen: dict[str, int] = {}
     supported: set[str] = set()
     unsupported = 0
-    for claim in _claims(certificate):
+    for claim in _claims(proposal):
         slot = claim.get("slot")
         spec = task.contract.slots.get(slot) if isinstance(slot, str) else None
         evidence = claim.get("evidence")
@@ -85,17 +85,18 @@ def _usable(receipt: Receipt | None) -> bool:
     return receipt is not None and receipt.exec_status == "ok" and receipt.validation == "valid"
 
 
-def _fully_supported(trajectory: Trajectory, certificate: JsonObject | None,
+def _fully_supported(trajectory: Trajectory, proposal: FinishAction | None,
                      ledger: Ledger) -> bool:
-    """The verifier says ``complete`` against ``ledger`` and every value equals gold."""
-    if certificate is None:
+    """The verifier says ``complete`` for ``proposal`` against ``ledger`` and every value
+    equals gold."""
+    if proposal is None:
         return False
     task = trajectory.checkpoint.task
     required = set(task.descriptor.required_slots)
-    slots, unsupported = _supported_slots(trajectory, certificate)
+    slots, unsupported = _supported_slots(trajectory, proposal)
     if unsupported or not required <= slots:
         return False
-    wire = {"format": CERTIFICATE_FORMAT, **certificate}
+    wire = {"format": CERTIFICATE_FORMAT, **proposal.certificate_obj}
     return verify_json(task.contract.to_json(), ledger.to_json(), wire).decision == "complete"
 
 
@@ -144,15 +145,13 @@ def score(trajectory: Trajectory, row: ScoredRow) -> Outcome:
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
     goal = trajectory.stop_reason.value == "goal_met"
-    supported = goal and _fully_supported(trajectory, trajectory.final_certificate,
-                                          trajectory.ledger)
-    _, unsupported_claims = _supported_slots(trajectory, trajectory.final_certificate)
+    supported = goal and _fully_supported(trajectory, trajectory.accepted, trajectory.ledger)
+    _, unsupported_claims = _supported_slots(trajectory, trajectory.accepted)
     false_continuation = False
     if cp.kind == "clean":
         for d in trajectory.decisions:
             if (d.verdict.rejected_finish and isinstance(d.action, FinishAction)
-                    and _fully_supported(trajectory, d.action.certificate_obj,
-                                         _ledger_at(trajectory, d.index))):
+                    and _fully_supported(trajectory, d.action, _ledger_at(trajectory, d.index))):
                 false_continuation = True
                 break
     calls_left = max(0, trajectory.calls_budget - trajectory.tool_calls)

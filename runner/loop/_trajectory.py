@@ -29,10 +29,12 @@ from enum import StrEnum
 
 from runner.canonical import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     canonical_bytes,
     read_bool,
     read_int,
+    read_list,
     read_object,
     read_opt_object,
     read_opt_str,
@@ -55,7 +57,7 @@ from runner.control import (
     ToolResult,
     VerdictKind,
 )
-from runner.ect import Ledger
+from runner.ect import Ledger, Reason
 from runner.errors import EctError
 from runner.policies import (
     CellIdentity,
@@ -63,6 +65,7 @@ from runner.policies import (
     FinishAction,
     InvalidAction,
     Pipeline,
+    PipelineDecision,
     PipelineState,
     PipelineVerdict,
     PlannerAction,
@@ -79,6 +82,7 @@ from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 __all__ = [
     "DecisionRecord",
     "DecisionVerdict",
+    "PipelineJudgement",
     "StopRules",
     "ToolCallFn",
     "Trajectory",
@@ -118,7 +122,7 @@ class StopRules:
                                       or value < 1):
                 raise ValueError(f"StopRules.{name} must be None (off) or an integer >= 1")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"no_progress": self.no_progress, "token_ceiling": self.token_ceiling,
                 "side_effect_call_limit": self.side_effect_call_limit}
 
@@ -183,29 +187,80 @@ _FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_C
                        DecisionVerdict.FINISH_NEEDS_HUMAN})
 
 
+_PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = ("complete", "continue", "stuck", "needs_human")
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineJudgement:
+    """A pipeline's answer to one finish as a decision record keeps it: its decision, reason
+    codes, directive and number of model calls (the critics' provider results are audited
+    apart, in the cell's audit group)."""
+
+    decision: PipelineVerdict
+    reasons: tuple[Reason, ...]
+    directive: str | None
+    model_calls: int
+
+    @classmethod
+    def of(cls, decided: PipelineDecision) -> PipelineJudgement:
+        return cls(decided.decision, decided.reasons, decided.directive, decided.model_calls)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(r.code for r in self.reasons)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"decision": self.decision, "reasons": [r.to_json() for r in self.reasons],
+                "directive": self.directive, "model_calls": self.model_calls}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "pipeline") -> PipelineJudgement:
+        p = read_object(obj, path, ("decision", "reasons", "directive", "model_calls"))
+        decision = read_str(p["decision"], f"{path}.decision")
+        verdict = next((v for v in _PIPELINE_VERDICTS if v == decision), None)
+        if verdict is None:
+            raise RecordFormatError(f"{path}.decision",
+                                    f"unknown pipeline decision {decision[:40]!r}")
+        return cls(
+            decision=verdict,
+            reasons=tuple(_reason(r, f"{path}.reasons[{i}]")
+                          for i, r in enumerate(read_list(p["reasons"], f"{path}.reasons"))),
+            directive=read_opt_str(p["directive"], f"{path}.directive"),
+            model_calls=read_int(p["model_calls"], f"{path}.model_calls", minimum=0),
+        )
+
+
+def _reason(obj: object, path: str) -> Reason:
+    """A reason code as a pipeline gave it (the verifier's codes and the policies' own)."""
+    r = read_object(obj, path, ("code", "slot", "detail"))
+    return Reason(code=read_str(r["code"], f"{path}.code", nonempty=True),
+                  slot=read_opt_str(r["slot"], f"{path}.slot"),
+                  detail=read_str(r["detail"], f"{path}.detail"))
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
     """One planner decision as recorded in the result (deterministic fields only).
 
-    ``action`` is the planner's action (it owns its JSON form) and ``verdict`` what became of
-    it; ``pipeline`` and ``tool_response`` are JSON objects as the pipeline and the tool
-    produced them. :meth:`from_json` checks the record's own shape around them.
+    ``action`` is the planner's action (it owns its JSON form), ``verdict`` what became of it
+    and ``pipeline`` the pipeline's answer to a finish; ``tool_response`` is the tool's JSON
+    response as it produced it.
     """
 
     index: int
     action: PlannerAction
     verdict: DecisionVerdict
-    pipeline: JsonObject | None = None
+    pipeline: PipelineJudgement | None = None
     tool_response: JsonObject | None = None
     tool_error: str | None = None
     provider_ok: bool = True
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "index": self.index,
             "action": self.action.to_json(),
             "verdict": self.verdict.value,
-            "pipeline": self.pipeline,
+            "pipeline": self.pipeline.to_json() if self.pipeline is not None else None,
             "tool_response": self.tool_response,
             "tool_error": self.tool_error,
             "provider_ok": self.provider_ok,
@@ -218,7 +273,8 @@ class DecisionRecord:
             index=read_int(d["index"], f"{path}.index"),
             action=action_from_json(d["action"], f"{path}.action"),
             verdict=DecisionVerdict.from_json(d["verdict"], f"{path}.verdict"),
-            pipeline=read_opt_object(d["pipeline"], f"{path}.pipeline"),
+            pipeline=(None if d["pipeline"] is None
+                      else PipelineJudgement.from_json(d["pipeline"], f"{path}.pipeline")),
             tool_response=read_opt_object(d["tool_response"], f"{path}.tool_response"),
             tool_error=read_opt_str(d["tool_error"], f"{path}.tool_error"),
             provider_ok=read_bool(d["provider_ok"], f"{path}.provider_ok"),
@@ -231,13 +287,15 @@ _DECISION_FIELDS = ("index", "action", "verdict", "pipeline", "tool_response", "
 
 @dataclass
 class Trajectory:
-    """Everything one cell did. ``provider_results`` is the audit group, in call order."""
+    """Everything one cell did. ``accepted`` is the finish the pipeline answered ``complete``
+    (its certificate is the cell's final certificate); ``provider_results`` is the audit group,
+    in call order."""
 
     checkpoint: TaskCheckpoint
     policy: str
     stop_reason: StopReason
     stop_detail: str
-    final_certificate: JsonObject | None
+    accepted: FinishAction | None
     trace: tuple[TraceCall, ...]
     ledger: Ledger
     decisions: list[DecisionRecord]
@@ -257,7 +315,7 @@ class Trajectory:
         return round(sum(a.latency_s or 0.0 for r in self.provider_results for a in r.attempts), 6)
 
 
-def stop_rules_in_force(config: TrajectoryConfig) -> JsonObject:
+def stop_rules_in_force(config: TrajectoryConfig) -> dict[str, JsonValue]:
     """Every rule that can end a trajectory under ``config`` (the study lock and the run header
     record this): the protocol's two limits, the controls beyond it (``null``/``false``: off),
     and the stops that are not rules but events of the run itself."""
@@ -337,7 +395,7 @@ async def run_trajectory(
     notes = NoteBook()
     note_statuses: list[str] = []
     directive: str | None = None
-    final_certificate: JsonObject | None = None
+    accepted: FinishAction | None = None
     decisions: list[DecisionRecord] = []
     verdicts: list[str] = []
     results: list[ProviderResult] = []
@@ -412,7 +470,8 @@ async def run_trajectory(
             cost += judge_cost
             verdicts.append(decided.decision)
             decisions.append(DecisionRecord(index, action, DecisionVerdict.of_finish(decided.decision),
-                                            pipeline=decided.to_json(), provider_ok=result.ok))
+                                            pipeline=PipelineJudgement.of(decided),
+                                            provider_ok=result.ok))
             # The critics' usage counts against the same ceilings; an overrun ends the run
             # token_budget whatever the critic said.
             if ctl.charge(state, tokens=judge_tokens, cost_usd=judge_cost) is not None:
@@ -420,7 +479,7 @@ async def run_trajectory(
             if decided.decision == "complete":
                 stop = ctl.on_finish(state, verdict.finish, report=True)
                 assert stop is not None and stop.reason is StopReason.GOAL_MET
-                final_certificate = action.certificate_obj
+                accepted = action
                 break
             if decided.decision == "stuck":
                 ctl.halt(state, StopReason.NO_PROGRESS,
@@ -449,7 +508,7 @@ async def run_trajectory(
         policy=pipeline.name,
         stop_reason=run.stop.reason,
         stop_detail=run.stop.detail,
-        final_certificate=final_certificate,
+        accepted=accepted,
         trace=tuple(trace),
         ledger=ledger,
         decisions=decisions,

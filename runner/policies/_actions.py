@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 from runner.canonical import (
     JsonObject,
     RecordFormatError,
+    read_json_object,
     read_object,
-    read_opt_object,
     read_str,
 )
 from runner.ect import CERTIFICATE_FORMAT
@@ -72,13 +72,6 @@ class CellIdentity:
         return out
 
 
-def _object(value: object, path: str) -> JsonObject:
-    obj = read_opt_object(value, path)
-    if obj is None:
-        raise RecordFormatError(path, "expected an object, got null")
-    return obj
-
-
 @dataclass(frozen=True)
 class ToolCallAction:
     """Call synthetic tool ``tool_id`` with ``args`` (not yet validated against its schema)."""
@@ -95,7 +88,7 @@ class ToolCallAction:
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> ToolCallAction:
         a = read_object(obj, path, cls.FIELDS)
-        return cls(read_str(a["tool_id"], f"{path}.tool_id"), _object(a["args"], f"{path}.args"))
+        return cls(read_str(a["tool_id"], f"{path}.tool_id"), read_json_object(a["args"], f"{path}.args"))
 
 
 @dataclass(frozen=True)
@@ -113,7 +106,7 @@ class FinishAction:
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> FinishAction:
         a = read_object(obj, path, cls.FIELDS)
-        return cls(_object(a["certificate"], f"{path}.certificate"))
+        return cls(read_json_object(a["certificate"], f"{path}.certificate"))
 
 
 @dataclass(frozen=True)

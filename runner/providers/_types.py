@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from runner.canonical import (
-    JsonObject,
     RecordFormatError,
     canonical_bytes,
     read_bool,
     read_digest,
     read_int,
+    read_json_object,
     read_list,
     read_number,
     read_object,
@@ -57,14 +57,6 @@ _T = TypeVar("_T")
 def _opt(reader: Callable[[object, str], _T], value: object, path: str) -> _T | None:
     """``None`` for JSON null, else ``reader(value, path)``."""
     return None if value is None else reader(value, path)
-
-
-def _obj(value: object, path: str) -> JsonObject:
-    """Any JSON object (its fields are open content, e.g. tool arguments), never null."""
-    obj = read_opt_object(value, path)
-    if obj is None:
-        raise RecordFormatError(path, "expected an object, got null")
-    return obj
 
 
 def _build(path: str, factory: Callable[..., _T], /, **fields: object) -> _T:
@@ -145,7 +137,7 @@ class ToolDecl:
         return cls(
             name=read_str(t["name"], f"{path}.name", nonempty=True),
             description=read_str(t["description"], f"{path}.description"),
-            parameters=_obj(t["parameters"], f"{path}.parameters"),
+            parameters=read_json_object(t["parameters"], f"{path}.parameters"),
         )
 
 
@@ -161,7 +153,7 @@ class FunctionCall:
     @classmethod
     def from_json(cls, obj: object, path: str = "function_call") -> FunctionCall:
         c = read_object(obj, path, ("name", "args", "id"))
-        return cls(read_str(c["name"], f"{path}.name"), _obj(c["args"], f"{path}.args"),
+        return cls(read_str(c["name"], f"{path}.name"), read_json_object(c["args"], f"{path}.args"),
                    read_opt_str(c["id"], f"{path}.id"))
 
 
@@ -177,7 +169,7 @@ class FunctionResponse:
     @classmethod
     def from_json(cls, obj: object, path: str = "function_response") -> FunctionResponse:
         r = read_object(obj, path, ("name", "response", "id"))
-        return cls(read_str(r["name"], f"{path}.name"), _obj(r["response"], f"{path}.response"),
+        return cls(read_str(r["name"], f"{path}.name"), read_json_object(r["response"], f"{path}.response"),
                    read_opt_str(r["id"], f"{path}.id"))
 
 
@@ -321,7 +313,7 @@ class ProviderRequest:
             tools=_list_of(ToolDecl.from_json, r["tools"], f"{path}.tools"),
             response_schema=read_opt_object(r["response_schema"], f"{path}.response_schema"),
             generation=GenerationConfig.from_json(r["generation"], f"{path}.generation"),
-            metadata=_obj(r["metadata"], f"{path}.metadata"),
+            metadata=read_json_object(r["metadata"], f"{path}.metadata"),
         )
 
     def canonical(self) -> bytes:

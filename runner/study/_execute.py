@@ -27,7 +27,7 @@ import anyio.to_thread
 import structlog
 
 from runner import __version__
-from runner.canonical import JsonObject, canonical_bytes, raw_digest
+from runner.canonical import JsonObject, JsonValue, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
 from runner.errors import EctError, FormatError, StudyError
@@ -52,6 +52,7 @@ from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolE
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
     AuditCall,
+    AuditFailure,
     AuditGroup,
     CellRecord,
     CellResult,
@@ -204,7 +205,7 @@ class ThrottleSettings:
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
 
-    def to_json(self) -> dict[str, int | None]:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"requests_per_minute": self.requests_per_minute,
                 "tokens_per_minute": self.tokens_per_minute}
 
@@ -237,20 +238,20 @@ class FailureCounts:
     def add(self, record: CellRecord) -> None:
         found = record_failures(record)
         for f in found:
-            self.by_class[f["class"]] += 1
-            self.by_kind[f["kind"]] += 1
-            self.by_role[f["role"]] += 1
+            self.by_class[f.failure_class] += 1
+            self.by_kind[f.kind] += 1
+            self.by_role[f.role] += 1
             self.by_pipeline[record.schedule_row.policy] += 1
         if found:
             self.cells.append(record.cell_id)
-            if any(f["class"] == "transport" for f in found):
+            if any(f.failure_class == "transport" for f in found):
                 self.transport_cells.append(record.cell_id)
 
     @property
     def total(self) -> int:
         return sum(self.by_class.values())
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "total": self.total,
             "by_class": {c: self.by_class.get(c, 0) for c in ("transport", "model_output")},
@@ -258,27 +259,30 @@ class FailureCounts:
             "by_role": dict(sorted(self.by_role.items())),
             "by_pipeline": dict(sorted(self.by_pipeline.items())),
             "cells": len(self.cells),
-            "cells_with_transport_failure": sorted(self.transport_cells),
+            "cells_with_transport_failure": [c for c in sorted(self.transport_cells)],
         }
 
 
-def record_failures(record: CellRecord) -> list[JsonObject]:
-    """Every failed provider call of a committed cell: ``{"kind", "class", "role", "status"}``
-    (role ``"unknown"`` in a store written before calls recorded it)."""
-    from runner.providers import FAILURE_KINDS, failure_class
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """One failed provider call of a committed cell, as the accounting counts it: its kind
+    (``"sdk_error"`` for one this runner does not know), class, role (``"unknown"`` in a store
+    written before calls recorded it) and HTTP status."""
 
-    out: list[JsonObject] = []
-    for call in record.audit.calls:
-        f = call.failure
-        if f is None:
-            continue
-        kind = f.get("kind")
-        kind = kind if isinstance(kind, str) and kind in FAILURE_KINDS else "sdk_error"
-        role = f.get("role")
-        out.append({"kind": kind, "class": failure_class(kind),
-                    "role": role if isinstance(role, str) else "unknown",
-                    "status": f.get("status")})
-    return out
+    kind: str
+    failure_class: str
+    role: str
+    status: int | None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "class": self.failure_class, "role": self.role,
+                "status": self.status}
+
+
+def record_failures(record: CellRecord) -> list[CallFailure]:
+    """Every failed provider call of a committed cell, in call order."""
+    return [CallFailure(f.known_kind, failure_class(f.known_kind), f.role or "unknown", f.status)
+            for f in (call.failure for call in record.audit.calls) if f is not None]
 
 
 @dataclass
@@ -312,7 +316,7 @@ class RunSummary:
         """The committed count this session runs to (``--limit`` counted): what an ETA uses."""
         return self.total if self.target is None else min(self.target, self.total)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "store": self.store,
             "total": self.total,
@@ -527,8 +531,7 @@ async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRe
 
     async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         ctx.tool_calls[0] += 1
-        response: JsonObject = await ctx.executor.call(world_id, tool_id, args, on_retry=retried)
-        return response
+        return await ctx.executor.call(world_id, tool_id, args, on_retry=retried)
 
     trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
@@ -546,7 +549,7 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
         stop_reason=t.stop_reason.value,
         stop_detail=t.stop_detail,
         decisions=tuple(t.decisions),
-        final_certificate=t.final_certificate,
+        final_certificate=t.accepted.certificate_obj if t.accepted is not None else None,
         ledger_digest=ledger_digest(t.ledger),
         new_receipts=tuple(r.to_json() for r in t.ledger.receipts
                            if r.call_id not in base_calls),
@@ -581,8 +584,7 @@ def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str],
                     if r.response is not None else None),
             ok=r.ok,
             # a failed call also names its class and the role that made it (the accounting)
-            failure=({**r.failure.to_json(), "class": failure_class(r.failure.kind),
-                      "role": role} if r.failure is not None else None),
+            failure=AuditFailure.of(r.failure, role) if r.failure is not None else None,
             attempts=r.attempts,
             raw=tuple(RawExchangeRef(blob(x.request_bytes),
                                      (blob(x.response_bytes)
@@ -641,7 +643,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
-                          executor: JsonObject | None = None,
+                          executor: ToolExecutor | None = None,
                           throttle: ThrottleSettings | None = None) -> Store:
     from runner.store import Store, generate_key, load_signing_key
 
@@ -656,9 +658,9 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         if throttle is not None and resume:
             # The header is written once; a resumed session's throttle goes to the log.
             log.info("run.throttle", **throttle.to_json())
-        if executor is not None and executor["name"] != "local":
+        if executor is not None and executor.name != "local":
             # The header is written once; a resumed session's node preflight is kept as a blob.
-            log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor)))
+            log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor.describe())))
         return store
     if resume:
         raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
@@ -667,7 +669,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     # header by the sha256 of their bytes), so the store alone says what it was run under.
     lock_bytes = canonical_bytes(report.lock)
     preflight_bytes = canonical_bytes(report.to_json())
-    executor_bytes = canonical_bytes(executor or {"name": "local"})
+    executor_bytes = canonical_bytes(executor.describe() if executor is not None
+                                     else {"name": "local"})
     assert report.lock_digest is not None  # set by a passing preflight
     header = RunHeader(
         study=report.study,
@@ -685,7 +688,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         sandbox_layers=report.sandbox,
         # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,
         # sandbox layers in force, probe results) and every excluded node with its reason.
-        executor=(executor or {"name": "local"})["name"],
+        executor=executor.name if executor is not None else "local",
         executor_blob=raw_digest(executor_bytes),
         # the pacing of provider attempts (changes no result, so not in the lock)
         throttle=(throttle or ThrottleSettings()).to_json(),
@@ -776,7 +779,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
     ctx_simulated = settings.provider.name == "simulated"
     summary.on_transport_failure = spec.provider.on_transport_failure
     store = _open_or_create_store(settings, report, resume=resume,
-                                  executor=remote.describe() if remote is not None else None,
+                                  executor=remote,
                                   throttle=throttle)
     try:
         summary.committed = store.count - 1
@@ -945,12 +948,12 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
             failed = record_failures(record)
             for f in failed:
                 log.warning("provider.failure", row=record.row, cell_id=record.cell_id,
-                            pipeline=record.schedule_row.policy, role=f["role"], kind=f["kind"],
-                            failure_class=f["class"], status=f["status"], committed=True)
+                            pipeline=record.schedule_row.policy, role=f.role, kind=f.kind,
+                            failure_class=f.failure_class, status=f.status, committed=True)
             log.info("cell.committed", row=record.row, cell_id=record.cell_id,
                      stop_reason=trajectory.stop_reason.value,
                      result_digest=record.result_digest, provider_failures=len(failed),
-                     transport_failures=sum(f["class"] == "transport" for f in failed))
+                     transport_failures=sum(f.failure_class == "transport" for f in failed))
             if on_cell is not None:
                 on_cell(record, summary)
     return halted[0]

@@ -15,16 +15,19 @@ the record format: renaming a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from runner.canonical import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     digest,
     read_bool,
     read_digest,
     read_int,
+    read_json_object,
     read_list,
+    read_number,
     read_object,
     read_opt_digest,
     read_opt_object,
@@ -32,10 +35,11 @@ from runner.canonical import (
     read_str,
 )
 from runner.loop import DecisionRecord, Outcome
-from runner.providers import AttemptRecord
+from runner.providers import FAILURE_KINDS, AttemptRecord, ProviderFailure, failure_class
 
 __all__ = [
     "AuditCall",
+    "AuditFailure",
     "AuditGroup",
     "CellRecord",
     "CellResult",
@@ -66,7 +70,7 @@ class ScheduleRow:
     seed: int
     policy: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {name: getattr(self, name) for name in _ROW_FIELDS}
 
     @classmethod
@@ -112,7 +116,7 @@ class CellResult:
         "outcome", "stop", "decisions", "final_certificate", "ledger_digest", "new_receipts",
         "notes", "tokens", "simulated", "timing")
 
-    def deterministic_json(self) -> JsonObject:
+    def deterministic_json(self) -> dict[str, JsonValue]:
         """The result without wall-clock fields (what :meth:`digest` covers)."""
         return {
             "outcome": self.outcome.without_timing(),
@@ -126,7 +130,7 @@ class CellResult:
             "simulated": self.simulated,
         }
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         out = self.deterministic_json()
         out["outcome"] = self.outcome.to_json()
         out["timing"] = {"latency_s": self.latency_s}
@@ -143,9 +147,7 @@ class CellResult:
         tokens = read_object(r["tokens"], f"{path}.tokens", ("input", "output"))
         timing = read_object(r["timing"], f"{path}.timing", ("latency_s",))
         receipts = read_list(r["new_receipts"], f"{path}.new_receipts")
-        notes = read_opt_object(r["notes"], f"{path}.notes")
-        if notes is None:
-            raise RecordFormatError(f"{path}.notes", "expected an object, got null")
+        notes = read_json_object(r["notes"], f"{path}.notes")
         outcome = Outcome.from_json(r["outcome"], f"{path}.outcome")
         return cls(
             outcome=outcome,
@@ -155,7 +157,7 @@ class CellResult:
                             for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),
             final_certificate=read_opt_object(r["final_certificate"], f"{path}.final_certificate"),
             ledger_digest=read_digest(r["ledger_digest"], f"{path}.ledger_digest"),
-            new_receipts=tuple(_object(x, f"{path}.new_receipts[{i}]")
+            new_receipts=tuple(read_json_object(x, f"{path}.new_receipts[{i}]")
                                for i, x in enumerate(receipts)),
             notes=notes,
             input_tokens=read_int(tokens["input"], f"{path}.tokens.input", minimum=0),
@@ -166,11 +168,7 @@ class CellResult:
         )
 
 
-def _object(value: object, path: str) -> JsonObject:
-    obj = read_opt_object(value, path)
-    if obj is None:
-        raise RecordFormatError(path, "expected an object, got null")
-    return obj
+_object = read_json_object  # the name RunHeader.from_header reads open objects by
 
 
 def _latency(value: object, path: str, outcome_latency: int | float) -> int | float:
@@ -188,7 +186,7 @@ class RawExchangeRef:
     request: str
     response: str | None
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"request": self.request, "response": self.response}
 
     @classmethod
@@ -196,6 +194,67 @@ class RawExchangeRef:
         r = read_object(obj, path, ("request", "response"))
         return cls(read_digest(r["request"], f"{path}.request"),
                    read_opt_digest(r["response"], f"{path}.response"))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFailure:
+    """Why an audited call failed: the provider's failure (as ``ProviderFailure.to_json`` wrote
+    it), its class and the role of the call (``class`` and ``role`` are absent, ``None``, in a
+    store written before the audit recorded them; :meth:`to_json` then leaves them out too)."""
+
+    kind: str
+    detail: str
+    status: int | None
+    retry_after_s: int | float | None
+    error_class: str | None
+    failure_class: str | None = None
+    role: str | None = None
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("kind", "detail", "status", "retry_after_s",
+                                          "error_class")
+
+    @classmethod
+    def of(cls, failure: ProviderFailure, role: str) -> AuditFailure:
+        """The audit's record of ``failure`` in a call made by ``role``."""
+        return cls(failure.kind, failure.detail, failure.status, failure.retry_after_s,
+                   failure.error_class, failure_class(failure.kind), role)
+
+    def provider_failure(self) -> ProviderFailure:
+        """The provider's failure again (``ValueError``: a kind this runner does not know)."""
+        return ProviderFailure(self.kind, self.detail, self.status, self.retry_after_s,
+                               self.error_class)
+
+    @property
+    def known_kind(self) -> str:
+        """The kind, or ``"sdk_error"`` for one this runner does not know."""
+        return self.kind if self.kind in FAILURE_KINDS else "sdk_error"
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "kind": self.kind, "detail": self.detail, "status": self.status,
+            "retry_after_s": self.retry_after_s, "error_class": self.error_class}
+        if self.failure_class is not None:
+            out["class"] = self.failure_class
+        if self.role is not None:
+            out["role"] = self.role
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "failure") -> AuditFailure:
+        later = tuple(k for k in ("class", "role") if isinstance(obj, dict) and k in obj)
+        f = read_object(obj, path, cls._FIELDS + later)
+        status, retry_after = f["status"], f["retry_after_s"]
+        return cls(
+            kind=read_str(f["kind"], f"{path}.kind", nonempty=True),
+            detail=read_str(f["detail"], f"{path}.detail"),
+            status=None if status is None else read_int(status, f"{path}.status"),
+            retry_after_s=(None if retry_after is None
+                           else read_number(retry_after, f"{path}.retry_after_s")),
+            error_class=read_opt_str(f["error_class"], f"{path}.error_class"),
+            failure_class=(read_str(f["class"], f"{path}.class", nonempty=True)
+                           if "class" in f else None),
+            role=read_str(f["role"], f"{path}.role", nonempty=True) if "role" in f else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,18 +267,18 @@ class AuditCall:
     request: str
     parsed: str | None
     ok: bool
-    failure: JsonObject | None
+    failure: AuditFailure | None
     attempts: tuple[AttemptRecord, ...]
     raw: tuple[RawExchangeRef, ...]
 
     _FIELDS: ClassVar[tuple[str, ...]] = ("request", "parsed", "ok", "failure", "attempts", "raw")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "request": self.request,
             "parsed": self.parsed,
             "ok": self.ok,
-            "failure": self.failure,
+            "failure": self.failure.to_json() if self.failure is not None else None,
             "attempts": [a.to_json() for a in self.attempts],
             "raw": [x.to_json() for x in self.raw],
         }
@@ -232,7 +291,8 @@ class AuditCall:
             request=read_digest(c["request"], f"{path}.request"),
             parsed=read_opt_digest(c["parsed"], f"{path}.parsed"),
             ok=ok,
-            failure=read_opt_object(c["failure"], f"{path}.failure"),
+            failure=(None if c["failure"] is None
+                     else AuditFailure.from_json(c["failure"], f"{path}.failure")),
             attempts=tuple(AttemptRecord.from_json(a, f"{path}.attempts[{i}]")
                            for i, a in enumerate(read_list(c["attempts"], f"{path}.attempts"))),
             raw=tuple(RawExchangeRef.from_json(x, f"{path}.raw[{i}]")
@@ -251,7 +311,7 @@ class AuditGroup:
     model: str | None
     calls: tuple[AuditCall, ...]
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"provider": self.provider, "model": self.model,
                 "calls": [c.to_json() for c in self.calls]}
 
@@ -309,7 +369,7 @@ class CellRecord:
     def audit_digest(self) -> str:
         return self.audit.digest()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "row": self.row,
             "cell_id": self.cell_id,
@@ -340,7 +400,7 @@ class CellRecord:
         srow = ScheduleRow.from_json(b["schedule_row"], f"{path}.schedule_row")
         result = CellResult.from_json(b["result"], f"{path}.result")
         audit = AuditGroup.from_json(b["audit"], f"{path}.audit")
-        artifacts = _object(b["artifacts"], f"{path}.artifacts")
+        artifacts = read_json_object(b["artifacts"], f"{path}.artifacts")
         record = cls(
             schedule_row=srow,
             result=result,
@@ -362,7 +422,7 @@ class CellRecord:
         return record
 
 
-def _same(got: Any, want: object, path: str, what: str) -> None:
+def _same(got: object, want: object, path: str, what: str) -> None:
     if got != want or type(got) is not type(want):
         raise RecordFormatError(path, f"{got!r} is not {what} ({want!r})")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from runner.canonical import JsonObject, loads_strict, raw_digest
+from runner.canonical import JsonObject, JsonValue, loads_strict, raw_digest
 from runner.errors import FormatError, StudyError
 from runner.loop import DecisionVerdict
 from runner.policies import ToolCallAction
@@ -54,7 +54,7 @@ class ReplayMismatch:
     cell_id: str
     detail: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"row": self.row, "cell_id": self.cell_id, "detail": self.detail}
 
 
@@ -64,23 +64,18 @@ class ReplayReport:
     reproduced: int = 0
     mismatches: list[ReplayMismatch] = field(default_factory=list)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"cells": self.cells, "reproduced": self.reproduced,
                 "mismatches": [m.to_json() for m in self.mismatches]}
 
 
-_FAILURE_FIELDS = ("kind", "detail", "status", "retry_after_s", "error_class")
-
-
 def _recorded_failure(call: AuditCall) -> ProviderFailure:
-    """The provider failure an audited call recorded (its accounting fields, ``class`` and
-    ``role``, left aside; a store written before a field existed reads it as null)."""
-    f = call.failure
-    assert f is not None  # AuditCall.from_json: a failed call has its failure
+    """The provider failure an audited call recorded."""
+    assert call.failure is not None  # AuditCall.from_json: a failed call has its failure
     try:
-        return ProviderFailure.from_json({k: f.get(k) for k in _FAILURE_FIELDS}, "audit.failure")
-    except FormatError as e:
-        raise ReplayDiverged(f"the recorded failure cannot be read: {e}") from None
+        return call.failure.provider_failure()
+    except ValueError as e:
+        raise ReplayDiverged(f"the recorded failure cannot be replayed: {e}") from None
 
 
 class _ReplayProvider:

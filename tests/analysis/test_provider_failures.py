@@ -10,7 +10,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from runner.cli import cli
-from runner.study import AuditCall, AuditGroup, RawExchangeRef
+from runner.study import AuditCall, AuditFailure, AuditGroup, RawExchangeRef
 from runner.view import StoreSource, cell_rows, run_summary
 from tests.analysis import _fixtures as fx
 from tests.analysis.test_store_report import (
@@ -32,7 +32,8 @@ PROSE = {"kind": "empty_response", "detail": "no candidate", "status": 200,
 def _audit(*failures: dict[str, Any]) -> AuditGroup:
     ok = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None, attempts=(attempt_of(ATTEMPT),),
                    raw=(RawExchangeRef(BLOB, BLOB),))
-    bad = tuple(AuditCall(request=BLOB, parsed=None, ok=False, failure=f, attempts=(attempt_of(ATTEMPT),),
+    bad = tuple(AuditCall(request=BLOB, parsed=None, ok=False, failure=AuditFailure.from_json(f),
+                          attempts=(attempt_of(ATTEMPT),),
                           raw=(RawExchangeRef(BLOB, None),)) for f in failures)
     return AuditGroup(provider="simulated", model=None, calls=(ok, *bad))
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from runner.canonical import RecordFormatError, canonical_bytes, loads_strict
-from runner.loop import DecisionRecord, DecisionVerdict
+from runner.ect import Reason
+from runner.loop import DecisionRecord, DecisionVerdict, PipelineJudgement
 from runner.policies import FinishAction, InvalidAction, ToolCallAction
 
 # The verdict strings of the record format (digest domain ect/record/v1).
@@ -38,8 +39,8 @@ RECORDS = [
     DecisionRecord(2, ToolCallAction("get_metric", {}), DecisionVerdict.TOOL_FAILED,
                    tool_error="sandbox: killed", provider_ok=True),
     DecisionRecord(3, FinishAction({"claims": []}), DecisionVerdict.FINISH_CONTINUE,
-                   pipeline={"decision": "continue", "reasons": [], "directive": "more",
-                             "model_calls": 0}),
+                   pipeline=PipelineJudgement("continue", (Reason("critic.reject", None, "no"),),
+                                              "more", 1)),
     DecisionRecord(4, InvalidAction("provider failure (server_error)"), DecisionVerdict.CONTINUE,
                    provider_ok=False),
 ]
@@ -64,6 +65,13 @@ def _obj(**over: Any) -> dict[str, Any]:
     (_obj(verdict=None), "decision.verdict: expected a string, got null"),
     (_obj(action={"kind": "tool_call", "tool_id": "x"}), "decision.action: missing field 'args'"),
     (_obj(action=None), "decision.action: expected an object, got null"),
+    (_obj(pipeline={"decision": "maybe", "reasons": [], "directive": None, "model_calls": 0}),
+     "decision.pipeline.decision: unknown pipeline decision 'maybe'"),
+    (_obj(pipeline={"decision": "stuck", "reasons": [{"code": "x", "slot": None}],
+                    "directive": None, "model_calls": 0}),
+     "decision.pipeline.reasons[0]: missing field 'detail'"),
+    (_obj(pipeline={"decision": "stuck", "reasons": [], "directive": None, "model_calls": -1}),
+     "decision.pipeline.model_calls: must be >= 0"),
     (_obj(action={"kind": "finish", "certificate": {}, "why": 1}),
      "decision.action: unknown field 'why'"),
 ])

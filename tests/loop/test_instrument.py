@@ -145,7 +145,8 @@ def test_every_cell_scored_supported_passes_the_verifier(cells: list[Cell]) -> N
         if not outcome.supported_completion:
             continue
         supported += 1
-        cert = {"format": "ect.certificate/1", **(t.final_certificate or {})}
+        cert = {"format": "ect.certificate/1",
+                **(t.accepted.certificate_obj if t.accepted is not None else {})}
         decision = verify_json(t.checkpoint.task.contract.to_json(), t.ledger.to_json(), cert)
         assert decision.decision == "complete", (cell.row.cell_id, decision.reasons)
         for claim in _claims(cert):
