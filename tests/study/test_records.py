@@ -19,6 +19,7 @@ from runner.loop import Outcome
 from runner.providers import AttemptRecord
 from runner.store import Store
 from runner.study import (
+    AuditFailure,
     AuditGroup,
     CellRecord,
     CellResult,
@@ -27,6 +28,7 @@ from runner.study import (
     ScheduleRow,
     export_study,
     read_schedule,
+    record_failures,
     run_preflight,
     study_paths,
 )
@@ -216,3 +218,46 @@ def test_manifest_verification_reads_every_cell_as_a_cell_record(tmp_path: Path)
         export_manifest(store, cells, tmp_path / "manifest.json")
     with pytest.raises(ManifestInvalid, match=r"not cell records: record 1\.schedule_row: missing field"):
         verify_export(tmp_path / "manifest.json", store_path)
+
+
+FAILURE = {"kind": "server_error", "detail": "HTTP 503", "status": 503, "retry_after_s": 1.5,
+           "error_class": "HTTP 503", "class": "transport", "role": "critic"}
+
+
+@pytest.mark.parametrize("written", [
+    FAILURE,
+    {k: v for k, v in FAILURE.items() if k not in ("class", "role")},  # before the accounting
+])
+def test_an_audited_failure_reads_back_what_it_wrote(written: dict[str, Any]) -> None:
+    failure = AuditFailure.from_json(written)
+    assert canonical_bytes(failure.to_json()) == canonical_bytes(written)
+    assert failure.provider_failure().kind == "server_error"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda f: f.pop("detail"), r"^failure: missing field 'detail'$"),
+    (lambda f: f.update(why="x"), r"^failure: unknown field 'why'$"),
+    (lambda f: f.update(status="503"), r"^failure.status: expected an integer, got string$"),
+    (lambda f: f.update(role=None), r"^failure.role: expected a string, got null$"),
+])
+def test_a_malformed_audited_failure_names_the_path(edit: Any, message: str) -> None:
+    written = dict(FAILURE)
+    edit(written)
+    with pytest.raises(RecordFormatError, match=message):
+        AuditFailure.from_json(written)
+
+
+def test_the_accounting_counts_each_failed_call_once(committed: list[dict[str, Any]]) -> None:
+    record = CellRecord.from_json(committed[0])
+    call = record.audit.calls[0]
+    new = AuditFailure.from_json(FAILURE)
+    # a store written before the accounting: no role; a kind this runner does not know
+    old = AuditFailure.from_json({**{k: v for k, v in FAILURE.items() if k != "role"},
+                                  "kind": "gremlins"})
+    failed = [dataclasses.replace(call, ok=False, parsed=None, failure=f) for f in (new, old)]
+    record = dataclasses.replace(record, audit=AuditGroup(record.audit.provider, record.audit.model,
+                                                          (call, *failed)))
+    assert [f.to_json() for f in record_failures(record)] == [
+        {"kind": "server_error", "class": "transport", "role": "critic", "status": 503},
+        {"kind": "sdk_error", "class": "transport", "role": "unknown", "status": 503},
+    ]
