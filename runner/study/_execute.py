@@ -551,8 +551,7 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
         decisions=tuple(t.decisions),
         final_certificate=t.accepted.certificate_obj if t.accepted is not None else None,
         ledger_digest=ledger_digest(t.ledger),
-        new_receipts=tuple(r.to_json() for r in t.ledger.receipts
-                           if r.call_id not in base_calls),
+        new_receipts=tuple(r for r in t.ledger.receipts if r.call_id not in base_calls),
         notes=t.notes,
         input_tokens=t.input_tokens,
         output_tokens=t.output_tokens,

@@ -34,6 +34,7 @@ from runner.canonical import (
     read_opt_str,
     read_str,
 )
+from runner.ect import Receipt, WireFormatError
 from runner.loop import DecisionRecord, Outcome
 from runner.providers import FAILURE_KINDS, AttemptRecord, ProviderFailure, failure_class
 
@@ -105,7 +106,7 @@ class CellResult:
     decisions: tuple[DecisionRecord, ...]
     final_certificate: JsonObject | None
     ledger_digest: str
-    new_receipts: tuple[JsonObject, ...]
+    new_receipts: tuple[Receipt, ...]
     notes: JsonObject
     input_tokens: int
     output_tokens: int
@@ -124,7 +125,7 @@ class CellResult:
             "decisions": [d.to_json() for d in self.decisions],
             "final_certificate": self.final_certificate,
             "ledger_digest": self.ledger_digest,
-            "new_receipts": list(self.new_receipts),
+            "new_receipts": [r.to_json() for r in self.new_receipts],
             "notes": self.notes,
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "simulated": self.simulated,
@@ -157,7 +158,7 @@ class CellResult:
                             for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),
             final_certificate=read_opt_object(r["final_certificate"], f"{path}.final_certificate"),
             ledger_digest=read_digest(r["ledger_digest"], f"{path}.ledger_digest"),
-            new_receipts=tuple(read_json_object(x, f"{path}.new_receipts[{i}]")
+            new_receipts=tuple(_receipt(x, f"{path}.new_receipts[{i}]")
                                for i, x in enumerate(receipts)),
             notes=notes,
             input_tokens=read_int(tokens["input"], f"{path}.tokens.input", minimum=0),
@@ -169,6 +170,14 @@ class CellResult:
 
 
 _object = read_json_object  # the name RunHeader.from_header reads open objects by
+
+
+def _receipt(value: object, path: str) -> Receipt:
+    """A receipt as the ledger writes it (the ECT wire reader's errors name the path too)."""
+    try:
+        return Receipt.from_json(value, path)
+    except WireFormatError as e:
+        raise RecordFormatError(e.path, e.problem) from None
 
 
 def _latency(value: object, path: str, outcome_latency: int | float) -> int | float:

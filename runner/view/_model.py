@@ -222,7 +222,7 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
     new_trace = trace[len(trace) - executed:] if executed else []
     receipts: dict[str, list[dict[str, Any]]] = {}
     for r in result.new_receipts:
-        receipts.setdefault(str(r.get("call_id")), []).append(r)
+        receipts.setdefault(r.call_id, []).append(r.to_json())
     steps = []
     ci = ei = 0
     for d in decisions:

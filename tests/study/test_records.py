@@ -261,3 +261,14 @@ def test_the_accounting_counts_each_failed_call_once(committed: list[dict[str, A
         {"kind": "server_error", "class": "transport", "role": "critic", "status": 503},
         {"kind": "sdk_error", "class": "transport", "role": "unknown", "status": 503},
     ]
+
+
+def test_new_receipts_are_receipts_and_a_malformed_one_names_its_path(
+        committed: list[dict[str, Any]]) -> None:
+    body = copy.deepcopy(next(b for b in committed if b["result"]["new_receipts"]))
+    record = CellRecord.from_json(body)
+    assert [r.to_json() for r in record.result.new_receipts] == body["result"]["new_receipts"]
+    body["result"]["new_receipts"][0]["exec_status"] = "maybe"
+    with pytest.raises(RecordFormatError,
+                       match=r"^record.result.new_receipts\[0\].exec_status: "):
+        CellRecord.from_json(body)
