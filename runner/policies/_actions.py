@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from runner.canonical import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     read_json_object,
     read_object,
@@ -72,6 +73,14 @@ class CellIdentity:
         return out
 
 
+def _fields(obj: object, path: str, fields: tuple[str, ...], kind: str) -> JsonObject:
+    """The fields of an action of ``kind`` (exactly ``fields``, ``kind`` among them)."""
+    a = read_object(obj, path, fields)
+    if read_str(a["kind"], f"{path}.kind") != kind:
+        raise RecordFormatError(f"{path}.kind", f"expected {kind!r}, got {str(a['kind'])[:40]!r}")
+    return a
+
+
 @dataclass(frozen=True)
 class ToolCallAction:
     """Call synthetic tool ``tool_id`` with ``args`` (not yet validated against its schema)."""
@@ -80,15 +89,17 @@ class ToolCallAction:
     args: JsonObject
     kind: str = field(default="tool_call", init=False)
 
+    KIND: ClassVar[str] = "tool_call"  # the record's tag
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "tool_id", "args")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"kind": self.kind, "tool_id": self.tool_id, "args": dict(self.args)}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> ToolCallAction:
-        a = read_object(obj, path, cls.FIELDS)
-        return cls(read_str(a["tool_id"], f"{path}.tool_id"), read_json_object(a["args"], f"{path}.args"))
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
+        return cls(read_str(a["tool_id"], f"{path}.tool_id"),
+                   read_json_object(a["args"], f"{path}.args"))
 
 
 @dataclass(frozen=True)
@@ -98,14 +109,15 @@ class FinishAction:
     certificate_obj: JsonObject
     kind: str = field(default="finish", init=False)
 
+    KIND: ClassVar[str] = "finish"  # the record's tag
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "certificate")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"kind": self.kind, "certificate": self.certificate_obj}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> FinishAction:
-        a = read_object(obj, path, cls.FIELDS)
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
         return cls(read_json_object(a["certificate"], f"{path}.certificate"))
 
 
@@ -116,14 +128,15 @@ class EscalateAction:
     question: str
     kind: str = field(default="escalate", init=False)
 
+    KIND: ClassVar[str] = "escalate"  # the record's tag
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "question")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"kind": self.kind, "question": self.question}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> EscalateAction:
-        a = read_object(obj, path, cls.FIELDS)
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
         return cls(read_str(a["question"], f"{path}.question"))
 
 
@@ -134,25 +147,22 @@ class InvalidAction:
     detail: str
     kind: str = field(default="invalid", init=False)
 
+    KIND: ClassVar[str] = "invalid"  # the record's tag
     FIELDS: ClassVar[tuple[str, ...]] = ("kind", "detail")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"kind": self.kind, "detail": self.detail}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "action") -> InvalidAction:
-        a = read_object(obj, path, cls.FIELDS)
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
         return cls(read_str(a["detail"], f"{path}.detail"))
 
 
 PlannerAction = ToolCallAction | FinishAction | EscalateAction | InvalidAction
 
 _ACTION_KINDS: dict[str, type[PlannerAction]] = {
-    "tool_call": ToolCallAction,
-    "finish": FinishAction,
-    "escalate": EscalateAction,
-    "invalid": InvalidAction,
-}
+    t.KIND: t for t in (ToolCallAction, FinishAction, EscalateAction, InvalidAction)}
 
 
 def action_from_json(obj: object, path: str = "action") -> PlannerAction:
@@ -172,6 +182,7 @@ def action_from_json(obj: object, path: str = "action") -> PlannerAction:
     if action_type is None:
         raise RecordFormatError(f"{path}.kind", f"unknown action kind {kind[:40]!r}")
     return action_type.from_json(obj, path)
+
 
 _VALUE_SCHEMA: dict[str, Any] = {
     "description": "a number, a string, null, or a flat list of those",

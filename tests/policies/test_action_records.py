@@ -81,3 +81,8 @@ def test_a_planner_request_carries_the_cell_and_its_decision_as_before() -> None
     request = build_planner_request(view, gen, CellIdentity("cell-0007", 42))
     # the mapping the loop used to build by hand: {**{"cell_id", "seed"}, "decision": n}
     assert request.metadata == {"cell_id": "cell-0007", "seed": 42, "decision": 2}
+
+
+def test_an_action_read_as_another_kind_is_refused() -> None:
+    with pytest.raises(RecordFormatError, match=r"^action.kind: expected 'tool_call', got 'finish'"):
+        ToolCallAction.from_json({"kind": "finish", "tool_id": "x", "args": {}})
