@@ -183,8 +183,8 @@ class DecisionVerdict(StrEnum):
             raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
 
 
-_FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE, DecisionVerdict.FINISH_STUCK,
-                       DecisionVerdict.FINISH_NEEDS_HUMAN})
+_FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE,
+                       DecisionVerdict.FINISH_STUCK, DecisionVerdict.FINISH_NEEDS_HUMAN})
 
 
 _PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = ("complete", "continue", "stuck", "needs_human")
@@ -469,7 +469,8 @@ async def run_trajectory(
                 judge_cost += r.cost_usd(config.price) if config.price is not None else 0.0
             cost += judge_cost
             verdicts.append(decided.decision)
-            decisions.append(DecisionRecord(index, action, DecisionVerdict.of_finish(decided.decision),
+            decisions.append(DecisionRecord(index, action,
+                                            DecisionVerdict.of_finish(decided.decision),
                                             pipeline=PipelineJudgement.of(decided),
                                             provider_ok=result.ok))
             # The critics' usage counts against the same ceilings; an overrun ends the run
@@ -496,7 +497,8 @@ async def run_trajectory(
                           report=PredicateReport(missing=missing, detail=decided.directive or ""))
             directive = decided.directive
         elif verdict.kind is VerdictKind.STOP:
-            decisions.append(DecisionRecord(index, action, DecisionVerdict.STOPPED, provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.STOPPED,
+                                            provider_ok=result.ok))
             break
         else:  # CONTINUE (invalid reply fed back) or DEDUPLICATED (no second effect)
             decisions.append(DecisionRecord(index, action, DecisionVerdict(verdict.kind.value),

@@ -169,7 +169,8 @@ class FunctionResponse:
     @classmethod
     def from_json(cls, obj: object, path: str = "function_response") -> FunctionResponse:
         r = read_object(obj, path, ("name", "response", "id"))
-        return cls(read_str(r["name"], f"{path}.name"), read_json_object(r["response"], f"{path}.response"),
+        return cls(read_str(r["name"], f"{path}.name"),
+                   read_json_object(r["response"], f"{path}.response"),
                    read_opt_str(r["id"], f"{path}.id"))
 
 

@@ -30,7 +30,8 @@ PROSE = {"kind": "empty_response", "detail": "no candidate", "status": 200,
 
 
 def _audit(*failures: dict[str, Any]) -> AuditGroup:
-    ok = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None, attempts=(attempt_of(ATTEMPT),),
+    ok = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None,
+                   attempts=(attempt_of(ATTEMPT),),
                    raw=(RawExchangeRef(BLOB, BLOB),))
     bad = tuple(AuditCall(request=BLOB, parsed=None, ok=False, failure=AuditFailure.from_json(f),
                           attempts=(attempt_of(ATTEMPT),),

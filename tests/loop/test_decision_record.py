@@ -30,7 +30,8 @@ def test_finish_verdicts_and_tool_verdicts() -> None:
     assert {v for v in DecisionVerdict if v.ran_tool} == {DecisionVerdict.EXECUTED,
                                                           DecisionVerdict.TOOL_FAILED}
     for decision in ("complete", "continue", "stuck", "needs_human"):
-        assert DecisionVerdict.of_finish(decision).value == f"finish_{decision}"  # type: ignore[arg-type]
+        verdict = DecisionVerdict.of_finish(decision)  # type: ignore[arg-type]  # a str here
+        assert verdict.value == f"finish_{decision}"
 
 
 RECORDS = [

@@ -84,5 +84,6 @@ def test_a_planner_request_carries_the_cell_and_its_decision_as_before() -> None
 
 
 def test_an_action_read_as_another_kind_is_refused() -> None:
-    with pytest.raises(RecordFormatError, match=r"^action.kind: expected 'tool_call', got 'finish'"):
+    with pytest.raises(RecordFormatError,
+                       match=r"^action.kind: expected 'tool_call', got 'finish'"):
         ToolCallAction.from_json({"kind": "finish", "tool_id": "x", "args": {}})
