@@ -7,10 +7,12 @@ nothing in digest code calls ``json.dumps``.
 from runner.canonical._digest import DOMAINS, Domain, digest, digest_bytes, is_digest, raw_digest
 from runner.canonical._fields import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     read_bool,
     read_digest,
     read_int,
+    read_json_object,
     read_list,
     read_number,
     read_object,
@@ -39,6 +41,7 @@ __all__ = [
     "Hook",
     "InputRefused",
     "JsonObject",
+    "JsonValue",
     "RecordFormatError",
     "atomic_write",
     "canonical_bytes",
@@ -55,6 +58,7 @@ __all__ = [
     "read_bounded",
     "read_digest",
     "read_int",
+    "read_json_object",
     "read_list",
     "read_number",
     "read_object",

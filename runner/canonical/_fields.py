@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from runner.canonical._digest import is_digest
 from runner.errors import ExitCategory, FormatError
 
 __all__ = [
     "JsonObject",
+    "JsonValue",
     "RecordFormatError",
     "read_bool",
     "read_digest",
     "read_int",
+    "read_json_object",
     "read_list",
     "read_number",
     "read_object",
@@ -36,6 +38,11 @@ __all__ = [
 JsonObject = dict[str, Any]
 """A parsed JSON object whose values are not (yet) typed: model-proposed certificates, tool
 responses and provider attempt records travel inside the study's records as such."""
+
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+"""Any JSON value, checked all the way down (unlike :data:`JsonObject`, whose values are
+``Any``): what a typed record's ``to_json`` returns, so the type checker refuses a value that
+is not JSON (a set, a tuple, a dataclass, a path) in the record's wire form."""
 
 
 class RecordFormatError(FormatError):
@@ -93,6 +100,15 @@ def read_str(value: object, path: str, *, nonempty: bool = False) -> str:
     if nonempty and not value:
         raise RecordFormatError(path, "must not be empty")
     return value
+
+
+def read_json_object(value: object, path: str) -> JsonObject:
+    """``value`` as any object (its fields are open content: tool arguments, a proposed
+    certificate, ...), never ``None``."""
+    obj = read_opt_object(value, path)
+    if obj is None:
+        raise RecordFormatError(path, "expected an object, got null")
+    return obj
 
 
 def read_opt_str(value: object, path: str) -> str | None:

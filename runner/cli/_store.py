@@ -208,9 +208,10 @@ def _record_failures(rec: Record) -> list[JsonObject] | None:
     if rec.seq == 0:
         return None
     try:
-        return record_failures(CellRecord.from_json(rec.body, f"record {rec.seq}"))
+        record = CellRecord.from_json(rec.body, f"record {rec.seq}")
     except FormatError:
         return None
+    return [f.to_json() for f in record_failures(record)]
 
 
 def _orphan_count(store: Store) -> int | None:

@@ -1,9 +1,11 @@
 """The closed-loop trajectory engine and its independent outcome scoring (docs/protocol.md)."""
 
-from runner.loop._outcome import OUTCOME_FIELDS, CellIdentity, Outcome
+from runner.loop._outcome import OUTCOME_FIELDS, Outcome, ScoredRow
 from runner.loop._scoring import score
 from runner.loop._trajectory import (
     DecisionRecord,
+    DecisionVerdict,
+    PipelineJudgement,
     StopRules,
     ToolCallFn,
     Trajectory,
@@ -15,9 +17,11 @@ from runner.loop._trajectory import (
 
 __all__ = [
     "OUTCOME_FIELDS",
-    "CellIdentity",
     "DecisionRecord",
+    "DecisionVerdict",
     "Outcome",
+    "PipelineJudgement",
+    "ScoredRow",
     "StopRules",
     "ToolCallFn",
     "Trajectory",

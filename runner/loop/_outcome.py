@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Protocol
 
 from runner.canonical import (
-    JsonObject,
+    JsonValue,
     read_bool,
     read_int,
     read_number,
@@ -22,10 +22,10 @@ from runner.canonical import (
     read_str,
 )
 
-__all__ = ["OUTCOME_FIELDS", "CellIdentity", "Outcome"]
+__all__ = ["OUTCOME_FIELDS", "Outcome", "ScoredRow"]
 
 
-class CellIdentity(Protocol):
+class ScoredRow(Protocol):
     """What scoring needs of a schedule row: its number, cell id and seed."""
 
     @property
@@ -66,11 +66,11 @@ class Outcome:
     cost_usd: int | float
     postcondition_ok: bool
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         """The outcome object, fields in declaration order."""
         return {name: getattr(self, name) for name in OUTCOME_FIELDS}
 
-    def without_timing(self) -> JsonObject:
+    def without_timing(self) -> dict[str, JsonValue]:
         """The outcome without its wall-clock field (what a cell's result digest covers)."""
         return {name: getattr(self, name) for name in OUTCOME_FIELDS if name != "latency_s"}
 

@@ -37,30 +37,30 @@ Definitions (one cell):
 
 from __future__ import annotations
 
-from typing import Any
-
 from runner.canonical import JsonObject
 from runner.ect import CERTIFICATE_FORMAT, Ledger, Receipt, values_match, verify_json
-from runner.loop._outcome import CellIdentity, Outcome
-from runner.loop._trajectory import Trajectory
+from runner.loop._outcome import Outcome, ScoredRow
+from runner.loop._trajectory import DecisionVerdict, Trajectory
+from runner.policies import FinishAction
 from runner.worlds import in_scope
 
 __all__ = ["score"]
 
-def _claims(certificate: Any) -> list[JsonObject]:
-    if not isinstance(certificate, dict) or not isinstance(certificate.get("claims"), list):
-        return []
-    return [c for c in certificate["claims"] if isinstance(c, dict)]
+def _claims(proposal: FinishAction | None) -> list[JsonObject]:
+    """The claims of a proposed certificate (open JSON: malformed claims are left out)."""
+    claims = proposal.certificate_obj.get("claims") if proposal is not None else None
+    return [c for c in claims if isinstance(c, dict)] if isinstance(claims, list) else []
 
 
-def _supported_slots(trajectory: Trajectory, certificate: Any) -> tuple[set[str], int]:
+def _supported_slots(trajectory: Trajectory,
+                     proposal: FinishAction | None) -> tuple[set[str], int]:
     """Slots with exactly one supported claim, and the number of unsupported claims."""
     task = trajectory.checkpoint.task
     receipts = {r.receipt_id: r for r in trajectory.ledger.receipts}
     seen: dict[str, int] = {}
     supported: set[str] = set()
     unsupported = 0
-    for claim in _claims(certificate):
+    for claim in _claims(proposal):
         slot = claim.get("slot")
         spec = task.contract.slots.get(slot) if isinstance(slot, str) else None
         evidence = claim.get("evidence")
@@ -85,16 +85,18 @@ def _usable(receipt: Receipt | None) -> bool:
     return receipt is not None and receipt.exec_status == "ok" and receipt.validation == "valid"
 
 
-def _fully_supported(trajectory: Trajectory, certificate: Any, ledger: Ledger) -> bool:
-    """The verifier says ``complete`` against ``ledger`` and every value equals gold."""
-    if not isinstance(certificate, dict):
+def _fully_supported(trajectory: Trajectory, proposal: FinishAction | None,
+                     ledger: Ledger) -> bool:
+    """The verifier says ``complete`` for ``proposal`` against ``ledger`` and every value
+    equals gold."""
+    if proposal is None:
         return False
     task = trajectory.checkpoint.task
     required = set(task.descriptor.required_slots)
-    slots, unsupported = _supported_slots(trajectory, certificate)
+    slots, unsupported = _supported_slots(trajectory, proposal)
     if unsupported or not required <= slots:
         return False
-    wire = {"format": CERTIFICATE_FORMAT, **certificate}
+    wire = {"format": CERTIFICATE_FORMAT, **proposal.certificate_obj}
     return verify_json(task.contract.to_json(), ledger.to_json(), wire).decision == "complete"
 
 
@@ -103,7 +105,7 @@ def _ledger_at(trajectory: Trajectory, decision_index: int) -> Ledger:
     checkpoint's calls and of the calls executed at earlier decisions)."""
     base = len(trajectory.checkpoint.trace)
     executed = sum(1 for d in trajectory.decisions
-                   if d.verdict == "executed" and d.index < decision_index)
+                   if d.verdict is DecisionVerdict.EXECUTED and d.index < decision_index)
     calls = {c.call_id for c in trajectory.trace[: base + executed]}
     return Ledger(trajectory.ledger.task_id,
                   tuple(r for r in trajectory.ledger.receipts if r.call_id in calls))
@@ -111,8 +113,7 @@ def _ledger_at(trajectory: Trajectory, decision_index: int) -> Ledger:
 
 def _recovered(trajectory: Trajectory) -> bool:
     cp = trajectory.checkpoint
-    first_reject = next((d.index for d in trajectory.decisions
-                         if d.verdict.startswith("finish_") and d.verdict != "finish_complete"),
+    first_reject = next((d.index for d in trajectory.decisions if d.verdict.rejected_finish),
                         None)
     if first_reject is None:
         return False
@@ -131,7 +132,7 @@ def _recovered(trajectory: Trajectory) -> bool:
 
 def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
     base = len(trajectory.checkpoint.trace)
-    executed = [d for d in trajectory.decisions if d.verdict == "executed"]
+    executed = [d for d in trajectory.decisions if d.verdict is DecisionVerdict.EXECUTED]
     out: set[str] = set()
     for n, d in enumerate(executed, start=1):
         if d.index > decision_index:
@@ -139,20 +140,18 @@ def _calls_after(trajectory: Trajectory, decision_index: int) -> set[str]:
     return out
 
 
-def score(trajectory: Trajectory, row: CellIdentity) -> Outcome:
+def score(trajectory: Trajectory, row: ScoredRow) -> Outcome:
     """The cell outcome (the shape runner.analysis reads), from the trajectory and its row."""
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
     goal = trajectory.stop_reason.value == "goal_met"
-    supported = goal and _fully_supported(trajectory, trajectory.final_certificate,
-                                          trajectory.ledger)
-    _, unsupported_claims = _supported_slots(trajectory, trajectory.final_certificate)
+    supported = goal and _fully_supported(trajectory, trajectory.accepted, trajectory.ledger)
+    _, unsupported_claims = _supported_slots(trajectory, trajectory.accepted)
     false_continuation = False
     if cp.kind == "clean":
         for d in trajectory.decisions:
-            if (d.verdict.startswith("finish_") and d.verdict != "finish_complete"
-                    and _fully_supported(trajectory, d.action.get("certificate"),
-                                         _ledger_at(trajectory, d.index))):
+            if (d.verdict.rejected_finish and isinstance(d.action, FinishAction)
+                    and _fully_supported(trajectory, d.action, _ledger_at(trajectory, d.index))):
                 false_continuation = True
                 break
     calls_left = max(0, trajectory.calls_budget - trajectory.tool_calls)

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
 
 from runner.canonical import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     canonical_bytes,
     read_bool,
     read_int,
+    read_list,
     read_object,
     read_opt_object,
     read_opt_str,
@@ -55,16 +57,21 @@ from runner.control import (
     ToolResult,
     VerdictKind,
 )
-from runner.ect import Ledger
+from runner.ect import Ledger, Reason
 from runner.errors import EctError
 from runner.policies import (
+    CellIdentity,
     EscalateAction,
     FinishAction,
     InvalidAction,
     Pipeline,
+    PipelineDecision,
     PipelineState,
+    PipelineVerdict,
+    PlannerAction,
     PlannerView,
     ToolCallAction,
+    action_from_json,
     build_planner_request,
     parse_planner_action,
 )
@@ -74,6 +81,8 @@ from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
 __all__ = [
     "DecisionRecord",
+    "DecisionVerdict",
+    "PipelineJudgement",
     "StopRules",
     "ToolCallFn",
     "Trajectory",
@@ -113,7 +122,7 @@ class StopRules:
                                       or value < 1):
                 raise ValueError(f"StopRules.{name} must be None (off) or an integer >= 1")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"no_progress": self.no_progress, "token_ceiling": self.token_ceiling,
                 "side_effect_call_limit": self.side_effect_call_limit}
 
@@ -131,28 +140,127 @@ class TrajectoryConfig:
     price: PriceTable | None = None
 
 
+class DecisionVerdict(StrEnum):
+    """What became of one planner decision: the one vocabulary of the loop, the scoring, the
+    replay and the viewer. The values are the record's strings (part of the record format)."""
+
+    EXECUTED = "executed"  # a tool call ran and answered
+    TOOL_FAILED = "tool_failed"  # a tool call failed in its sandbox (the run ends tool_error)
+    STOPPED = "stopped"  # the controller ended the run on this action
+    CONTINUE = "continue"  # an invalid reply, fed back
+    DEDUPLICATED = "deduplicated"  # a repeated side effect, answered from the earlier one
+    FINISH_COMPLETE = "finish_complete"  # the pipeline accepted the finish
+    FINISH_CONTINUE = "finish_continue"  # the pipeline sent the planner back to work
+    FINISH_STUCK = "finish_stuck"  # the pipeline judged the run stuck
+    FINISH_NEEDS_HUMAN = "finish_needs_human"  # the pipeline asked for a human
+
+    @classmethod
+    def of_finish(cls, decision: PipelineVerdict) -> DecisionVerdict:
+        """The verdict of a finish the pipeline answered ``decision``."""
+        return cls(f"finish_{decision}")
+
+    @property
+    def is_finish(self) -> bool:
+        """A finish the pipeline answered (whatever it answered)."""
+        return self in _FINISHES
+
+    @property
+    def rejected_finish(self) -> bool:
+        """A finish the pipeline did not answer ``complete``."""
+        return self in _FINISHES and self is not DecisionVerdict.FINISH_COMPLETE
+
+    @property
+    def ran_tool(self) -> bool:
+        """A tool call was sent to the sandbox (it answered or failed)."""
+        return self is DecisionVerdict.EXECUTED or self is DecisionVerdict.TOOL_FAILED
+
+    @classmethod
+    def from_json(cls, value: object, path: str = "verdict") -> DecisionVerdict:
+        text = read_str(value, path)
+        try:
+            return cls(text)
+        except ValueError:
+            raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
+
+
+_FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE,
+                       DecisionVerdict.FINISH_STUCK, DecisionVerdict.FINISH_NEEDS_HUMAN})
+
+
+_PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = ("complete", "continue", "stuck", "needs_human")
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineJudgement:
+    """A pipeline's answer to one finish as a decision record keeps it: its decision, reason
+    codes, directive and number of model calls (the critics' provider results are audited
+    apart, in the cell's audit group)."""
+
+    decision: PipelineVerdict
+    reasons: tuple[Reason, ...]
+    directive: str | None
+    model_calls: int
+
+    @classmethod
+    def of(cls, decided: PipelineDecision) -> PipelineJudgement:
+        return cls(decided.decision, decided.reasons, decided.directive, decided.model_calls)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(r.code for r in self.reasons)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"decision": self.decision, "reasons": [r.to_json() for r in self.reasons],
+                "directive": self.directive, "model_calls": self.model_calls}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "pipeline") -> PipelineJudgement:
+        p = read_object(obj, path, ("decision", "reasons", "directive", "model_calls"))
+        decision = read_str(p["decision"], f"{path}.decision")
+        verdict = next((v for v in _PIPELINE_VERDICTS if v == decision), None)
+        if verdict is None:
+            raise RecordFormatError(f"{path}.decision",
+                                    f"unknown pipeline decision {decision[:40]!r}")
+        return cls(
+            decision=verdict,
+            reasons=tuple(_reason(r, f"{path}.reasons[{i}]")
+                          for i, r in enumerate(read_list(p["reasons"], f"{path}.reasons"))),
+            directive=read_opt_str(p["directive"], f"{path}.directive"),
+            model_calls=read_int(p["model_calls"], f"{path}.model_calls", minimum=0),
+        )
+
+
+def _reason(obj: object, path: str) -> Reason:
+    """A reason code as a pipeline gave it (the verifier's codes and the policies' own)."""
+    r = read_object(obj, path, ("code", "slot", "detail"))
+    return Reason(code=read_str(r["code"], f"{path}.code", nonempty=True),
+                  slot=read_opt_str(r["slot"], f"{path}.slot"),
+                  detail=read_str(r["detail"], f"{path}.detail"))
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionRecord:
     """One planner decision as recorded in the result (deterministic fields only).
 
-    ``action``, ``pipeline`` and ``tool_response`` are JSON objects as the model, the pipeline
-    and the tool produced them; :meth:`from_json` checks the record's own shape around them.
+    ``action`` is the planner's action (it owns its JSON form), ``verdict`` what became of it
+    and ``pipeline`` the pipeline's answer to a finish; ``tool_response`` is the tool's JSON
+    response as it produced it.
     """
 
     index: int
-    action: JsonObject
-    verdict: str
-    pipeline: JsonObject | None = None
+    action: PlannerAction
+    verdict: DecisionVerdict
+    pipeline: PipelineJudgement | None = None
     tool_response: JsonObject | None = None
     tool_error: str | None = None
     provider_ok: bool = True
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "index": self.index,
-            "action": self.action,
-            "verdict": self.verdict,
-            "pipeline": self.pipeline,
+            "action": self.action.to_json(),
+            "verdict": self.verdict.value,
+            "pipeline": self.pipeline.to_json() if self.pipeline is not None else None,
             "tool_response": self.tool_response,
             "tool_error": self.tool_error,
             "provider_ok": self.provider_ok,
@@ -161,14 +269,12 @@ class DecisionRecord:
     @classmethod
     def from_json(cls, obj: object, path: str = "decision") -> DecisionRecord:
         d = read_object(obj, path, _DECISION_FIELDS)
-        action = read_opt_object(d["action"], f"{path}.action")
-        if action is None:
-            raise RecordFormatError(f"{path}.action", "expected an object, got null")
         return cls(
             index=read_int(d["index"], f"{path}.index"),
-            action=action,
-            verdict=read_str(d["verdict"], f"{path}.verdict"),
-            pipeline=read_opt_object(d["pipeline"], f"{path}.pipeline"),
+            action=action_from_json(d["action"], f"{path}.action"),
+            verdict=DecisionVerdict.from_json(d["verdict"], f"{path}.verdict"),
+            pipeline=(None if d["pipeline"] is None
+                      else PipelineJudgement.from_json(d["pipeline"], f"{path}.pipeline")),
             tool_response=read_opt_object(d["tool_response"], f"{path}.tool_response"),
             tool_error=read_opt_str(d["tool_error"], f"{path}.tool_error"),
             provider_ok=read_bool(d["provider_ok"], f"{path}.provider_ok"),
@@ -181,13 +287,15 @@ _DECISION_FIELDS = ("index", "action", "verdict", "pipeline", "tool_response", "
 
 @dataclass
 class Trajectory:
-    """Everything one cell did. ``provider_results`` is the audit group, in call order."""
+    """Everything one cell did. ``accepted`` is the finish the pipeline answered ``complete``
+    (its certificate is the cell's final certificate); ``provider_results`` is the audit group,
+    in call order."""
 
     checkpoint: TaskCheckpoint
     policy: str
     stop_reason: StopReason
     stop_detail: str
-    final_certificate: JsonObject | None
+    accepted: FinishAction | None
     trace: tuple[TraceCall, ...]
     ledger: Ledger
     decisions: list[DecisionRecord]
@@ -207,7 +315,7 @@ class Trajectory:
         return round(sum(a.latency_s or 0.0 for r in self.provider_results for a in r.attempts), 6)
 
 
-def stop_rules_in_force(config: TrajectoryConfig) -> JsonObject:
+def stop_rules_in_force(config: TrajectoryConfig) -> dict[str, JsonValue]:
     """Every rule that can end a trajectory under ``config`` (the study lock and the run header
     record this): the protocol's two limits, the controls beyond it (``null``/``false``: off),
     and the stops that are not rules but events of the run itself."""
@@ -254,18 +362,7 @@ def _controller(config: TrajectoryConfig) -> RunController:
                          no_progress=NoProgressDetector() if rules.no_progress else _NoProgressOff())
 
 
-def _action_json(action: Any) -> JsonObject:
-    if isinstance(action, ToolCallAction):
-        return {"kind": "tool_call", "tool_id": action.tool_id, "args": dict(action.args)}
-    if isinstance(action, FinishAction):
-        return {"kind": "finish", "certificate": action.certificate_obj}
-    if isinstance(action, EscalateAction):
-        return {"kind": "escalate", "question": action.question}
-    assert isinstance(action, InvalidAction)
-    return {"kind": "invalid", "detail": action.detail}
-
-
-def _control_action(action: Any) -> ToolCall | Finish | Escalate | Invalid:
+def _control_action(action: PlannerAction) -> ToolCall | Finish | Escalate | Invalid:
     if isinstance(action, ToolCallAction):
         try:
             return ToolCall(action.tool_id, dict(action.args))
@@ -285,19 +382,20 @@ async def run_trajectory(
     execute_tool: ToolCallFn,
     config: TrajectoryConfig,
     *,
-    metadata: JsonObject,
+    cell: CellIdentity,
 ) -> Trajectory:
-    """Run one cell from ``checkpoint`` until the controller records a stop."""
+    """Run one cell from ``checkpoint`` until the controller records a stop; every provider
+    request carries ``cell`` (its id and seed) in its metadata."""
     task = checkpoint.task
     contract = task.contract
     ctl = _controller(config)
-    state = ctl.start(task.task_id, run_id=str(metadata.get("cell_id", task.task_id)))
+    state = ctl.start(task.task_id, run_id=cell.cell_id)
     trace: list[TraceCall] = list(checkpoint.trace)
     ledger = checkpoint.ledger
     notes = NoteBook()
     note_statuses: list[str] = []
     directive: str | None = None
-    final_certificate: JsonObject | None = None
+    accepted: FinishAction | None = None
     decisions: list[DecisionRecord] = []
     verdicts: list[str] = []
     results: list[ProviderResult] = []
@@ -315,8 +413,7 @@ async def run_trajectory(
             decision=state.step + 1,
             draft=checkpoint.naive_certificate.to_json(),
         )
-        request = build_planner_request(view, config.generation,
-                                        {**metadata, "decision": state.step + 1})
+        request = build_planner_request(view, config.generation, cell)
         result = await provider.generate(request)
         results.append(result)
         usage = result.usage
@@ -329,7 +426,6 @@ async def run_trajectory(
         else:
             assert result.failure is not None
             action = InvalidAction(f"provider failure ({result.failure.kind})")
-        record = _action_json(action)
         verdict = ctl.on_action(state, _control_action(action), tokens=usage.total_tokens,
                                 cost_usd=step_cost)
         index = state.step
@@ -340,16 +436,16 @@ async def run_trajectory(
             try:
                 response = await execute_tool(task.world_id, call.tool, dict(call.args))
             except EctError as e:
-                decisions.append(DecisionRecord(index, record, "tool_failed", tool_error=str(e),
-                                          provider_ok=result.ok))
+                decisions.append(DecisionRecord(index, action, DecisionVerdict.TOOL_FAILED,
+                                                tool_error=str(e), provider_ok=result.ok))
                 ctl.on_tool_result(state, call, ToolResult.failure(str(e), fatal=True))
                 break
             if call.tool in SIDE_EFFECT_TOOLS and response.get("ok") is True:
                 note_statuses.append(notes.record(dict(call.args)))
             trace.append(TraceCall(call_id(len(trace) + 1), call.tool, dict(call.args), response))
             ledger = ledger_from_trace(task.task_id, trace)
-            decisions.append(DecisionRecord(index, record, "executed", tool_response=response,
-                                      provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.EXECUTED,
+                                            tool_response=response, provider_ok=result.ok))
             if ctl.on_tool_result(state, call, ToolResult.success(response)) is not None:
                 break
         elif verdict.kind is VerdictKind.CHECK_FINISH:
@@ -373,8 +469,10 @@ async def run_trajectory(
                 judge_cost += r.cost_usd(config.price) if config.price is not None else 0.0
             cost += judge_cost
             verdicts.append(decided.decision)
-            decisions.append(DecisionRecord(index, record, f"finish_{decided.decision}",
-                                      pipeline=decided.to_json(), provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action,
+                                            DecisionVerdict.of_finish(decided.decision),
+                                            pipeline=PipelineJudgement.of(decided),
+                                            provider_ok=result.ok))
             # The critics' usage counts against the same ceilings; an overrun ends the run
             # token_budget whatever the critic said.
             if ctl.charge(state, tokens=judge_tokens, cost_usd=judge_cost) is not None:
@@ -382,7 +480,7 @@ async def run_trajectory(
             if decided.decision == "complete":
                 stop = ctl.on_finish(state, verdict.finish, report=True)
                 assert stop is not None and stop.reason is StopReason.GOAL_MET
-                final_certificate = action.certificate_obj
+                accepted = action
                 break
             if decided.decision == "stuck":
                 ctl.halt(state, StopReason.NO_PROGRESS,
@@ -399,10 +497,12 @@ async def run_trajectory(
                           report=PredicateReport(missing=missing, detail=decided.directive or ""))
             directive = decided.directive
         elif verdict.kind is VerdictKind.STOP:
-            decisions.append(DecisionRecord(index, record, "stopped", provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict.STOPPED,
+                                            provider_ok=result.ok))
             break
         else:  # CONTINUE (invalid reply fed back) or DEDUPLICATED (no second effect)
-            decisions.append(DecisionRecord(index, record, verdict.kind.value, provider_ok=result.ok))
+            decisions.append(DecisionRecord(index, action, DecisionVerdict(verdict.kind.value),
+                                            provider_ok=result.ok))
 
     run = ctl.result(state)
     return Trajectory(
@@ -410,7 +510,7 @@ async def run_trajectory(
         policy=pipeline.name,
         stop_reason=run.stop.reason,
         stop_detail=run.stop.detail,
-        final_certificate=final_certificate,
+        accepted=accepted,
         trace=tuple(trace),
         ledger=ledger,
         decisions=decisions,

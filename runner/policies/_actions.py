@@ -5,14 +5,26 @@ frozen planner prompt as the system text, and one function declaration per synth
 ``finish`` (its argument is the certificate proposal) and ``escalate``. The planner answers with
 exactly one function call. :func:`parse_planner_action` never raises: anything malformed is an
 :class:`InvalidAction` that the trajectory engine counts as a wasted decision.
+
+Each action owns its JSON form (``to_json``, tagged by ``kind``: what a cell record keeps of a
+decision) and reads it back strictly (:func:`action_from_json`). :class:`CellIdentity` is which
+cell a request belongs to; it writes the request's ``metadata``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from runner.canonical import (
+    JsonObject,
+    JsonValue,
+    RecordFormatError,
+    read_json_object,
+    read_object,
+    read_str,
+)
 from runner.ect import CERTIFICATE_FORMAT
 from runner.policies._prompts import load_prompt
 from runner.policies._views import PlannerView
@@ -22,11 +34,13 @@ from runner.worlds.tools import TOOL_SCHEMAS
 __all__ = [
     "ESCALATE_TOOL",
     "FINISH_TOOL",
+    "CellIdentity",
     "EscalateAction",
     "FinishAction",
     "InvalidAction",
     "PlannerAction",
     "ToolCallAction",
+    "action_from_json",
     "build_planner_request",
     "parse_planner_action",
     "planner_tool_decls",
@@ -36,21 +50,75 @@ FINISH_TOOL = "finish"
 ESCALATE_TOOL = "escalate"
 
 
+@dataclass(frozen=True, slots=True)
+class CellIdentity:
+    """Which cell a provider request belongs to: its cell id and derived seed (never labels).
+
+    It travels through the loop, the pipelines and the critics instead of a metadata dict, and
+    writes the request's ``metadata`` mapping (:meth:`metadata`), so request bytes stay what
+    they were: ``{"cell_id", "seed"}`` plus, per request, the decision and the critic kind.
+    """
+
+    cell_id: str
+    seed: int
+
+    def metadata(self, *, decision: int | None = None,
+                 critic: str | None = None) -> dict[str, str | int]:
+        """The request ``metadata`` of one request of this cell."""
+        out: dict[str, str | int] = {"cell_id": self.cell_id, "seed": self.seed}
+        if critic is not None:
+            out["critic"] = critic
+        if decision is not None:
+            out["decision"] = decision
+        return out
+
+
+def _fields(obj: object, path: str, fields: tuple[str, ...], kind: str) -> JsonObject:
+    """The fields of an action of ``kind`` (exactly ``fields``, ``kind`` among them)."""
+    a = read_object(obj, path, fields)
+    if read_str(a["kind"], f"{path}.kind") != kind:
+        raise RecordFormatError(f"{path}.kind", f"expected {kind!r}, got {str(a['kind'])[:40]!r}")
+    return a
+
+
 @dataclass(frozen=True)
 class ToolCallAction:
     """Call synthetic tool ``tool_id`` with ``args`` (not yet validated against its schema)."""
 
     tool_id: str
-    args: dict[str, Any]
+    args: JsonObject
     kind: str = field(default="tool_call", init=False)
+
+    KIND: ClassVar[str] = "tool_call"  # the record's tag
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "tool_id", "args")
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "tool_id": self.tool_id, "args": dict(self.args)}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "action") -> ToolCallAction:
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
+        return cls(read_str(a["tool_id"], f"{path}.tool_id"),
+                   read_json_object(a["args"], f"{path}.args"))
 
 
 @dataclass(frozen=True)
 class FinishAction:
     """Stop, proposing ``certificate_obj`` (raw JSON; the pipeline decides what it is worth)."""
 
-    certificate_obj: dict[str, Any]
+    certificate_obj: JsonObject
     kind: str = field(default="finish", init=False)
+
+    KIND: ClassVar[str] = "finish"  # the record's tag
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "certificate")
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "certificate": self.certificate_obj}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "action") -> FinishAction:
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
+        return cls(read_json_object(a["certificate"], f"{path}.certificate"))
 
 
 @dataclass(frozen=True)
@@ -60,6 +128,17 @@ class EscalateAction:
     question: str
     kind: str = field(default="escalate", init=False)
 
+    KIND: ClassVar[str] = "escalate"  # the record's tag
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "question")
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "question": self.question}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "action") -> EscalateAction:
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
+        return cls(read_str(a["question"], f"{path}.question"))
+
 
 @dataclass(frozen=True)
 class InvalidAction:
@@ -68,8 +147,42 @@ class InvalidAction:
     detail: str
     kind: str = field(default="invalid", init=False)
 
+    KIND: ClassVar[str] = "invalid"  # the record's tag
+    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "detail")
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "action") -> InvalidAction:
+        a = _fields(obj, path, cls.FIELDS, cls.KIND)
+        return cls(read_str(a["detail"], f"{path}.detail"))
+
 
 PlannerAction = ToolCallAction | FinishAction | EscalateAction | InvalidAction
+
+_ACTION_KINDS: dict[str, type[PlannerAction]] = {
+    t.KIND: t for t in (ToolCallAction, FinishAction, EscalateAction, InvalidAction)}
+
+
+def action_from_json(obj: object, path: str = "action") -> PlannerAction:
+    """The action a decision record holds, read strictly by its ``kind``.
+
+    Raises:
+        RecordFormatError: not an object, an unknown ``kind``, a missing or unknown field, or a
+            field of the wrong type (the message names the path).
+    """
+    if not isinstance(obj, dict):
+        read_object(obj, path, ())  # raises, naming what was found
+    assert isinstance(obj, dict)
+    if "kind" not in obj:
+        raise RecordFormatError(path, "missing field 'kind'")
+    kind = read_str(obj["kind"], f"{path}.kind")
+    action_type = _ACTION_KINDS.get(kind)
+    if action_type is None:
+        raise RecordFormatError(f"{path}.kind", f"unknown action kind {kind[:40]!r}")
+    return action_type.from_json(obj, path)
+
 
 _VALUE_SCHEMA: dict[str, Any] = {
     "description": "a number, a string, null, or a flat list of those",
@@ -149,9 +262,9 @@ def planner_tool_decls() -> tuple[ToolDecl, ...]:
 
 
 def build_planner_request(
-    view: PlannerView, generation: GenerationConfig, metadata: Mapping[str, Any]
+    view: PlannerView, generation: GenerationConfig, cell: CellIdentity
 ) -> ProviderRequest:
-    """The request for one planner decision (role ``"planner"``)."""
+    """The request for decision ``view.decision`` of ``cell`` (role ``"planner"``)."""
     return ProviderRequest(
         role="planner",
         system=load_prompt("planner"),
@@ -159,7 +272,7 @@ def build_planner_request(
         tools=planner_tool_decls(),
         response_schema=None,
         generation=generation,
-        metadata=dict(metadata),
+        metadata=cell.metadata(decision=view.decision),
     )
 
 

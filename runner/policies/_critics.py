@@ -65,7 +65,7 @@ def build_critic_request(
     proposal: Mapping[str, Any] | None,
     finish_requested: bool,
     generation: GenerationConfig,
-    metadata: Mapping[str, Any],
+    metadata: Mapping[str, str | int],
     decision: int | None = None,
 ) -> ProviderRequest:
     """A critic request (role ``"critic"``, or ``"self_check"`` for the self-check).

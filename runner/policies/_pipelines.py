@@ -24,12 +24,11 @@ Every provider failure or unparseable verdict maps to ``continue`` (no directive
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from runner.ect import Contract, Ledger, Reason, verify_json
-from runner.policies._actions import FinishAction
+from runner.policies._actions import CellIdentity, FinishAction
 from runner.policies._common import last_call_repeats, reason
 from runner.policies._critics import CriticVerdict, build_critic_request, parse_critic_verdict
 from runner.policies._errors import UnknownPolicy
@@ -105,13 +104,14 @@ class PipelineDecision:
 
 @dataclass(frozen=True)
 class PipelineParams:
-    """Per-cell settings: the critics' generation config, request metadata (cell_id, seed; never
-    labels) and the attempt observer (the study's journal) handed to every critic call."""
+    """Per-cell settings: the critics' generation config, the cell the requests belong to (its
+    id and seed, never labels; it writes each request's metadata) and the attempt observer (the
+    study's journal) handed to every critic call."""
 
     generation: GenerationConfig = field(
         default_factory=lambda: GenerationConfig(temperature=0.2, seed=0, max_output_tokens=1024)
     )
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    cell: CellIdentity | None = None
     observer: AttemptObserver | None = None
 
 
@@ -152,7 +152,8 @@ class _CriticBacked:
             proposal=action.certificate_obj,
             finish_requested=True,
             generation=self._params.generation,
-            metadata={**self._params.metadata, "critic": kind},
+            metadata=(self._params.cell.metadata(critic=kind) if self._params.cell is not None
+                      else {"critic": kind}),
             decision=state.decisions_used,
         )
         result = await self._provider.generate(request, observer=self._params.observer)

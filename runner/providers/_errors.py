@@ -18,6 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runner.canonical import (
+    RecordFormatError,
+    read_int,
+    read_number,
+    read_object,
+    read_opt_str,
+    read_str,
+)
 from runner.errors import ExitCategory, ProviderError
 
 __all__ = [
@@ -116,6 +124,22 @@ class ProviderFailure:
             "retry_after_s": self.retry_after_s,
             "error_class": self.error_class,
         }
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "failure") -> ProviderFailure:
+        """A failure as :meth:`to_json` wrote it (strict; errors name the path)."""
+        f = read_object(obj, path, ("kind", "detail", "status", "retry_after_s", "error_class"))
+        kind = read_str(f["kind"], f"{path}.kind")
+        if kind not in FAILURE_KINDS:
+            raise RecordFormatError(f"{path}.kind", f"unknown failure kind {kind[:40]!r}")
+        return cls(
+            kind=kind,
+            detail=read_str(f["detail"], f"{path}.detail"),
+            status=None if f["status"] is None else read_int(f["status"], f"{path}.status"),
+            retry_after_s=(None if f["retry_after_s"] is None
+                           else read_number(f["retry_after_s"], f"{path}.retry_after_s")),
+            error_class=read_opt_str(f["error_class"], f"{path}.error_class"),
+        )
 
     @property
     def transport(self) -> bool:

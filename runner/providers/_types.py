@@ -1,17 +1,34 @@
 """The typed provider interface: requests, responses, attempt records, results (docs/providers.md).
 
 Every value here is a frozen dataclass with ``to_json()``; the JSON forms are what the attempt
-journal and the store keep. Nothing here ever holds the credential.
+journal and the store keep. Each record also reads what it writes: ``from_json`` is strict
+(every field present, nothing extra, each of its JSON type), raises
+:class:`runner.canonical.RecordFormatError` naming the path, and gives back a value whose
+``to_json()`` equals the object read. Nothing here ever holds the credential.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
-from runner.canonical import canonical_bytes
+from runner.canonical import (
+    RecordFormatError,
+    canonical_bytes,
+    read_bool,
+    read_digest,
+    read_int,
+    read_json_object,
+    read_list,
+    read_number,
+    read_object,
+    read_opt_digest,
+    read_opt_object,
+    read_opt_str,
+    read_str,
+)
 from runner.providers._cost import PriceTable
 from runner.providers._errors import ProviderFailure
 
@@ -33,6 +50,25 @@ __all__ = [
 ]
 
 Role = Literal["user", "model"]
+
+_T = TypeVar("_T")
+
+
+def _opt(reader: Callable[[object, str], _T], value: object, path: str) -> _T | None:
+    """``None`` for JSON null, else ``reader(value, path)``."""
+    return None if value is None else reader(value, path)
+
+
+def _build(path: str, factory: Callable[..., _T], /, **fields: object) -> _T:
+    """``factory(**fields)``, its own validation failures reported at ``path``."""
+    try:
+        return factory(**fields)
+    except (TypeError, ValueError) as e:
+        raise RecordFormatError(path, str(e)) from None
+
+
+def _list_of(reader: Callable[[object, str], _T], value: object, path: str) -> tuple[_T, ...]:
+    return tuple(reader(x, f"{path}[{i}]") for i, x in enumerate(read_list(value, path)))
 
 
 @dataclass(frozen=True)
@@ -68,6 +104,17 @@ class GenerationConfig:
             "top_p": self.top_p,
         }
 
+    @classmethod
+    def from_json(cls, obj: object, path: str = "generation") -> GenerationConfig:
+        g = read_object(obj, path, ("temperature", "seed", "max_output_tokens", "top_p"))
+        return _build(
+            path, cls,
+            temperature=read_number(g["temperature"], f"{path}.temperature"),
+            seed=read_int(g["seed"], f"{path}.seed"),
+            max_output_tokens=read_int(g["max_output_tokens"], f"{path}.max_output_tokens"),
+            top_p=_opt(read_number, g["top_p"], f"{path}.top_p"),
+        )
+
 
 @dataclass(frozen=True)
 class ToolDecl:
@@ -84,6 +131,15 @@ class ToolDecl:
             "parameters": dict(self.parameters),
         }
 
+    @classmethod
+    def from_json(cls, obj: object, path: str = "tool") -> ToolDecl:
+        t = read_object(obj, path, ("name", "description", "parameters"))
+        return cls(
+            name=read_str(t["name"], f"{path}.name", nonempty=True),
+            description=read_str(t["description"], f"{path}.description"),
+            parameters=read_json_object(t["parameters"], f"{path}.parameters"),
+        )
+
 
 @dataclass(frozen=True)
 class FunctionCall:
@@ -94,6 +150,12 @@ class FunctionCall:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "args": dict(self.args), "id": self.id}
 
+    @classmethod
+    def from_json(cls, obj: object, path: str = "function_call") -> FunctionCall:
+        c = read_object(obj, path, ("name", "args", "id"))
+        return cls(read_str(c["name"], f"{path}.name"), read_json_object(c["args"], f"{path}.args"),
+                   read_opt_str(c["id"], f"{path}.id"))
+
 
 @dataclass(frozen=True)
 class FunctionResponse:
@@ -103,6 +165,13 @@ class FunctionResponse:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "response": dict(self.response), "id": self.id}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "function_response") -> FunctionResponse:
+        r = read_object(obj, path, ("name", "response", "id"))
+        return cls(read_str(r["name"], f"{path}.name"),
+                   read_json_object(r["response"], f"{path}.response"),
+                   read_opt_str(r["id"], f"{path}.id"))
 
 
 @dataclass(frozen=True)
@@ -140,6 +209,21 @@ class Part:
         assert self.function_response is not None
         return {"function_response": self.function_response.to_json()}
 
+    @classmethod
+    def from_json(cls, obj: object, path: str = "part") -> Part:
+        """One of ``{"text": ...}``, ``{"function_call": ...}``, ``{"function_response": ...}``."""
+        if not isinstance(obj, dict) or len(obj) != 1:
+            raise RecordFormatError(path, "expected an object with exactly one of text, "
+                                          "function_call, function_response")
+        (key,) = obj
+        if key == "text":
+            return cls(text=read_str(obj["text"], f"{path}.text"))
+        if key == "function_call":
+            return cls(function_call=FunctionCall.from_json(obj[key], f"{path}.{key}"))
+        if key == "function_response":
+            return cls(function_response=FunctionResponse.from_json(obj[key], f"{path}.{key}"))
+        raise RecordFormatError(path, f"unknown field {str(key)[:60]!r}")
+
 
 @dataclass(frozen=True)
 class Message:
@@ -166,6 +250,18 @@ class Message:
 
     def to_json(self) -> dict[str, Any]:
         return {"role": self.role, "parts": [p.to_json() for p in self.parts]}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "message") -> Message:
+        """A message as :meth:`to_json` wrote it (``native`` is not part of the JSON: ``None``)."""
+        m = read_object(obj, path, ("role", "parts"))
+        role = read_str(m["role"], f"{path}.role")
+        parts = _list_of(Part.from_json, m["parts"], f"{path}.parts")
+        if role == "user":
+            return cls("user", parts)
+        if role == "model":
+            return cls("model", parts)
+        raise RecordFormatError(f"{path}.role", f"expected 'user' or 'model', got {role[:40]!r}")
 
 
 @dataclass(frozen=True)
@@ -204,6 +300,23 @@ class ProviderRequest:
             "metadata": dict(self.metadata),
         }
 
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "role", "system", "messages", "tools", "response_schema", "generation", "metadata")
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "request") -> ProviderRequest:
+        r = read_object(obj, path, cls._FIELDS)
+        return _build(
+            path, cls,
+            role=read_str(r["role"], f"{path}.role", nonempty=True),
+            system=read_str(r["system"], f"{path}.system"),
+            messages=_list_of(Message.from_json, r["messages"], f"{path}.messages"),
+            tools=_list_of(ToolDecl.from_json, r["tools"], f"{path}.tools"),
+            response_schema=read_opt_object(r["response_schema"], f"{path}.response_schema"),
+            generation=GenerationConfig.from_json(r["generation"], f"{path}.generation"),
+            metadata=read_json_object(r["metadata"], f"{path}.metadata"),
+        )
+
     def canonical(self) -> bytes:
         """RFC 8785 bytes of :meth:`to_json` (FormatError if metadata is not JSON)."""
         return canonical_bytes(self.to_json())
@@ -228,6 +341,12 @@ class Usage:
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
         }
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "usage") -> Usage:
+        u = read_object(obj, path, ("input_tokens", "output_tokens", "total_tokens"))
+        return cls(*(read_int(u[k], f"{path}.{k}", minimum=0)
+                     for k in ("input_tokens", "output_tokens", "total_tokens")))
 
 
 @dataclass(frozen=True)
@@ -258,6 +377,28 @@ class ProviderResponse:
             "simulated": self.simulated,
             "message": self.message.to_json(),
         }
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "text", "structured", "function_calls", "finish_reason", "usage", "model_version",
+        "response_id", "provider", "simulated", "message")
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "response") -> ProviderResponse:
+        """A parsed response as :meth:`to_json` wrote it (``structured`` is open JSON)."""
+        r = read_object(obj, path, cls._FIELDS)
+        return cls(
+            text=read_opt_str(r["text"], f"{path}.text"),
+            structured=r["structured"],
+            function_calls=_list_of(FunctionCall.from_json, r["function_calls"],
+                                    f"{path}.function_calls"),
+            finish_reason=read_opt_str(r["finish_reason"], f"{path}.finish_reason"),
+            usage=Usage.from_json(r["usage"], f"{path}.usage"),
+            model_version=read_opt_str(r["model_version"], f"{path}.model_version"),
+            response_id=read_opt_str(r["response_id"], f"{path}.response_id"),
+            provider=read_str(r["provider"], f"{path}.provider", nonempty=True),
+            simulated=read_bool(r["simulated"], f"{path}.simulated"),
+            message=Message.from_json(r["message"], f"{path}.message"),
+        )
 
 
 # Fields of an attempt record that depend on the wall clock or on random ids; they are kept in
@@ -309,6 +450,34 @@ class AttemptRecord:
             "usage": self.usage.to_json() if self.usage is not None else None,
             "retry_after_s": self.retry_after_s,
         }
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "attempt_id", "cell_id", "provider", "model", "simulated", "attempt_no", "request_sha256",
+        "response_sha256", "started_utc", "ended_utc", "latency_s", "status", "error_class",
+        "retry", "usage", "retry_after_s")
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "attempt") -> AttemptRecord:
+        """An attempt as :meth:`to_json` wrote it (the journal's and the audit's form)."""
+        a = read_object(obj, path, cls._FIELDS)
+        return cls(
+            attempt_id=read_str(a["attempt_id"], f"{path}.attempt_id", nonempty=True),
+            cell_id=read_opt_str(a["cell_id"], f"{path}.cell_id"),
+            provider=read_str(a["provider"], f"{path}.provider", nonempty=True),
+            model=read_str(a["model"], f"{path}.model"),
+            simulated=read_bool(a["simulated"], f"{path}.simulated"),
+            attempt_no=read_int(a["attempt_no"], f"{path}.attempt_no", minimum=0),
+            request_sha256=read_digest(a["request_sha256"], f"{path}.request_sha256"),
+            response_sha256=read_opt_digest(a["response_sha256"], f"{path}.response_sha256"),
+            started_utc=read_str(a["started_utc"], f"{path}.started_utc"),
+            ended_utc=read_opt_str(a["ended_utc"], f"{path}.ended_utc"),
+            latency_s=_opt(read_number, a["latency_s"], f"{path}.latency_s"),
+            status=_opt(read_int, a["status"], f"{path}.status"),
+            error_class=read_opt_str(a["error_class"], f"{path}.error_class"),
+            retry=read_bool(a["retry"], f"{path}.retry"),
+            usage=_opt(Usage.from_json, a["usage"], f"{path}.usage"),
+            retry_after_s=_opt(read_number, a["retry_after_s"], f"{path}.retry_after_s"),
+        )
 
     def stable_json(self) -> dict[str, Any]:
         """:meth:`to_json` without the wall-clock and random fields (safe to digest)."""
@@ -367,6 +536,20 @@ class ProviderResult:
             "failure": self.failure.to_json() if self.failure is not None else None,
             "attempts": [a.to_json() for a in self.attempts],
         }
+
+    @classmethod
+    def from_json(cls, obj: object, raw: tuple[RawExchange, ...],
+                  path: str = "result") -> ProviderResult:
+        """A result as :meth:`to_json` wrote it, with its raw exchanges (kept apart, by digest,
+        so the caller gives them back: one per attempt)."""
+        r = read_object(obj, path, ("response", "failure", "attempts"))
+        return _build(
+            path, cls,
+            response=_opt(ProviderResponse.from_json, r["response"], f"{path}.response"),
+            failure=_opt(ProviderFailure.from_json, r["failure"], f"{path}.failure"),
+            attempts=_list_of(AttemptRecord.from_json, r["attempts"], f"{path}.attempts"),
+            raw=raw,
+        )
 
 
 @runtime_checkable

@@ -5,6 +5,7 @@
 """
 
 from runner.study._execute import (
+    CallFailure,
     ClusterLost,
     FailureCounts,
     Halted,
@@ -13,6 +14,7 @@ from runner.study._execute import (
     RunSummary,
     StoreInUse,
     StoreNotEmpty,
+    ThrottleSettings,
     TransportFailed,
     cell_result,
     check_resume_provider,
@@ -52,6 +54,7 @@ from runner.study._preflight import (
 from runner.study._ray import ClusterUnreachable, NoUsableNode, RayExecutor
 from runner.study._records import (
     AuditCall,
+    AuditFailure,
     AuditGroup,
     CellRecord,
     CellResult,
@@ -110,7 +113,9 @@ __all__ = [
     "STATIC_ABLATIONS",
     "TABLE3_ABLATIONS",
     "AuditCall",
+    "AuditFailure",
     "AuditGroup",
+    "CallFailure",
     "CellRecord",
     "CellResult",
     "CheckAblation",
@@ -156,6 +161,7 @@ __all__ = [
     "StratumReasons",
     "StudyPaths",
     "StudySpec",
+    "ThrottleSettings",
     "ToolExecutor",
     "TransportFailed",
     "UnknownParameter",

@@ -20,24 +20,39 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 import structlog
 
 from runner import __version__
-from runner.canonical import JsonObject, canonical_bytes, raw_digest
+from runner.canonical import JsonObject, JsonValue, canonical_bytes, raw_digest
 from runner.control import KillSwitch
 from runner.ect import ledger_digest
 from runner.errors import EctError, ExitCategory, FormatError, StudyError
-from runner.loop import Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
-from runner.providers import GenerationConfig, PriceTable, ProviderResult, Throttle, failure_class
+from runner.loop import ToolCallFn, Trajectory, TrajectoryConfig, run_trajectory, score, trace_bytes
+from runner.policies import CellIdentity
+from runner.providers import (
+    AttemptObserver,
+    AttemptRecord,
+    Credential,
+    GenerationConfig,
+    PriceTable,
+    Provider,
+    ProviderFailure,
+    ProviderRequest,
+    ProviderResult,
+    ReplayCache,
+    Throttle,
+    failure_class,
+)
 from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
     AuditCall,
+    AuditFailure,
     AuditGroup,
     CellRecord,
     CellResult,
@@ -47,6 +62,12 @@ from runner.study._records import (
 )
 from runner.study._spec import StudySpec
 from runner.worlds import TaskCheckpoint
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from runner.store import Store
+    from runner.study._ray import RayExecutor
 
 __all__ = [
     "ClusterLost",
@@ -95,7 +116,7 @@ class TransportFailed(StudyError):
 
     exit_category = ExitCategory.HALTED
 
-    def __init__(self, cell_id: str, role: str, failure: Any, attempts: int) -> None:
+    def __init__(self, cell_id: str, role: str, failure: ProviderFailure, attempts: int) -> None:
         self.cell_id = cell_id
         self.role = role
         self.failure = failure
@@ -125,7 +146,7 @@ class StoreInUse(StudyError):
     exit_category = ExitCategory.REFUSED
 
 
-def orphan_attempts(store: Any) -> list[JsonObject]:
+def orphan_attempts(store: Store) -> list[JsonObject]:
     """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
     that never committed, each record read as a :class:`CellRecord` (the store knows no record
     shape: it is given the committed cell ids).
@@ -188,14 +209,31 @@ class RunSettings:
     tokens_per_minute: int | None = None
 
 
-def throttle_settings(settings: RunSettings, spec: StudySpec) -> JsonObject:
+@dataclass(frozen=True, slots=True)
+class ThrottleSettings:
+    """The pacing of a run's provider attempts; ``None`` means no limit. The run header and the
+    run summary record it (:meth:`to_json`); it changes no result, so it is not in the lock."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"requests_per_minute": self.requests_per_minute,
+                "tokens_per_minute": self.tokens_per_minute}
+
+    def throttle(self) -> Throttle:
+        """A fresh limiter with these limits."""
+        return Throttle(self.requests_per_minute, self.tokens_per_minute)
+
+
+def throttle_settings(settings: RunSettings, spec: StudySpec) -> ThrottleSettings:
     """The run's throttle: the settings' values, else the spec's [provider] defaults
     (0 in the settings turns a spec default off); ``None`` means no limit."""
     rpm = (spec.provider.requests_per_minute if settings.requests_per_minute is None
            else settings.requests_per_minute or None)
     tpm = (spec.provider.tokens_per_minute if settings.tokens_per_minute is None
            else settings.tokens_per_minute or None)
-    return {"requests_per_minute": rpm, "tokens_per_minute": tpm}
+    return ThrottleSettings(rpm, tpm)
 
 
 @dataclass
@@ -212,20 +250,20 @@ class FailureCounts:
     def add(self, record: CellRecord) -> None:
         found = record_failures(record)
         for f in found:
-            self.by_class[f["class"]] += 1
-            self.by_kind[f["kind"]] += 1
-            self.by_role[f["role"]] += 1
+            self.by_class[f.failure_class] += 1
+            self.by_kind[f.kind] += 1
+            self.by_role[f.role] += 1
             self.by_pipeline[record.schedule_row.policy] += 1
         if found:
             self.cells.append(record.cell_id)
-            if any(f["class"] == "transport" for f in found):
+            if any(f.failure_class == "transport" for f in found):
                 self.transport_cells.append(record.cell_id)
 
     @property
     def total(self) -> int:
         return sum(self.by_class.values())
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "total": self.total,
             "by_class": {c: self.by_class.get(c, 0) for c in ("transport", "model_output")},
@@ -233,27 +271,30 @@ class FailureCounts:
             "by_role": dict(sorted(self.by_role.items())),
             "by_pipeline": dict(sorted(self.by_pipeline.items())),
             "cells": len(self.cells),
-            "cells_with_transport_failure": sorted(self.transport_cells),
+            "cells_with_transport_failure": [c for c in sorted(self.transport_cells)],
         }
 
 
-def record_failures(record: CellRecord) -> list[JsonObject]:
-    """Every failed provider call of a committed cell: ``{"kind", "class", "role", "status"}``
-    (role ``"unknown"`` in a store written before calls recorded it)."""
-    from runner.providers import FAILURE_KINDS, failure_class
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """One failed provider call of a committed cell, as the accounting counts it: its kind
+    (``"sdk_error"`` for one this runner does not know), class, role (``"unknown"`` in a store
+    written before calls recorded it) and HTTP status."""
 
-    out: list[JsonObject] = []
-    for call in record.audit.calls:
-        f = call.failure
-        if f is None:
-            continue
-        kind = f.get("kind")
-        kind = kind if isinstance(kind, str) and kind in FAILURE_KINDS else "sdk_error"
-        role = f.get("role")
-        out.append({"kind": kind, "class": failure_class(kind),
-                    "role": role if isinstance(role, str) else "unknown",
-                    "status": f.get("status")})
-    return out
+    kind: str
+    failure_class: str
+    role: str
+    status: int | None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"kind": self.kind, "class": self.failure_class, "role": self.role,
+                "status": self.status}
+
+
+def record_failures(record: CellRecord) -> list[CallFailure]:
+    """Every failed provider call of a committed cell, in call order."""
+    return [CallFailure(f.known_kind, failure_class(f.known_kind), f.role or "unknown", f.status)
+            for f in (call.failure for call in record.audit.calls) if f is not None]
 
 
 @dataclass
@@ -273,7 +314,7 @@ class RunSummary:
     executor: str = "local"
     tool_retries: int = 0
     failures: FailureCounts = field(default_factory=FailureCounts)
-    throttle: JsonObject = field(default_factory=dict)
+    throttle: ThrottleSettings | None = None  # None: not set (a summary made outside a run)
     on_transport_failure: str = "halt"
     # transport failures that halted a cell this session (the cell was not committed)
     transport_halts: list[str] = field(default_factory=list)
@@ -287,7 +328,7 @@ class RunSummary:
         """The committed count this session runs to (``--limit`` counted): what an ETA uses."""
         return self.total if self.target is None else min(self.target, self.total)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "store": self.store,
             "total": self.total,
@@ -307,7 +348,7 @@ class RunSummary:
             "on_transport_failure": self.on_transport_failure,
             "transport_halts": list(self.transport_halts),
             "replayed_attempts": self.replayed_attempts,
-            "throttle": dict(self.throttle),
+            "throttle": self.throttle.to_json() if self.throttle is not None else {},
         }
 
 
@@ -336,16 +377,17 @@ def _run_kill_switch(settings: RunSettings) -> KillSwitch:
 # --- providers ----------------------------------------------------------------------------
 
 
-def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: Any = None,
-                           throttle: JsonObject | None = None,
-                           replay: Any = None) -> Callable[[], Any]:
+def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
+                           credential: Credential | None = None,
+                           throttle: ThrottleSettings | None = None,
+                           replay: ReplayCache | None = None) -> Callable[[], Provider]:
     """Return a factory giving the provider for one cell (fresh per cell when simulated).
 
     ``credential`` is the one preflight loaded (a variable is removed from the environment when
     read, so it cannot be read twice); without it the credential is loaded here. The provider
     is built by :func:`runner.providers.build` (the one validation of provider settings).
     """
-    from runner.providers import RetryPolicy, Throttle, build
+    from runner.providers import RetryPolicy, build
 
     if choice.simulated:
         from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
@@ -359,17 +401,16 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice, credential: 
                    credential_env=choice.credential_env, timeout_s=spec.model.timeout_s,
                    retry_policy=RetryPolicy(max_retries=spec.identical_retries_before_output),
                    # one limiter for every cell: the cells share this provider
-                   throttle=Throttle(**(throttle or {})))
+                   throttle=(throttle or ThrottleSettings()).throttle())
     if replay is not None:
         shared.replay = replay  # type: ignore[attr-defined]  # both HTTP adapters have it
     return lambda: shared
 
 
-def replay_cache(store: Any, committed: set[str]) -> Any:
+def replay_cache(store: Store, committed: set[str]) -> ReplayCache:
     """The responses journaled (with their bytes) for cells that never committed: what resume
     replays into those cells' re-runs when the request bytes are identical."""
     from runner.errors import StoreError
-    from runner.providers import ReplayCache
 
     cache = ReplayCache()
     for a in store.orphan_attempts(committed):
@@ -391,8 +432,8 @@ def replay_cache(store: Any, committed: set[str]) -> Any:
 class _Journaled:
     """A provider wrapper that journals every attempt in the store before it is sent."""
 
-    def __init__(self, inner: Any, store: Any, row: ScheduleRow, counter: list[int],
-                 halt_on_transport: bool = False, throttle: Any = None) -> None:
+    def __init__(self, inner: Provider, store: Store, row: ScheduleRow, counter: list[int],
+                 halt_on_transport: bool = False, throttle: Throttle | None = None) -> None:
         self._inner = inner
         self.throttle = throttle
         self._halt = halt_on_transport
@@ -407,7 +448,8 @@ class _Journaled:
         self.model = inner.model
         self.simulated = inner.simulated
 
-    async def generate(self, request: Any, *, observer: Any = None) -> ProviderResult:
+    async def generate(self, request: ProviderRequest, *,
+                       observer: AttemptObserver | None = None) -> ProviderResult:
         canonical = request.canonical()
         if self.throttle is not None and self.simulated:
             # a live adapter paces each HTTP attempt itself; the simulated one is paced here
@@ -420,7 +462,7 @@ class _Journaled:
                                   len(result.attempts))
         return result
 
-    async def begin(self, record: Any) -> None:
+    async def begin(self, record: AttemptRecord) -> None:
         # Durable before the attempt is sent (awaited), but off the event loop: the other
         # cells' calls go on while SQLite commits.
         self._counter[0] += 1
@@ -428,12 +470,12 @@ class _Journaled:
             self._store.attempt_begin,
             {"cell_id": self._row.cell_id, "row": self._row.row, "attempt": record.to_json()})
 
-    async def end(self, record: Any) -> None:
+    async def end(self, record: AttemptRecord) -> None:
         seq = self._seqs.pop(record.attempt_id)
         await anyio.to_thread.run_sync(self._store.attempt_end, seq,
                                        {"attempt": record.to_json()})
 
-    async def end_with_response(self, record: Any, response: bytes) -> None:
+    async def end_with_response(self, record: AttemptRecord, response: bytes) -> None:
         """The end of an attempt the API answered, its response bytes kept as a blob in the
         same transaction: if the cell never commits, resume replays them instead of paying for
         the same request again."""
@@ -453,8 +495,8 @@ class _Journaled:
 class _Context:
     spec: StudySpec
     checkpoints: dict[str, TaskCheckpoint]
-    provider_factory: Callable[[], Any]
-    store: Any
+    provider_factory: Callable[[], Provider]
+    store: Store
     executor: ToolExecutor
     attempts: list[int]
     tool_calls: list[int]
@@ -462,11 +504,11 @@ class _Context:
     tool_retries: list[int] = field(default_factory=lambda: [0])
     kill_switch: KillSwitch = field(default_factory=KillSwitch)  # STOP file and ceilings
     halt_on_transport: bool = True  # the lock's on_transport_failure == "halt"
-    throttle: Any = None  # paces the simulated provider (a live one paces its own attempts)
+    throttle: Throttle | None = None  # paces the simulated provider (a live one paces its own)
 
 
 async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: TaskCheckpoint,
-                              provider: Any, execute_tool: Any) -> Trajectory:
+                              provider: Provider, execute_tool: ToolCallFn) -> Trajectory:
     """One cell's trajectory: a fresh pipeline, the row's seed, the spec's budget and prices.
 
     ``run`` and ``replay`` both go through here, so a replay rebuilds exactly the requests the
@@ -476,9 +518,8 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
 
     generation = GenerationConfig(temperature=spec.model.temperature, seed=row.seed,
                                   max_output_tokens=spec.model.max_output_tokens)
-    metadata = {"cell_id": row.cell_id, "seed": row.seed}
-    pipeline = make_pipeline(row.policy, provider,
-                             PipelineParams(generation=generation, metadata=metadata))
+    cell = CellIdentity(row.cell_id, row.seed)
+    pipeline = make_pipeline(row.policy, provider, PipelineParams(generation=generation, cell=cell))
     config = TrajectoryConfig(
         max_decisions=spec.budget.max_decisions,
         max_additional_tool_calls=spec.budget.max_additional_tool_calls,
@@ -486,8 +527,7 @@ async def run_cell_trajectory(spec: StudySpec, row: ScheduleRow, checkpoint: Tas
         generation=generation,
         price=PriceTable(spec.price_input_per_mtok, spec.price_output_per_mtok),
     )
-    return await run_trajectory(checkpoint, pipeline, provider, execute_tool, config,
-                                metadata=metadata)
+    return await run_trajectory(checkpoint, pipeline, provider, execute_tool, config, cell=cell)
 
 
 async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRecord]:
@@ -503,8 +543,7 @@ async def _run_cell(ctx: _Context, row: ScheduleRow) -> tuple[Trajectory, CellRe
 
     async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         ctx.tool_calls[0] += 1
-        response: JsonObject = await ctx.executor.call(world_id, tool_id, args, on_retry=retried)
-        return response
+        return await ctx.executor.call(world_id, tool_id, args, on_retry=retried)
 
     trajectory = await run_cell_trajectory(ctx.spec, row, ctx.checkpoints[row.checkpoint_id],
                                            provider, execute_tool)
@@ -522,10 +561,9 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
         stop_reason=t.stop_reason.value,
         stop_detail=t.stop_detail,
         decisions=tuple(t.decisions),
-        final_certificate=t.final_certificate,
+        final_certificate=t.accepted.certificate_obj if t.accepted is not None else None,
         ledger_digest=ledger_digest(t.ledger),
-        new_receipts=tuple(r.to_json() for r in t.ledger.receipts
-                           if r.call_id not in base_calls),
+        new_receipts=tuple(r for r in t.ledger.receipts if r.call_id not in base_calls),
         notes=t.notes,
         input_tokens=t.input_tokens,
         output_tokens=t.output_tokens,
@@ -557,9 +595,8 @@ def _record(ctx: _Context, row: ScheduleRow, t: Trajectory, requests: list[str],
                     if r.response is not None else None),
             ok=r.ok,
             # a failed call also names its class and the role that made it (the accounting)
-            failure=({**r.failure.to_json(), "class": failure_class(r.failure.kind),
-                      "role": role} if r.failure is not None else None),
-            attempts=tuple(a.to_json() for a in r.attempts),
+            failure=AuditFailure.of(r.failure, role) if r.failure is not None else None,
+            attempts=r.attempts,
             raw=tuple(RawExchangeRef(blob(x.request_bytes),
                                      (blob(x.response_bytes)
                                       if x.response_bytes is not None else None))
@@ -594,7 +631,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
     instead would unwind the event loop through every task and print their tracebacks."""
     previous = {s: signal.getsignal(s) for s in _HALT_SIGNALS}
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if flag[0]:
             where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
             os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
@@ -617,8 +654,8 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
 
 def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, resume: bool,
-                          executor: JsonObject | None = None,
-                          throttle: JsonObject | None = None) -> Any:
+                          executor: ToolExecutor | None = None,
+                          throttle: ThrottleSettings | None = None) -> Store:
     from runner.store import Store, generate_key, load_signing_key
 
     key_path = settings.store_path.with_name(settings.store_path.name + ".key")
@@ -631,10 +668,10 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
                                 f"continue it with `ect resume --store {settings.store_path}`")
         if throttle is not None and resume:
             # The header is written once; a resumed session's throttle goes to the log.
-            log.info("run.throttle", **throttle)
-        if executor is not None and executor["name"] != "local":
+            log.info("run.throttle", **throttle.to_json())
+        if executor is not None and executor.name != "local":
             # The header is written once; a resumed session's node preflight is kept as a blob.
-            log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor)))
+            log.info("executor.nodes", blob=store.put_blob(canonical_bytes(executor.describe())))
         return store
     if resume:
         raise StudyError(f"{settings.store_path} does not exist: nothing to resume")
@@ -643,7 +680,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     # header by the sha256 of their bytes), so the store alone says what it was run under.
     lock_bytes = canonical_bytes(report.lock)
     preflight_bytes = canonical_bytes(report.to_json())
-    executor_bytes = canonical_bytes(executor or {"name": "local"})
+    executor_bytes = canonical_bytes(executor.describe() if executor is not None
+                                     else {"name": "local"})
     assert report.lock_digest is not None  # set by a passing preflight
     header = RunHeader(
         study=report.study,
@@ -661,10 +699,10 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         sandbox_layers=report.sandbox,
         # Where tool calls ran and, for a cluster, every node's preflight (identity, kernel,
         # sandbox layers in force, probe results) and every excluded node with its reason.
-        executor=(executor or {"name": "local"})["name"],
+        executor=executor.name if executor is not None else "local",
         executor_blob=raw_digest(executor_bytes),
         # the pacing of provider attempts (changes no result, so not in the lock)
-        throttle=throttle or {"requests_per_minute": None, "tokens_per_minute": None},
+        throttle=(throttle or ThrottleSettings()).to_json(),
     )
     return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
@@ -752,7 +790,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
     ctx_simulated = settings.provider.simulated
     summary.on_transport_failure = spec.provider.on_transport_failure
     store = _open_or_create_store(settings, report, resume=resume,
-                                  executor=remote.describe() if remote is not None else None,
+                                  executor=remote,
                                   throttle=throttle)
     try:
         summary.committed = store.count - 1
@@ -795,7 +833,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 simulated=settings.provider.simulated,
                 kill_switch=kill_switch,
                 halt_on_transport=spec.provider.on_transport_failure == "halt",
-                throttle=Throttle(**throttle) if ctx_simulated else None,
+                throttle=throttle.throttle() if ctx_simulated else None,
             )
             flag = [""]
             with _sigint_flag(flag, settings.store_path):
@@ -814,7 +852,8 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
 
 
 @contextmanager
-def _remote_executor(settings: RunSettings, report: PreflightReport) -> Iterator[Any]:
+def _remote_executor(settings: RunSettings,
+                     report: PreflightReport) -> Iterator[RayExecutor | None]:
     """The Ray executor for ``--executor ray`` (connected, every node preflighted), else None.
 
     Started before the store is opened so the header can record every node's preflight; a
@@ -920,12 +959,12 @@ async def _drive(ctx: _Context, settings: RunSettings, todo: list[ScheduleRow],
             failed = record_failures(record)
             for f in failed:
                 log.warning("provider.failure", row=record.row, cell_id=record.cell_id,
-                            pipeline=record.schedule_row.policy, role=f["role"], kind=f["kind"],
-                            failure_class=f["class"], status=f["status"], committed=True)
+                            pipeline=record.schedule_row.policy, role=f.role, kind=f.kind,
+                            failure_class=f.failure_class, status=f.status, committed=True)
             log.info("cell.committed", row=record.row, cell_id=record.cell_id,
                      stop_reason=trajectory.stop_reason.value,
                      result_digest=record.result_digest, provider_failures=len(failed),
-                     transport_failures=sum(f["class"] == "transport" for f in failed))
+                     transport_failures=sum(f.failure_class == "transport" for f in failed))
             if on_cell is not None:
                 on_cell(record, summary)
     return halted[0]

@@ -10,11 +10,14 @@ returns the tool's JSON response, so the executor choice cannot change a cell's 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from runner.canonical import JsonObject
+from runner.canonical import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from runner.sandbox import ToolSandbox
 
 __all__ = ["EXECUTORS", "ExecutorLost", "LocalExecutor", "RetryHook", "ToolExecutor"]
 
@@ -49,8 +52,9 @@ class ToolExecutor(Protocol):
         """
         ...
 
-    def describe(self) -> JsonObject:
-        """JSON for the run header: the executor and, for a cluster, every node's preflight."""
+    def describe(self) -> dict[str, JsonValue]:
+        """JSON for the run header: the executor (``name``) and, for a cluster, every node's
+        preflight."""
         ...
 
     def close(self) -> None: ...
@@ -61,17 +65,16 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, sandbox: Any, concurrency: int) -> None:
+    def __init__(self, sandbox: ToolSandbox, concurrency: int) -> None:
         self.sandbox = sandbox
         self.limiter = anyio.CapacityLimiter(concurrency)
 
     async def call(self, world_id: str, tool_id: str, args: JsonObject, *,
                    on_retry: RetryHook | None = None) -> JsonObject:
-        response: JsonObject = await anyio.to_thread.run_sync(
+        return await anyio.to_thread.run_sync(
             self.sandbox.call, world_id, tool_id, args, limiter=self.limiter)
-        return response
 
-    def describe(self) -> JsonObject:
+    def describe(self) -> dict[str, JsonValue]:
         return {"name": self.name}
 
     def close(self) -> None:

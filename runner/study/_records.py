@@ -15,26 +15,32 @@ the record format: renaming a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from runner.canonical import (
     JsonObject,
+    JsonValue,
     RecordFormatError,
     digest,
     read_bool,
     read_digest,
     read_int,
+    read_json_object,
     read_list,
+    read_number,
     read_object,
     read_opt_digest,
     read_opt_object,
     read_opt_str,
     read_str,
 )
+from runner.ect import Receipt, WireFormatError
 from runner.loop import DecisionRecord, Outcome
+from runner.providers import FAILURE_KINDS, AttemptRecord, ProviderFailure, failure_class
 
 __all__ = [
     "AuditCall",
+    "AuditFailure",
     "AuditGroup",
     "CellRecord",
     "CellResult",
@@ -65,7 +71,7 @@ class ScheduleRow:
     seed: int
     policy: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {name: getattr(self, name) for name in _ROW_FIELDS}
 
     @classmethod
@@ -100,7 +106,7 @@ class CellResult:
     decisions: tuple[DecisionRecord, ...]
     final_certificate: JsonObject | None
     ledger_digest: str
-    new_receipts: tuple[JsonObject, ...]
+    new_receipts: tuple[Receipt, ...]
     notes: JsonObject
     input_tokens: int
     output_tokens: int
@@ -111,7 +117,7 @@ class CellResult:
         "outcome", "stop", "decisions", "final_certificate", "ledger_digest", "new_receipts",
         "notes", "tokens", "simulated", "timing")
 
-    def deterministic_json(self) -> JsonObject:
+    def deterministic_json(self) -> dict[str, JsonValue]:
         """The result without wall-clock fields (what :meth:`digest` covers)."""
         return {
             "outcome": self.outcome.without_timing(),
@@ -119,13 +125,13 @@ class CellResult:
             "decisions": [d.to_json() for d in self.decisions],
             "final_certificate": self.final_certificate,
             "ledger_digest": self.ledger_digest,
-            "new_receipts": list(self.new_receipts),
+            "new_receipts": [r.to_json() for r in self.new_receipts],
             "notes": self.notes,
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             "simulated": self.simulated,
         }
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         out = self.deterministic_json()
         out["outcome"] = self.outcome.to_json()
         out["timing"] = {"latency_s": self.latency_s}
@@ -142,9 +148,7 @@ class CellResult:
         tokens = read_object(r["tokens"], f"{path}.tokens", ("input", "output"))
         timing = read_object(r["timing"], f"{path}.timing", ("latency_s",))
         receipts = read_list(r["new_receipts"], f"{path}.new_receipts")
-        notes = read_opt_object(r["notes"], f"{path}.notes")
-        if notes is None:
-            raise RecordFormatError(f"{path}.notes", "expected an object, got null")
+        notes = read_json_object(r["notes"], f"{path}.notes")
         outcome = Outcome.from_json(r["outcome"], f"{path}.outcome")
         return cls(
             outcome=outcome,
@@ -154,7 +158,7 @@ class CellResult:
                             for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),
             final_certificate=read_opt_object(r["final_certificate"], f"{path}.final_certificate"),
             ledger_digest=read_digest(r["ledger_digest"], f"{path}.ledger_digest"),
-            new_receipts=tuple(_object(x, f"{path}.new_receipts[{i}]")
+            new_receipts=tuple(_receipt(x, f"{path}.new_receipts[{i}]")
                                for i, x in enumerate(receipts)),
             notes=notes,
             input_tokens=read_int(tokens["input"], f"{path}.tokens.input", minimum=0),
@@ -165,11 +169,15 @@ class CellResult:
         )
 
 
-def _object(value: object, path: str) -> JsonObject:
-    obj = read_opt_object(value, path)
-    if obj is None:
-        raise RecordFormatError(path, "expected an object, got null")
-    return obj
+_object = read_json_object  # the name RunHeader.from_header reads open objects by
+
+
+def _receipt(value: object, path: str) -> Receipt:
+    """A receipt as the ledger writes it (the ECT wire reader's errors name the path too)."""
+    try:
+        return Receipt.from_json(value, path)
+    except WireFormatError as e:
+        raise RecordFormatError(e.path, e.problem) from None
 
 
 def _latency(value: object, path: str, outcome_latency: int | float) -> int | float:
@@ -187,7 +195,7 @@ class RawExchangeRef:
     request: str
     response: str | None
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"request": self.request, "response": self.response}
 
     @classmethod
@@ -198,26 +206,89 @@ class RawExchangeRef:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditFailure:
+    """Why an audited call failed: the provider's failure (as ``ProviderFailure.to_json`` wrote
+    it), its class and the role of the call (``class`` and ``role`` are absent, ``None``, in a
+    store written before the audit recorded them; :meth:`to_json` then leaves them out too)."""
+
+    kind: str
+    detail: str
+    status: int | None
+    retry_after_s: int | float | None
+    error_class: str | None
+    failure_class: str | None = None
+    role: str | None = None
+
+    _FIELDS: ClassVar[tuple[str, ...]] = ("kind", "detail", "status", "retry_after_s",
+                                          "error_class")
+
+    @classmethod
+    def of(cls, failure: ProviderFailure, role: str) -> AuditFailure:
+        """The audit's record of ``failure`` in a call made by ``role``."""
+        return cls(failure.kind, failure.detail, failure.status, failure.retry_after_s,
+                   failure.error_class, failure_class(failure.kind), role)
+
+    def provider_failure(self) -> ProviderFailure:
+        """The provider's failure again (``ValueError``: a kind this runner does not know)."""
+        return ProviderFailure(self.kind, self.detail, self.status, self.retry_after_s,
+                               self.error_class)
+
+    @property
+    def known_kind(self) -> str:
+        """The kind, or ``"sdk_error"`` for one this runner does not know."""
+        return self.kind if self.kind in FAILURE_KINDS else "sdk_error"
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {
+            "kind": self.kind, "detail": self.detail, "status": self.status,
+            "retry_after_s": self.retry_after_s, "error_class": self.error_class}
+        if self.failure_class is not None:
+            out["class"] = self.failure_class
+        if self.role is not None:
+            out["role"] = self.role
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "failure") -> AuditFailure:
+        later = tuple(k for k in ("class", "role") if isinstance(obj, dict) and k in obj)
+        f = read_object(obj, path, cls._FIELDS + later)
+        status, retry_after = f["status"], f["retry_after_s"]
+        return cls(
+            kind=read_str(f["kind"], f"{path}.kind", nonempty=True),
+            detail=read_str(f["detail"], f"{path}.detail"),
+            status=None if status is None else read_int(status, f"{path}.status"),
+            retry_after_s=(None if retry_after is None
+                           else read_number(retry_after, f"{path}.retry_after_s")),
+            error_class=read_opt_str(f["error_class"], f"{path}.error_class"),
+            failure_class=(read_str(f["class"], f"{path}.class", nonempty=True)
+                           if "class" in f else None),
+            role=read_str(f["role"], f"{path}.role", nonempty=True) if "role" in f else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class AuditCall:
     """One audited model call: the digest of its canonical request, every attempt, the raw
-    exchanges and, when it succeeded, the adapter's parsed response (a blob digest)."""
+    exchanges and, when it succeeded, the adapter's parsed response (a blob digest). Each
+    attempt is the provider's :class:`~runner.providers.AttemptRecord`, written and read by its
+    own ``to_json``/``from_json``."""
 
     request: str
     parsed: str | None
     ok: bool
-    failure: JsonObject | None
-    attempts: tuple[JsonObject, ...]
+    failure: AuditFailure | None
+    attempts: tuple[AttemptRecord, ...]
     raw: tuple[RawExchangeRef, ...]
 
     _FIELDS: ClassVar[tuple[str, ...]] = ("request", "parsed", "ok", "failure", "attempts", "raw")
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "request": self.request,
             "parsed": self.parsed,
             "ok": self.ok,
-            "failure": self.failure,
-            "attempts": list(self.attempts),
+            "failure": self.failure.to_json() if self.failure is not None else None,
+            "attempts": [a.to_json() for a in self.attempts],
             "raw": [x.to_json() for x in self.raw],
         }
 
@@ -229,8 +300,9 @@ class AuditCall:
             request=read_digest(c["request"], f"{path}.request"),
             parsed=read_opt_digest(c["parsed"], f"{path}.parsed"),
             ok=ok,
-            failure=read_opt_object(c["failure"], f"{path}.failure"),
-            attempts=tuple(_object(a, f"{path}.attempts[{i}]")
+            failure=(None if c["failure"] is None
+                     else AuditFailure.from_json(c["failure"], f"{path}.failure")),
+            attempts=tuple(AttemptRecord.from_json(a, f"{path}.attempts[{i}]")
                            for i, a in enumerate(read_list(c["attempts"], f"{path}.attempts"))),
             raw=tuple(RawExchangeRef.from_json(x, f"{path}.raw[{i}]")
                       for i, x in enumerate(read_list(c["raw"], f"{path}.raw"))),
@@ -248,7 +320,7 @@ class AuditGroup:
     model: str | None
     calls: tuple[AuditCall, ...]
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"provider": self.provider, "model": self.model,
                 "calls": [c.to_json() for c in self.calls]}
 
@@ -256,14 +328,8 @@ class AuditGroup:
         return digest("ect/record/v1", self.to_json())
 
     def attempt_providers(self) -> set[tuple[str, str, bool]]:
-        """The (provider, model, simulated) of every attempt that names all three."""
-        out: set[tuple[str, str, bool]] = set()
-        for call in self.calls:
-            for a in call.attempts:
-                p, m, s = a.get("provider"), a.get("model"), a.get("simulated")
-                if isinstance(p, str) and isinstance(m, str) and isinstance(s, bool):
-                    out.add((p, m, s))
-        return out
+        """The (provider, model, simulated) of every attempt."""
+        return {(a.provider, a.model, a.simulated) for call in self.calls for a in call.attempts}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "audit") -> AuditGroup:
@@ -312,7 +378,7 @@ class CellRecord:
     def audit_digest(self) -> str:
         return self.audit.digest()
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
             "row": self.row,
             "cell_id": self.cell_id,
@@ -343,7 +409,7 @@ class CellRecord:
         srow = ScheduleRow.from_json(b["schedule_row"], f"{path}.schedule_row")
         result = CellResult.from_json(b["result"], f"{path}.result")
         audit = AuditGroup.from_json(b["audit"], f"{path}.audit")
-        artifacts = _object(b["artifacts"], f"{path}.artifacts")
+        artifacts = read_json_object(b["artifacts"], f"{path}.artifacts")
         record = cls(
             schedule_row=srow,
             result=result,
@@ -365,7 +431,7 @@ class CellRecord:
         return record
 
 
-def _same(got: Any, want: object, path: str, what: str) -> None:
+def _same(got: object, want: object, path: str, what: str) -> None:
     if got != want or type(got) is not type(want):
         raise RecordFormatError(path, f"{got!r} is not {what} ({want!r})")
 

@@ -12,15 +12,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
-from runner.canonical import JsonObject, loads_strict, raw_digest
+from runner.canonical import JsonObject, JsonValue, loads_strict, raw_digest
 from runner.errors import ExitCategory, FormatError, StudyError
+from runner.loop import DecisionVerdict
+from runner.policies import ToolCallAction
+from runner.providers import (
+    AttemptObserver,
+    ProviderFailure,
+    ProviderRequest,
+    ProviderResponse,
+    ProviderResult,
+    RawExchange,
+)
 from runner.study._records import AuditCall, CellRecord, RunHeader
 from runner.study._spec import StudySpec, load_spec
 from runner.worlds import TaskCheckpoint
+
+if TYPE_CHECKING:
+    from runner.store import Store
 
 __all__ = ["ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store"]
 
@@ -45,7 +58,7 @@ class ReplayMismatch:
     cell_id: str
     detail: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"row": self.row, "cell_id": self.cell_id, "detail": self.detail}
 
 
@@ -55,38 +68,24 @@ class ReplayReport:
     reproduced: int = 0
     mismatches: list[ReplayMismatch] = field(default_factory=list)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"cells": self.cells, "reproduced": self.reproduced,
                 "mismatches": [m.to_json() for m in self.mismatches]}
 
 
-def _attempt(obj: JsonObject) -> Any:
-    from runner.providers import AttemptRecord, Usage
-
-    fields = dict(obj)
-    fields["usage"] = Usage(**obj["usage"]) if obj.get("usage") is not None else None
-    return AttemptRecord(**fields)
-
-
-def _response_from_json(raw: bytes) -> Any:
-    """A ProviderResponse from the canonical JSON the run stored (``ProviderResponse.to_json``)."""
-    from runner.providers import FunctionCall, Message, Part, ProviderResponse, Usage
-
-    obj = loads_strict(raw)
-    calls = tuple(FunctionCall(c["name"], c["args"], c.get("id")) for c in obj["function_calls"])
-    parts = ([Part.of_text(obj["text"])] if obj["text"] is not None else [])
-    parts.extend(Part(function_call=c) for c in calls)
-    return ProviderResponse(
-        text=obj["text"], structured=obj["structured"], function_calls=calls,
-        finish_reason=obj["finish_reason"], usage=Usage(**obj["usage"]),
-        model_version=obj["model_version"], response_id=obj["response_id"],
-        provider=obj["provider"], simulated=obj["simulated"],
-        message=Message("model", tuple(parts)),
-    )
+def _recorded_failure(call: AuditCall) -> ProviderFailure:
+    """The provider failure an audited call recorded."""
+    assert call.failure is not None  # AuditCall.from_json: a failed call has its failure
+    try:
+        return call.failure.provider_failure()
+    except ValueError as e:
+        raise ReplayDiverged(f"the recorded failure cannot be replayed: {e}") from None
 
 
 class _ReplayProvider:
-    def __init__(self, calls: tuple[AuditCall, ...], store: Any, name: str) -> None:
+    """The stored calls of one cell, answered in order (a :class:`runner.providers.Provider`)."""
+
+    def __init__(self, calls: tuple[AuditCall, ...], store: Store, name: str) -> None:
         self._calls = list(calls)
         self._store = store
         self.name = name
@@ -95,14 +94,12 @@ class _ReplayProvider:
 
         self.simulated = is_simulated(name)
 
-    async def generate(self, request: Any, *, observer: Any = None) -> Any:
-        from runner.providers import ProviderFailure, ProviderResult, RawExchange
-
+    async def generate(self, request: ProviderRequest, *,
+                       observer: AttemptObserver | None = None) -> ProviderResult:
         if not self._calls:
             raise ReplayDiverged("the replay asked the provider more often than the run did")
         call = self._calls.pop(0)
         sent = raw_digest(request.canonical())  # as the run's _Journaled recorded it
-        attempts = tuple(_attempt(a) for a in call.attempts)
         if call.request != sent:
             raise ReplayDiverged("the rebuilt request differs from the recorded one "
                                  f"({sent} != {call.request})")
@@ -110,30 +107,28 @@ class _ReplayProvider:
                                 self._store.get_blob(x.response) if x.response else None)
                     for x in call.raw)
         if call.parsed is not None:
-            parsed = self._store.get_blob(call.parsed)
-            return ProviderResult(_response_from_json(parsed), None, attempts, raw)
-        f = call.failure
-        assert f is not None  # AuditCall.from_json: a failed call has its failure
-        failure = ProviderFailure(f["kind"], f["detail"], f.get("status"), f.get("retry_after_s"),
-                                  f.get("error_class"))
-        return ProviderResult(None, failure, attempts, raw)
+            response = ProviderResponse.from_json(loads_strict(self._store.get_blob(call.parsed)),
+                                                  "parsed")
+            return ProviderResult(response, None, call.attempts, raw)
+        return ProviderResult(None, _recorded_failure(call), call.attempts, raw)
 
 
-async def _replay_cell(record: CellRecord, store: Any, header: RunHeader,
+async def _replay_cell(record: CellRecord, store: Store, header: RunHeader,
                        checkpoints: dict[str, TaskCheckpoint], spec: StudySpec) -> str:
     from runner.study._execute import cell_result, run_cell_trajectory
 
     row = record.schedule_row
     provider = _ReplayProvider(record.audit.calls, store, header.provider)
-    tools = [d for d in record.result.decisions if d.verdict in ("executed", "tool_failed")]
+    tools = [d for d in record.result.decisions if d.verdict.ran_tool]
 
     async def execute_tool(world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
         if not tools:
             raise ReplayDiverged("the replay made a tool call the run did not make")
         d = tools.pop(0)
-        if d.action.get("tool_id") != tool_id or d.action.get("args") != args:
+        if (not isinstance(d.action, ToolCallAction) or d.action.tool_id != tool_id
+                or d.action.args != args):
             raise ReplayDiverged(f"tool call {tool_id} differs from the recorded one")
-        if d.verdict == "tool_failed":
+        if d.verdict is DecisionVerdict.TOOL_FAILED:
             from runner.sandbox import WorkerFailed
 
             raise WorkerFailed(d.tool_error or "")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runner.canonical import JsonObject
+from runner.canonical import JsonValue
 from runner.policies import PIPELINES
 from runner.study._records import CellRecord
 from runner.worlds import CLOSED_LOOP_FAULTS
@@ -36,7 +36,7 @@ class StratumReasons:
     cells: int
     codes: dict[str, int]
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, JsonValue]:
         return {"stratum": self.stratum, "pipeline": self.pipeline, "cells": self.cells,
                 "codes": dict(self.codes)}
 
@@ -73,11 +73,8 @@ def reason_codes_by_stratum(records: Iterable[CellRecord]) -> list[StratumReason
         cells[key] = cells.get(key, 0) + 1
         seen: set[str] = set()
         for decision in record.result.decisions:
-            reasons = (decision.pipeline or {}).get("reasons")
-            for r in reasons if isinstance(reasons, list) else []:
-                code = r.get("code") if isinstance(r, dict) else None
-                if isinstance(code, str):
-                    seen.add(code)
+            if decision.pipeline is not None:
+                seen.update(decision.pipeline.codes)
         counts = codes.setdefault(key, {})
         for code in seen:
             counts[code] = counts.get(code, 0) + 1

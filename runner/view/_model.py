@@ -73,7 +73,7 @@ def _failure_flag(record: CellRecord) -> str:
     found = record_failures(record)
     if not found:
         return ""
-    transport = sum(f["class"] == "transport" for f in found)
+    transport = sum(f.failure_class == "transport" for f in found)
     return f"{len(found)} ({transport} T)" if transport else str(len(found))
 
 
@@ -222,18 +222,18 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
     new_trace = trace[len(trace) - executed:] if executed else []
     receipts: dict[str, list[dict[str, Any]]] = {}
     for r in result.new_receipts:
-        receipts.setdefault(str(r.get("call_id")), []).append(r)
+        receipts.setdefault(r.call_id, []).append(r.to_json())
     steps = []
     ci = ei = 0
     for d in decisions:
         planner = calls[ci] if ci < len(calls) else None
         ci += 1
         pipeline = d.pipeline
-        n_critic = int(pipeline.get("model_calls") or 0) if pipeline else 0
+        n_critic = pipeline.model_calls if pipeline is not None else 0
         critic = calls[ci:ci + n_critic]
         ci += n_critic
         tool = None
-        action = d.action
+        action = d.action.to_json()
         if d.verdict == "executed" and ei < len(new_trace):
             t = new_trace[ei]
             ei += 1
@@ -244,13 +244,12 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
             tool = {"call_id": None, "tool_id": action.get("tool_id"), "args": action.get("args"),
                     "response": None, "error": d.tool_error, "receipts": []}
         pipe = None
-        if pipeline:
-            reasons = list(pipeline.get("reasons") or [])
+        if pipeline is not None:
             pipe = {
-                "decision": pipeline.get("decision"),
-                "reasons": reasons,
-                "missing_slots": sorted({str(r["slot"]) for r in reasons if r.get("slot")}),
-                "directive": pipeline.get("directive"),
+                "decision": pipeline.decision,
+                "reasons": [r.to_json() for r in pipeline.reasons],
+                "missing_slots": sorted({r.slot for r in pipeline.reasons if r.slot}),
+                "directive": pipeline.directive,
                 "critic_calls": [_call_view(src, c) for c in critic],
             }
         steps.append({

@@ -10,10 +10,17 @@ from typing import Any
 from click.testing import CliRunner
 
 from runner.cli import cli
-from runner.study import AuditCall, AuditGroup, RawExchangeRef
+from runner.study import AuditCall, AuditFailure, AuditGroup, RawExchangeRef
 from runner.view import StoreSource, cell_rows, run_summary
 from tests.analysis import _fixtures as fx
-from tests.analysis.test_store_report import ATTEMPT, BLOB, make_store, report, write_schedule
+from tests.analysis.test_store_report import (
+    ATTEMPT,
+    BLOB,
+    attempt_of,
+    make_store,
+    report,
+    write_schedule,
+)
 
 FAILED = {"kind": "server_error", "detail": "HTTP 503 Service Unavailable", "status": 503,
           "retry_after_s": None, "error_class": "HTTP 503", "class": "transport",
@@ -23,9 +30,11 @@ PROSE = {"kind": "empty_response", "detail": "no candidate", "status": 200,
 
 
 def _audit(*failures: dict[str, Any]) -> AuditGroup:
-    ok = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None, attempts=(ATTEMPT,),
+    ok = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None,
+                   attempts=(attempt_of(ATTEMPT),),
                    raw=(RawExchangeRef(BLOB, BLOB),))
-    bad = tuple(AuditCall(request=BLOB, parsed=None, ok=False, failure=f, attempts=(ATTEMPT,),
+    bad = tuple(AuditCall(request=BLOB, parsed=None, ok=False, failure=AuditFailure.from_json(f),
+                          attempts=(attempt_of(ATTEMPT),),
                           raw=(RawExchangeRef(BLOB, None),)) for f in failures)
     return AuditGroup(provider="simulated", model=None, calls=(ok, *bad))
 

@@ -14,6 +14,7 @@ from runner.canonical import canonical_bytes, digest, raw_digest
 from runner.cli import cli
 from runner.errors import AnalysisError
 from runner.loop import Outcome
+from runner.providers import AttemptRecord
 from runner.store import Store, generate_key
 from runner.study import AuditCall, AuditGroup, CellRecord, CellResult, RawExchangeRef, ScheduleRow
 from tests.analysis import _fixtures as fx
@@ -25,8 +26,22 @@ ATTEMPT = {"provider": "simulated", "model": "simulated-1", "simulated": True, "
 BLOB = "sha256:" + "ab" * 32
 
 
+_FULL_ATTEMPT: dict[str, Any] = {
+    "attempt_id": "attempt-1", "cell_id": None, "attempt_no": 1, "request_sha256": BLOB,
+    "response_sha256": BLOB, "started_utc": "2026-01-01T00:00:00Z",
+    "ended_utc": "2026-01-01T00:00:01Z", "latency_s": 0.0, "status": 200, "error_class": None,
+    "retry": False,
+    "usage": None, "retry_after_s": None}
+
+
+def attempt_of(fields: dict[str, Any]) -> AttemptRecord:
+    """A full provider attempt record with ``fields`` (the rest as a run writes them)."""
+    return AttemptRecord.from_json({**_FULL_ATTEMPT, **fields})
+
+
 def audit_of(*attempts: dict[str, Any], provider: str | None = "simulated") -> AuditGroup:
-    call = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None, attempts=attempts,
+    call = AuditCall(request=BLOB, parsed=BLOB, ok=True, failure=None,
+                     attempts=tuple(attempt_of(a) for a in attempts),
                      raw=(RawExchangeRef(BLOB, BLOB),))
     return AuditGroup(provider=provider, model=None, calls=(call,) if attempts else ())
 

@@ -74,7 +74,7 @@ def test_reason_codes_per_stratum_from_the_records(limited_store: tuple[Path, Pa
         for code, n in e["codes"].items():
             assert n == sum(
                 1 for c in mine
-                if any(code in {r["code"] for r in (d.pipeline or {}).get("reasons", [])}
+                if any(code in {r.code for r in (d.pipeline.reasons if d.pipeline else ())}
                        for d in c.result.decisions)
             )
     assert any(e["codes"] for e in table)  # the pipelines say why they decided

@@ -132,7 +132,7 @@ def test_the_first_planner_action_is_paired_across_pipelines(cells: list[Cell]) 
     first: dict[tuple[str, str, int], set[bytes]] = defaultdict(set)
     for cell in cells:
         key = (cell.row.task_id, cell.row.checkpoint, cell.row.seed_index)
-        first[key].add(canonical_bytes(cell.trajectory.decisions[0].action))
+        first[key].add(canonical_bytes(cell.trajectory.decisions[0].action.to_json()))
     assert len(first) == 144
     assert [k for k, actions in first.items() if len(actions) != 1] == []
 
@@ -145,7 +145,8 @@ def test_every_cell_scored_supported_passes_the_verifier(cells: list[Cell]) -> N
         if not outcome.supported_completion:
             continue
         supported += 1
-        cert = {"format": "ect.certificate/1", **(t.final_certificate or {})}
+        cert = {"format": "ect.certificate/1",
+                **(t.accepted.certificate_obj if t.accepted is not None else {})}
         decision = verify_json(t.checkpoint.task.contract.to_json(), t.ledger.to_json(), cert)
         assert decision.decision == "complete", (cell.row.cell_id, decision.reasons)
         for claim in _claims(cert):

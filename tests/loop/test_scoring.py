@@ -19,6 +19,7 @@ from runner.control import StopReason
 from runner.loop import (
     OUTCOME_FIELDS,
     DecisionRecord,
+    DecisionVerdict,
     Outcome,
     StopRules,
     Trajectory,
@@ -26,7 +27,7 @@ from runner.loop import (
     run_trajectory,
     score,
 )
-from runner.policies import make_pipeline
+from runner.policies import CellIdentity, FinishAction, ToolCallAction, make_pipeline
 from runner.providers import FunctionCall, ProviderRequest, SimulatedProvider, SimulatedReply
 from runner.worlds import (
     TaskCheckpoint,
@@ -61,7 +62,7 @@ def _trajectory(cp: TaskCheckpoint, stop: StopReason, *, certificate: dict[str, 
     trace = tuple(cp.trace) + tuple(extra_calls)
     return Trajectory(
         checkpoint=cp, policy="ect", stop_reason=stop, stop_detail="crafted",
-        final_certificate=certificate, trace=trace,
+        accepted=FinishAction(certificate) if certificate is not None else None, trace=trace,
         ledger=ledger_from_trace(cp.task.task_id, trace) if extra_calls else cp.ledger,
         decisions=decisions or [], pipeline_verdicts=verdicts or [],
         tool_calls=len(extra_calls) if tool_calls is None else tool_calls,
@@ -70,7 +71,7 @@ def _trajectory(cp: TaskCheckpoint, stop: StopReason, *, certificate: dict[str, 
 
 
 def _finish(index: int, certificate: dict[str, Any], verdict: str) -> DecisionRecord:
-    return DecisionRecord(index, {"kind": "finish", "certificate": certificate}, verdict)
+    return DecisionRecord(index, FinishAction(certificate), DecisionVerdict(verdict))
 
 
 def _honest(cp: TaskCheckpoint, ledger: Any = None) -> dict[str, Any]:
@@ -176,7 +177,7 @@ def test_successful_recovery_then_supported_completion() -> None:
     tool, args = INCOMPLETE.recovery_calls[0]
     decisions = [
         _finish(1, naive, "finish_continue"),
-        DecisionRecord(2, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(2, ToolCallAction(tool, dict(args)), DecisionVerdict.EXECUTED,
                  tool_response=recovery[0].response),
         _finish(3, final, "finish_complete"),
     ]
@@ -195,7 +196,7 @@ def test_a_call_before_any_rejection_is_not_a_recovery() -> None:
     ledger = ledger_from_trace(INCOMPLETE.task.task_id, tuple(INCOMPLETE.trace) + tuple(recovery))
     final = _honest(INCOMPLETE, ledger)
     decisions = [
-        DecisionRecord(1, {"kind": "tool_call", "tool_id": tool, "args": dict(args)}, "executed",
+        DecisionRecord(1, ToolCallAction(tool, dict(args)), DecisionVerdict.EXECUTED,
                  tool_response=recovery[0].response),
         _finish(2, final, "finish_complete"),
     ]
@@ -237,7 +238,7 @@ def _drive(cp: TaskCheckpoint, replies: Callable[[int], SimulatedReply],
     async def go() -> Trajectory:
         return await run_trajectory(cp, make_pipeline("ect", None), _provider(replies), _tool,
                                     config or TrajectoryConfig(),
-                                    metadata={"cell_id": "x", "seed": 1})
+                                    cell=CellIdentity("x", 1))
 
     return anyio.run(go)
 
@@ -246,7 +247,7 @@ def test_engine_a_planner_that_only_calls_tools_hits_the_call_budget() -> None:
     t = _drive(INCOMPLETE, lambda n: SimulatedReply(function_calls=(
         FunctionCall("get_parent", {"entity": f"S{n:02d}"}, f"c{n}"),)))
     assert t.stop_reason is StopReason.TOOL_LIMIT and t.stop_reason.is_budget
-    assert t.tool_calls == 3 and t.turns == 4 and t.final_certificate is None
+    assert t.tool_calls == 3 and t.turns == 4 and t.accepted is None
     out = score(t, _row(INCOMPLETE))
     assert not out.supported_completion and not out.premature_unsupported
     assert out.stop_reason == "tool_limit" and out.tool_calls == 3
@@ -261,7 +262,7 @@ def test_engine_rejected_finishes_until_the_decision_budget_runs_out() -> None:
 
     t = _drive(INCOMPLETE, finish)
     assert t.stop_reason is StopReason.STEP_BUDGET and t.turns == 4
-    assert t.pipeline_verdicts == ["continue"] * 4 and t.final_certificate is None
+    assert t.pipeline_verdicts == ["continue"] * 4 and t.accepted is None
     out = score(t, _row(INCOMPLETE))
     assert not out.supported_completion and not out.premature_unsupported
     assert out.final_decision == "continue"
@@ -275,7 +276,7 @@ def test_engine_repeating_one_finish_runs_to_the_protocol_limit_not_no_progress(
     t = _drive(INCOMPLETE, lambda n: SimulatedReply(function_calls=(
         FunctionCall("finish", {"certificate": naive}, "f"),)))
     assert t.stop_reason is StopReason.STEP_BUDGET and t.turns == 4
-    assert t.pipeline_verdicts == ["continue"] * 4 and t.final_certificate is None
+    assert t.pipeline_verdicts == ["continue"] * 4 and t.accepted is None
     out = score(t, _row(INCOMPLETE))
     assert not out.recoverable_stuck and not out.supported_completion
 
@@ -287,7 +288,7 @@ def test_engine_no_progress_beyond_the_protocol_is_opt_in_and_never_scored_stuck
     t = _drive(INCOMPLETE, lambda n: SimulatedReply(function_calls=(
         FunctionCall("finish", {"certificate": naive}, "f"),)),
         TrajectoryConfig(stop_rules=StopRules(no_progress=True)))
-    assert t.stop_reason is StopReason.NO_PROGRESS and t.final_certificate is None
+    assert t.stop_reason is StopReason.NO_PROGRESS and t.accepted is None
     assert "stuck" not in t.pipeline_verdicts
     out = score(t, _row(INCOMPLETE))
     assert not out.recoverable_stuck and not out.supported_completion
@@ -329,7 +330,7 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
             return await run_trajectory(CLEAN, make_pipeline("full_trace", provider), provider,
                                         _tool, TrajectoryConfig(
                                             stop_rules=StopRules(token_ceiling=max_tokens)),
-                                        metadata={"cell_id": "x", "seed": 1})
+                                        cell=CellIdentity("x", 1))
 
         return anyio.run(go)
 
@@ -339,6 +340,6 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
     critic_tokens = sum(r.usage.total_tokens for r in roomy.provider_results[1:])
     assert critic_tokens > 0
     tight = drive(planner_tokens + critic_tokens - 1)
-    assert tight.stop_reason is StopReason.TOKEN_BUDGET and tight.final_certificate is None
+    assert tight.stop_reason is StopReason.TOKEN_BUDGET and tight.accepted is None
     assert tight.pipeline_verdicts == ["complete"]
     assert not score(tight, _row(CLEAN)).supported_completion

@@ -17,6 +17,7 @@ EXPORTED = {
     "build_planner_request", "decide_static", "ect_directive", "embed_view", "extract_view",
     "load_prompt", "make_pipeline", "parse_critic_verdict", "parse_planner_action",
     "planner_tool_decls", "prompt_digests", "simulated_responder",
+    "CellIdentity", "PipelineVerdict", "action_from_json",
 }
 
 

@@ -10,6 +10,7 @@ import anyio
 
 from runner.ect import Ledger, verify_json
 from runner.policies import (
+    CellIdentity,
     CriticBehaviour,
     FinishAction,
     PipelineParams,
@@ -36,11 +37,11 @@ CAREFUL = PlannerBehaviour(
 async def trajectory(cp: Any, planner: PlannerBehaviour, pipeline_name: str) -> tuple[str, Any, Any]:
     """(final decision, ledger, certificate) of one run: 4 decisions, 3 calls at most."""
     provider = SimulatedProvider(simulated_responder(planner, CriticBehaviour()))
-    pipeline = make_pipeline(pipeline_name, provider, PipelineParams(GEN, {"seed": 4}))
+    pipeline = make_pipeline(pipeline_name, provider, PipelineParams(GEN, CellIdentity("flow", 4)))
     trace, ledger, directive, calls = tuple(cp.trace), cp.ledger, None, 0
     for decision in range(1, 5):
         view = PlannerView(cp.task.contract, trace, ledger, directive, 5 - decision, 3 - calls)
-        result = await provider.generate(build_planner_request(view, GEN, {"seed": 4}))
+        result = await provider.generate(build_planner_request(view, GEN, CellIdentity("flow", 4)))
         action = parse_planner_action(result.response)
         if isinstance(action, ToolCallAction) and calls < 3:
             calls += 1

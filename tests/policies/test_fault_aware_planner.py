@@ -21,6 +21,7 @@ import pytest
 from runner.ect import ledger_digest
 from runner.loop import TrajectoryConfig, run_trajectory
 from runner.policies import (
+    CellIdentity,
     CriticBehaviour,
     PlannerBehaviour,
     PlannerView,
@@ -71,7 +72,7 @@ def _planner_requests(cp: TaskCheckpoint, pipeline: str) -> list[ProviderRequest
 
     async def go() -> None:
         await run_trajectory(cp, make_pipeline(pipeline, provider), provider, _tool,
-                             TrajectoryConfig(), metadata={"cell_id": "cell", "seed": 1})
+                             TrajectoryConfig(), cell=CellIdentity("cell", 1))
 
     anyio.run(go)
     return [r for r in provider.requests if r.role == "planner"]
@@ -120,10 +121,10 @@ def test_the_responder_reads_only_the_view() -> None:
                        draft=cp.naive_certificate.to_json())
     respond = simulated_responder(PlannerBehaviour(), CriticBehaviour())
     for seed in range(20):
-        a = build_planner_request(view, GEN, {"cell_id": f"{cp.task.task_id}:incomplete:s0:ect",
-                                              "seed": seed})
-        b = build_planner_request(view, GEN, {"cell_id": f"{cp.task.task_id}:clean:s2:controller",
-                                              "seed": seed})
+        a = build_planner_request(view, GEN, CellIdentity(f"{cp.task.task_id}:incomplete:s0:ect",
+                                                           seed))
+        b = build_planner_request(view, GEN, CellIdentity(f"{cp.task.task_id}:clean:s2:controller",
+                                                           seed))
         assert respond(a, random.Random(seed)) == respond(b, random.Random(seed))
 
 
@@ -133,7 +134,7 @@ def _first_finish(cp: TaskCheckpoint, **planner: float) -> dict[str, Any]:
                                     **planner})
     view = PlannerView(cp.task.contract, cp.trace, cp.ledger, decision=1,
                        draft=cp.naive_certificate.to_json())
-    request = build_planner_request(view, GEN, {"cell_id": "c", "seed": 1})
+    request = build_planner_request(view, GEN, CellIdentity("c", 1))
     reply = simulated_responder(behaviour, CriticBehaviour())(request, random.Random(1))
     assert reply.function_calls and reply.function_calls[0].name == "finish"
     cert = reply.function_calls[0].args["certificate"]

@@ -11,6 +11,7 @@ import pytest
 from runner.policies import (
     PIPELINES,
     STUCK_RECOVERY_DIRECTIVE,
+    CellIdentity,
     FinishAction,
     PipelineDecision,
     PipelineParams,
@@ -24,7 +25,7 @@ from tests.policies._providers import Forbidden, scripted
 
 PARAMS = PipelineParams(
     generation=GenerationConfig(temperature=0.2, seed=11, max_output_tokens=256),
-    metadata={"cell_id": "cell-1", "seed": 11},
+    cell=CellIdentity("cell-1", 11),
 )
 
 

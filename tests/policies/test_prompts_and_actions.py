@@ -10,6 +10,7 @@ import pytest
 from runner.policies import (
     FINISH_TOOL,
     PROMPT_NAMES,
+    CellIdentity,
     EscalateAction,
     FinishAction,
     InvalidAction,
@@ -70,7 +71,7 @@ def _response(*calls: FunctionCall, text: str | None = None) -> ProviderResponse
 def test_planner_request_declares_tools_finish_escalate_and_embeds_the_view() -> None:
     trace = fx.clean_trace()
     view = PlannerView(fx.CONTRACT, trace, fx.ledger_of(trace), directive="fix slot units")
-    req = build_planner_request(view, GEN, {"cell_id": "c1", "seed": 7})
+    req = build_planner_request(view, GEN, CellIdentity("c1", 7))
     names = [t.name for t in req.tools]
     assert names == [*sorted(TOOL_SCHEMAS), "finish", "escalate"]
     assert req.role == "planner" and req.system == load_prompt("planner")
@@ -80,7 +81,7 @@ def test_planner_request_declares_tools_finish_escalate_and_embeds_the_view() ->
     assert [c["receipt_ids"] for c in obj["trace"]] == [["r-1"], ["r-2"]]
     assert obj["task"]["descriptor"]["required_slots"] == ["units", "revenue"]
     # Same inputs, same request bytes.
-    assert build_planner_request(view, GEN, {"cell_id": "c1", "seed": 7}).canonical() == req.canonical()
+    assert build_planner_request(view, GEN, CellIdentity("c1", 7)).canonical() == req.canonical()
 
 
 def test_parse_planner_action_valid_forms() -> None:

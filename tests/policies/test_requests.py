@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from runner.policies import (
+    CellIdentity,
     CriticBehaviour,
     FinishAction,
     PipelineParams,
@@ -47,7 +48,7 @@ def _judge(kind: str, decision: int, seed: int, critic: CriticBehaviour) -> tupl
     provider = _Recorder(critic)
     gen = GenerationConfig(temperature=0.2, seed=seed, max_output_tokens=512)
     pipeline = make_pipeline(kind, provider, PipelineParams(
-        generation=gen, metadata={"cell_id": f"c{seed}", "seed": seed}))
+        generation=gen, cell=CellIdentity(f"c{seed}", seed)))
     state = PipelineState(CLEAN.task.contract, CLEAN.trace, CLEAN.ledger,
                           decisions_used=decision, calls_used=0)
     honest = propose_certificate(CLEAN.task.contract, CLEAN.ledger).to_json()
@@ -84,8 +85,7 @@ def test_a_rejection_can_flip_across_decisions_under_the_simulator() -> None:
 def test_planner_requests_carry_the_decision_index_in_the_view() -> None:
     def view_at(decision: int) -> dict[str, Any]:
         view = PlannerView(CLEAN.task.contract, CLEAN.trace, CLEAN.ledger, decision=decision)
-        request = build_planner_request(view, GEN, {"cell_id": "c", "seed": 7,
-                                                    "decision": decision})
+        request = build_planner_request(view, GEN, CellIdentity("c", 7))
         _, obj = extract_view(request.messages[-1].parts[0].text)
         assert isinstance(obj, dict)
         return obj

@@ -10,6 +10,7 @@ import pytest
 from runner.ect import verify_json
 from runner.errors import FormatError
 from runner.policies import (
+    CellIdentity,
     CriticBehaviour,
     EscalateAction,
     FinishAction,
@@ -35,7 +36,7 @@ QUIET = dict(
 def request(trace: tuple[Any, ...], *, seed: int = 3, directive: str | None = None) -> ProviderRequest:
     view = PlannerView(fx.CONTRACT, trace, fx.ledger_of(trace), directive=directive)
     gen = GenerationConfig(temperature=0.2, seed=seed, max_output_tokens=512)
-    return build_planner_request(view, gen, {"cell_id": f"cell-{seed}", "seed": seed})
+    return build_planner_request(view, gen, CellIdentity(f"cell-{seed}", seed))
 
 
 def act(req: ProviderRequest, **planner: float) -> Any:

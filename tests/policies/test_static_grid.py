@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from runner.policies import (
+    CellIdentity,
     CriticBehaviour,
     PlannerBehaviour,
     PlannerView,
@@ -97,7 +98,7 @@ def test_requests_never_show_split_fault_or_gold() -> None:
     gen = GenerationConfig(temperature=0.2, seed=1, max_output_tokens=512)
     for cp in closed_loop_checkpoints()[:8]:
         view = PlannerView(cp.task.contract, cp.trace, cp.ledger)
-        req = build_planner_request(view, gen, {"cell_id": "row-1", "seed": 1})
+        req = build_planner_request(view, gen, CellIdentity("row-1", 1))
         _blinded(req, cp.checkpoint_id, "incomplete", "closed_loop")
 
 

@@ -9,7 +9,7 @@ import click
 
 from runner.cli._app import cli
 from runner.control import VerdictKind
-from runner.loop import OUTCOME_FIELDS
+from runner.loop import OUTCOME_FIELDS, DecisionVerdict
 from tests.study.support import REPO
 
 DOC = (REPO / "docs" / "study.md").read_text("utf-8")
@@ -36,6 +36,7 @@ def test_every_decision_verdict_is_documented() -> None:
                                                           VerdictKind.STOP)}
     for v in verdicts:
         assert f"`{v}`" in DOC, v
+    assert {v.value for v in DecisionVerdict} == verdicts  # the one vocabulary of the record
 
 
 def test_documented_commands_and_options_exist() -> None:

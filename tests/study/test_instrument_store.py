@@ -16,7 +16,7 @@ import pytest
 
 from runner.analysis import load_outcomes_from_store
 from runner.canonical import canonical_bytes, loads_strict
-from runner.ect import Claim, Ledger, Receipt, values_match, verify_json
+from runner.ect import Claim, Ledger, values_match, verify_json
 from runner.policies._views import extract_view
 from runner.store import Store
 from runner.worlds import closed_loop_checkpoints, propose_certificate
@@ -75,7 +75,7 @@ def test_demo_store_first_planner_actions_are_paired(store: Path) -> None:
     for cell in load_outcomes_from_store(store).cells:
         row = cell.schedule_row
         first[(row.task_id, row.checkpoint, row.seed_index)].add(
-            canonical_bytes(cell.result.decisions[0].action))
+            canonical_bytes(cell.result.decisions[0].action.to_json()))
     assert len(first) == 144
     assert [k for k, v in first.items() if len(v) != 1] == []
 
@@ -89,7 +89,7 @@ def test_demo_store_supported_cells_pass_the_verifier(store: Path) -> None:
         supported += 1
         cp = CHECKPOINTS[cell.schedule_row.checkpoint_id]
         ledger = Ledger(cp.ledger.task_id, (*cp.ledger.receipts,
-                                            *(Receipt.from_json(r) for r in res.new_receipts)))
+                                            *res.new_receipts))
         cert = {"format": "ect.certificate/1", **(res.final_certificate or {})}
         decision = verify_json(cp.task.contract.to_json(), ledger.to_json(), cert)
         assert decision.decision == "complete", cell.schedule_row.cell_id

@@ -16,8 +16,10 @@ import pytest
 from runner.canonical import RecordFormatError, canonical_bytes
 from runner.errors import FormatError
 from runner.loop import Outcome
+from runner.providers import AttemptRecord
 from runner.store import Store
 from runner.study import (
+    AuditFailure,
     AuditGroup,
     CellRecord,
     CellResult,
@@ -26,6 +28,7 @@ from runner.study import (
     ScheduleRow,
     export_study,
     read_schedule,
+    record_failures,
     run_preflight,
     study_paths,
 )
@@ -47,6 +50,13 @@ def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]
         assert record.schedule_row.digest() == body["schedule_row_digest"]
         assert Outcome.from_json(body["result"]["outcome"]) == record.result.outcome
         assert AuditGroup.from_json(body["audit"]) == record.audit
+        for call, written in zip(record.audit.calls, body["audit"]["calls"], strict=True):
+            assert all(isinstance(a, AttemptRecord) for a in call.attempts)
+            assert [a.to_json() for a in call.attempts] == written["attempts"]
+        for decision, written in zip(record.result.decisions, body["result"]["decisions"],
+                                     strict=True):
+            assert decision.action.to_json() == written["action"]
+            assert decision.verdict.value == written["verdict"]
 
 
 @pytest.mark.parametrize(
@@ -68,9 +78,18 @@ def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]
          r"^record.result.outcome.row: 99 is not the record's \(1\)$"),
         (lambda b: b.update(cell_id="other"),
          r"^record.cell_id: 'other' is not the schedule row's"),
+        (lambda b: b["audit"]["calls"][0]["attempts"][0].pop("attempt_no"),
+         r"^record.audit.calls\[0\].attempts\[0\]: missing field 'attempt_no'$"),
+        (lambda b: b["audit"]["calls"][0]["attempts"][0].update(simulated="yes"),
+         r"^record.audit.calls\[0\].attempts\[0\].simulated: expected a boolean, got string$"),
+        (lambda b: b["result"]["decisions"][0].update(verdict="finish_perhaps"),
+         r"^record.result.decisions\[0\].verdict: unknown verdict 'finish_perhaps'$"),
+        (lambda b: b["result"]["decisions"][0]["action"].update(kind="wave"),
+         r"^record.result.decisions\[0\].action.kind: unknown action kind 'wave'$"),
     ],
     ids=["missing", "unknown", "bool-seed", "float-turns", "decision-shape", "digest-shape",
-         "result-digest", "outcome-row", "cell-id"],
+         "result-digest", "outcome-row", "cell-id", "attempt-missing", "attempt-type",
+         "verdict", "action-kind"],
 )
 def test_malformed_records_name_the_path(committed: list[dict[str, Any]], edit: Any,
                                          message: str) -> None:
@@ -199,3 +218,57 @@ def test_manifest_verification_reads_every_cell_as_a_cell_record(tmp_path: Path)
         export_manifest(store, cells, tmp_path / "manifest.json")
     with pytest.raises(ManifestInvalid, match=r"not cell records: record 1\.schedule_row: missing field"):
         verify_export(tmp_path / "manifest.json", store_path)
+
+
+FAILURE = {"kind": "server_error", "detail": "HTTP 503", "status": 503, "retry_after_s": 1.5,
+           "error_class": "HTTP 503", "class": "transport", "role": "critic"}
+
+
+@pytest.mark.parametrize("written", [
+    FAILURE,
+    {k: v for k, v in FAILURE.items() if k not in ("class", "role")},  # before the accounting
+])
+def test_an_audited_failure_reads_back_what_it_wrote(written: dict[str, Any]) -> None:
+    failure = AuditFailure.from_json(written)
+    assert canonical_bytes(failure.to_json()) == canonical_bytes(written)
+    assert failure.provider_failure().kind == "server_error"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda f: f.pop("detail"), r"^failure: missing field 'detail'$"),
+    (lambda f: f.update(why="x"), r"^failure: unknown field 'why'$"),
+    (lambda f: f.update(status="503"), r"^failure.status: expected an integer, got string$"),
+    (lambda f: f.update(role=None), r"^failure.role: expected a string, got null$"),
+])
+def test_a_malformed_audited_failure_names_the_path(edit: Any, message: str) -> None:
+    written = dict(FAILURE)
+    edit(written)
+    with pytest.raises(RecordFormatError, match=message):
+        AuditFailure.from_json(written)
+
+
+def test_the_accounting_counts_each_failed_call_once(committed: list[dict[str, Any]]) -> None:
+    record = CellRecord.from_json(committed[0])
+    call = record.audit.calls[0]
+    new = AuditFailure.from_json(FAILURE)
+    # a store written before the accounting: no role; a kind this runner does not know
+    old = AuditFailure.from_json({**{k: v for k, v in FAILURE.items() if k != "role"},
+                                  "kind": "gremlins"})
+    failed = [dataclasses.replace(call, ok=False, parsed=None, failure=f) for f in (new, old)]
+    record = dataclasses.replace(record, audit=AuditGroup(record.audit.provider, record.audit.model,
+                                                          (call, *failed)))
+    assert [f.to_json() for f in record_failures(record)] == [
+        {"kind": "server_error", "class": "transport", "role": "critic", "status": 503},
+        {"kind": "sdk_error", "class": "transport", "role": "unknown", "status": 503},
+    ]
+
+
+def test_new_receipts_are_receipts_and_a_malformed_one_names_its_path(
+        committed: list[dict[str, Any]]) -> None:
+    body = copy.deepcopy(next(b for b in committed if b["result"]["new_receipts"]))
+    record = CellRecord.from_json(body)
+    assert [r.to_json() for r in record.result.new_receipts] == body["result"]["new_receipts"]
+    body["result"]["new_receipts"][0]["exec_status"] = "maybe"
+    with pytest.raises(RecordFormatError,
+                       match=r"^record.result.new_receipts\[0\].exec_status: "):
+        CellRecord.from_json(body)

@@ -106,8 +106,8 @@ def test_reason_codes_count_cells_once_per_code_in_canonical_order(
     by = {s.stratum: s for s in strata}
     for record in ect_incomplete:
         stratum = by[record.result.outcome.fault or "clean"]
-        codes = {r["code"] for d in record.result.decisions
-                 for r in (d.pipeline or {}).get("reasons", [])}
+        codes = {r.code for d in record.result.decisions
+                 for r in (d.pipeline.reasons if d.pipeline else ())}
         assert codes <= set(stratum.codes)
     for s in strata:
         assert all(1 <= n <= s.cells for n in s.codes.values())
