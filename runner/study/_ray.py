@@ -45,6 +45,7 @@ import structlog
 from runner.canonical import JsonObject, digest, loads_strict
 from runner.errors import EctError, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
+from runner.study._lock import StudyLock
 
 __all__ = [
     "RAY_ENV_DEFAULTS",
@@ -97,14 +98,14 @@ class NodeExpectations:
                    backend=data["backend"], limits=dict(data["limits"]), probes=data["probes"])
 
     @classmethod
-    def for_run(cls, lock: JsonObject, world_ids: tuple[str, ...], backend: str | None,
+    def for_run(cls, lock: StudyLock, world_ids: tuple[str, ...], backend: str | None,
                 limits: JsonObject, probes: str) -> NodeExpectations:
         """The expectations for a run under ``lock`` (already checked against this parent's
         files by preflight): the lock's digests, and this parent's digest of each world."""
         from runner.worlds import build_world
 
-        return cls(source_tree=lock["source_tree"], sandbox_pins=dict(lock["sandbox_pins"]),
-                   task_manifest=lock["task_manifest"],
+        return cls(source_tree=lock.source_tree, sandbox_pins=dict(lock.sandbox_pins),
+                   task_manifest=lock.task_manifest,
                    worlds={w: build_world(w).digest() for w in world_ids},
                    backend=backend, limits=dict(limits), probes=probes)
 

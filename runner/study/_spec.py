@@ -29,6 +29,7 @@ __all__ = [
     "ModelConfig",
     "ProviderSettings",
     "SandboxLimits",
+    "SimulatorTables",
     "SpecError",
     "StudySpec",
     "UnknownParameter",
@@ -43,11 +44,15 @@ STUDY_FORMAT = "ect.study/1"
 MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000 rows
 
 
+SimulatorTables = dict[str, dict[str, float]]
+"""The ``[simulated]`` behaviour tables as the spec gives them: table -> parameter -> value."""
+
+
 class SpecError(StudyError):
     """The study spec is missing, malformed, or has unknown or mistyped fields."""
 
 
-def recorded_spec(header: JsonObject, store_path: str | Path) -> Path:
+def recorded_spec(header: Mapping[str, object], store_path: str | Path) -> Path:
     """The study spec a store's header records (``runner.study`` writes it as ``"spec"``).
 
     Raises:
@@ -137,9 +142,9 @@ class StudySpec:
     price_input_per_mtok: float
     price_output_per_mtok: float
     sandbox: SandboxLimits
-    simulated: JsonObject
+    simulated: SimulatorTables
     """The [simulated] behaviour tables, as ``runner.policies`` reads them (and the lock pins)."""
-    overrides: JsonObject = field(default_factory=dict)
+    overrides: dict[str, float] = field(default_factory=dict)
     """Simulator parameters set by :func:`with_overrides` (dotted name -> value), over the file's."""
     provider: ProviderSettings = field(default_factory=ProviderSettings)
     """[provider]: the transport-failure policy and the default throttle."""
