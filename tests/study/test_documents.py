@@ -1,6 +1,6 @@
-"""The study's documents as typed records: the lock (StudyLock) and the preflight report
-(PreflightReport) read back what they write, byte for byte, and refuse anything else naming
-the path."""
+"""The study's documents as typed records: the lock (StudyLock), the preflight report
+(PreflightReport) and the run header (RunHeader, StoreHeader) read back what they write, and
+refuse anything else naming the path."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ import pytest
 from runner.canonical import RecordFormatError, canonical_bytes, digest, loads_strict
 from runner.study import (
     GenerationConfig,
+    HeaderProvider,
     LockError,
     PreflightCheck,
     PreflightReport,
     ProviderChoice,
+    RunHeader,
+    StoreHeader,
     StudyLock,
     generation_config,
     load_spec,
@@ -117,4 +120,95 @@ def test_a_malformed_preflight_report_is_refused(edit: Any, needle: str) -> None
     edit(doc)
     with pytest.raises(RecordFormatError) as info:
         PreflightReport.from_json(doc)
+    assert needle in str(info.value)
+
+
+def test_a_preflight_report_older_than_the_sandbox_field_reads_back_as_it_was() -> None:
+    doc = _report().to_json()
+    del doc["sandbox"]
+    old = PreflightReport.from_json(doc)
+    assert old.sandbox is None and old.to_json() == doc
+    with pytest.raises(RecordFormatError, match=r"preflight\.sandbox: expected an object"):
+        PreflightReport.from_json({**doc, "sandbox": None})
+
+
+D = "sha256:" + "cd" * 32
+RUN_HEADER: dict[str, Any] = {
+    "study": "ect-v2", "lock_digest": D, "lock_blob": D, "preflight_digest": D,
+    "preflight_blob": D, "schedule_rows": 576, "spec": "schedules/v2.toml",
+    "provider": "simulated", "simulated": True, "sandbox_layers": {"landlock_abi": 4},
+    "executor": "local", "executor_blob": D,
+    "stop_rules": {"protocol": {"max_decisions": 4}},
+    "throttle": {"requests_per_minute": None, "tokens_per_minute": None},
+}
+STORE_FIELDS = {"format": "ects/1", "store_id": "ab" * 16, "public_key": "pk",
+                "journal": "x", "created_utc": "2026-12-02T00:00:00Z"}
+
+
+def test_the_run_header_reads_back_what_it_writes_and_older_headers_too() -> None:
+    header = RunHeader.from_header({**RUN_HEADER, **STORE_FIELDS})
+    assert header.to_json() == RUN_HEADER
+    # a store written before the header carried the sandbox layers, the executor, the stop
+    # rules and the throttle
+    older = {k: v for k, v in RUN_HEADER.items()
+             if k not in ("sandbox_layers", "executor", "executor_blob", "stop_rules", "throttle")}
+    old = RunHeader.from_header(older)
+    assert (old.sandbox_layers, old.executor, old.executor_blob) == (None, None, None)
+    assert old.to_json() == older
+
+
+@pytest.mark.parametrize("edit, needle", [
+    ({"executor": None}, "header.executor: expected a string, got null"),
+    ({"sandbox_layers": None}, "header.sandbox_layers: expected an object, got null"),
+    ({"executor_blob": "x"}, "header.executor_blob: expected a 'sha256:"),
+    ({"schedule_rows": "576"}, "header.schedule_rows: expected an integer, got string"),
+    ({"extra": 1}, "header: unknown field 'extra'"),
+])
+def test_a_malformed_run_header_is_refused(edit: dict[str, Any], needle: str) -> None:
+    with pytest.raises(RecordFormatError) as info:
+        RunHeader.from_header({**RUN_HEADER, **edit})
+    assert needle in str(info.value)
+
+
+def test_the_store_header_of_a_run_is_its_run_header() -> None:
+    header = StoreHeader.from_header({**RUN_HEADER, **STORE_FIELDS})
+    assert header.run == RunHeader.from_header(RUN_HEADER)
+    assert header.provider == HeaderProvider("simulated", True)
+    assert (header.study, header.schedule_rows, header.lock_blob, header.store_id) == (
+        "ect-v2", 576, D, "ab" * 16)
+    assert header.sandbox_layers == {"landlock_abi": 4}
+    # a header with a study field is a run header, and must be a whole one
+    with pytest.raises(RecordFormatError, match="header: missing field 'spec'"):
+        StoreHeader.from_header({k: v for k, v in RUN_HEADER.items() if k != "spec"})
+
+
+@pytest.mark.parametrize("header, provider, rows", [
+    ({}, None, None),
+    ({"provider": "gemini", "simulated": False, "schedule_rows": 4},
+     HeaderProvider("gemini", False), 4),
+    ({"provider": "gemini"}, HeaderProvider("gemini", None), None),
+    ({"provider": {"name": "x", "model": "y", "simulated": False}},
+     HeaderProvider("x", False, "y"), None),
+])
+def test_the_forms_of_a_header_ect_run_did_not_write(
+    header: dict[str, Any], provider: HeaderProvider | None, rows: int | None
+) -> None:
+    read = StoreHeader.from_header({**header, "lock_digest": D, "preflight_digest": D,
+                                    **STORE_FIELDS})
+    assert read.run is None and read.study is None
+    assert read.provider == provider and read.schedule_rows == rows
+    assert read.lock_digest == D and read.lock_blob is None
+
+
+@pytest.mark.parametrize("header, needle", [
+    ({"spec": "v2.toml"}, "header: unknown field 'spec' (a header with no 'study' field"),
+    ({"provider": {"name": "x", "simulated": False}}, "header.provider: missing field 'model'"),
+    ({"provider": "x", "simulated": "yes"}, "header.simulated: expected a boolean"),
+    ({"simulated": True}, "header.simulated: is given without a provider"),
+    ({"lock_blob": "nope"}, "header.lock_blob: expected a 'sha256:"),
+    ({"store_id": 7}, "header.store_id: expected a string, got number"),
+])
+def test_a_malformed_foreign_header_is_refused(header: dict[str, Any], needle: str) -> None:
+    with pytest.raises(RecordFormatError) as info:
+        StoreHeader.from_header(header)
     assert needle in str(info.value)
