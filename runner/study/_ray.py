@@ -306,18 +306,19 @@ class NodeWorker:
         layers: JsonObject | None = None
         probes: list[ProbeResult] = []
         tree = source_tree_digest()
-        checks.append(PreflightCheck("source_tree", tree == want.source_tree,
-                             "same project source as the lock" if tree == want.source_tree else
-                             f"source tree {tree} differs from the lock's {want.source_tree} "
-                             "(install the same project version on every node)"))
+        checks.append(PreflightCheck(
+            "source_tree", tree == want.source_tree,
+            "same project source as the lock" if tree == want.source_tree else
+            f"source tree {tree} differs from the lock's {want.source_tree} "
+            "(install the same project version on every node)"))
         try:
             pins = verify_pins()
             differ = sorted(k for k in set(pins) | set(want.sandbox_pins)
                             if pins.get(k) != want.sandbox_pins.get(k))
             checks.append(PreflightCheck("sandbox_pins", not differ,
-                                 "worker bytes and seccomp filters match the lock's pins"
-                                 if not differ else "differ from the lock's pins: "
-                                 + ", ".join(differ)))
+                                         "worker bytes and seccomp filters match the lock's pins"
+                                         if not differ else "differ from the lock's pins: "
+                                         + ", ".join(differ)))
         except EctError as e:
             checks.append(PreflightCheck("sandbox_pins", False, str(e)))
         backend = None
@@ -338,12 +339,13 @@ class NodeWorker:
                 if got != expected:
                     bad.append(f"{world_id} ({got} != {expected})")
             ok = manifest == want.task_manifest and not bad
-            checks.append(PreflightCheck("worlds", ok,
-                                 f"{len(want.worlds)} world snapshots rebuilt from their ids "
-                                 "match the manifest" if ok else
-                                 (f"task manifest {manifest} differs from the lock's "
-                                  f"{want.task_manifest}" if manifest != want.task_manifest
-                                  else "snapshot digests differ: " + ", ".join(bad))))
+            checks.append(PreflightCheck(
+                "worlds", ok,
+                f"{len(want.worlds)} world snapshots rebuilt from their ids match the manifest"
+                if ok else
+                (f"task manifest {manifest} differs from the lock's {want.task_manifest}"
+                 if manifest != want.task_manifest
+                 else "snapshot digests differ: " + ", ".join(bad))))
         except EctError as e:
             checks.append(PreflightCheck("worlds", False, str(e)))
         if backend is not None and all(c.ok for c in checks):
@@ -356,8 +358,8 @@ class NodeWorker:
                 probes = list(results)
                 failed = [r.name for r in results if not r.passed]
                 checks.append(PreflightCheck("probes", bool(results) and not failed,
-                                     f"{len(results)} denial probes passed" if not failed
-                                     else "failed: " + ", ".join(failed)))
+                                             f"{len(results)} denial probes passed" if not failed
+                                             else "failed: " + ", ".join(failed)))
             except EctError as e:
                 checks.append(PreflightCheck("probes", False, str(e)))
         ok = all(c.ok for c in checks) and backend is not None
@@ -502,7 +504,7 @@ class RayExecutor:
                     first = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
                     report = NodeReport(NodeIdentity(str(n["NodeID"])),
                                         (PreflightCheck("worker", False,
-                                                f"the ECT worker did not start: {first}"),),
+                                                        f"the ECT worker did not start: {first}"),),
                                         None, (), False)
                 report = replace(report, node=replace(report.node, address=address))
                 reports.append(report)

@@ -13,9 +13,10 @@ import json
 from collections import Counter
 from typing import Any
 
+from runner.canonical import JsonObject
 from runner.errors import FormatError
 from runner.loop import Outcome
-from runner.store import ProofInvalid, merkle
+from runner.store import ProofInvalid, StoreReport, merkle
 from runner.study import AuditCall, CellRecord, FailureCounts, PreflightReport, record_failures
 from runner.view._errors import ViewError
 from runner.view._source import StoreSource
@@ -53,8 +54,9 @@ def outcome_label(o: Outcome) -> str:
 UNREADABLE = "unreadable"  # the outcome shown for a record that is not a cell record
 
 
-def cell_rows(src: StoreSource) -> list[list[Any]]:
-    rows: list[list[Any]] = []
+def cell_rows(src: StoreSource) -> list[list[str | int | float | None]]:
+    """The cell table: one row of scalars per committed record, in ``CELL_COLUMNS`` order."""
+    rows: list[list[str | int | float | None]] = []
     for seq, record in sorted(src.cells().items()):
         if not isinstance(record, CellRecord):
             rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 5)])
@@ -78,19 +80,20 @@ def _failure_flag(record: CellRecord) -> str:
     return f"{len(found)} ({transport} T)" if transport else str(len(found))
 
 
-def _with_unreadable(integrity: dict[str, Any] | None,
-                     cells: dict[int, CellRecord | ViewError]) -> dict[str, Any] | None:
+def _with_unreadable(report: StoreReport | None,
+                     cells: dict[int, CellRecord | ViewError]) -> JsonObject | None:
     """The verification as the page shows it: never "intact" beside a record the page could not
     read. A quick verification does not re-read the bodies the page reads; when one of them is
     unreadable, that is the first damage the page names."""
+    integrity = None if report is None else report.to_json()
     bad = [(seq, r) for seq, r in sorted(cells.items()) if not isinstance(r, CellRecord)]
-    if not bad or integrity is None or not integrity.get("ok"):
+    if not bad or report is None or integrity is None or not report.ok:
         return integrity
     seq, err = bad[0]
-    kind = "full" if integrity.get("full") else "quick"
+    kind = "full" if report.full else "quick"
     return {**integrity, "ok": False, "damage": UNREADABLE, "first_bad_seq": seq,
             "detail": f"{len(bad)} record(s) unreadable, first {err} (the {kind} verification, "
-                      f"which does not read every body, found: {integrity.get('detail')})"}
+                      f"which does not read every body, found: {report.detail})"}
 
 
 def _preflight(src: StoreSource) -> PreflightReport | None:
@@ -105,7 +108,9 @@ def _preflight(src: StoreSource) -> PreflightReport | None:
         return None
 
 
-def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[str, Any]:
+def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObject:
+    """The run page: what the store was run under (its header and preflight report, read
+    strictly), its progress and outcomes, and ``integrity`` (a verification of the store)."""
     header = src.header
     preflight = _preflight(src)
     cells = src.cells()
@@ -126,7 +131,6 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
         tokens += o.input_tokens + o.output_tokens
     simulated = bool(header.provider is not None and header.provider.simulated)
     provider = "unknown" if header.provider is None else header.provider.name
-    integrity = _with_unreadable(integrity, cells)
     return {
         "store": str(src.path),
         "study": header.study,
@@ -157,7 +161,7 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
         "outcomes": dict(sorted(outcomes.items())),
         "provider_failures": failures.to_json(),
         "latest_checkpoint": (src.latest_checkpoint() or {}).get("checkpoint"),
-        "integrity": integrity,
+        "integrity": _with_unreadable(integrity, cells),
     }
 
 

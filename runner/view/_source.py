@@ -206,9 +206,11 @@ class StoreSource:
         raise NotFound(f"no committed cell {cell_id!r} in {self.path}")
 
     def raw_record(self, seq: int) -> RawRecord:
-        def q(c: sqlite3.Connection) -> list[Any]:
-            return c.execute("SELECT seq, body, leaf, chain FROM records WHERE seq IN (?, ?) "
-                             "ORDER BY seq", (seq - 1, seq)).fetchall()
+        def q(c: sqlite3.Connection) -> list[tuple[int, bytes, bytes, bytes]]:
+            rows: list[tuple[int, bytes, bytes, bytes]] = c.execute(
+                "SELECT seq, body, leaf, chain FROM records WHERE seq IN (?, ?) ORDER BY seq",
+                (seq - 1, seq)).fetchall()
+            return rows
         rows = self.run(q)
         if not rows or rows[-1][0] != seq:
             raise NotFound(f"no record {seq} in {self.path}")
