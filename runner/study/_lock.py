@@ -38,9 +38,9 @@ __all__ = [
     "LOCK_FORMAT",
     "Drift",
     "FilePin",
-    "GenerationConfig",
     "LockError",
     "LockMismatch",
+    "LockedGeneration",
     "SchedulePin",
     "StudyLock",
     "StudyPaths",
@@ -131,7 +131,7 @@ def source_tree_digest(root: Path | None = None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class GenerationConfig:
+class LockedGeneration:
     """The frozen generation config, retry policy, price table and protocol budget, as locked
     (the lock's ``generation``)."""
 
@@ -152,7 +152,7 @@ class GenerationConfig:
         "simulated")
 
     @classmethod
-    def from_spec(cls, spec: StudySpec) -> GenerationConfig:
+    def from_spec(cls, spec: StudySpec) -> LockedGeneration:
         return cls(
             model=spec.model.name,
             temperature=spec.model.temperature,
@@ -183,7 +183,7 @@ class GenerationConfig:
         }
 
     @classmethod
-    def from_json(cls, obj: object, path: str = "generation") -> GenerationConfig:
+    def from_json(cls, obj: object, path: str = "generation") -> LockedGeneration:
         g = read_object(obj, path, cls._FIELDS)
         retry = read_object(g["retry"], f"{path}.retry",
                             ("identical_retries_before_output", "on_transport_failure"))
@@ -232,9 +232,9 @@ def _object(obj: object, path: str) -> dict[str, object]:
     return found
 
 
-def generation_config(spec: StudySpec) -> GenerationConfig:
+def generation_config(spec: StudySpec) -> LockedGeneration:
     """The frozen generation config, retry policy and price table, as locked."""
-    return GenerationConfig.from_spec(spec)
+    return LockedGeneration.from_spec(spec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +281,7 @@ class StudyLock:
     schedule: SchedulePin
     task_manifest: str
     prompts: dict[str, str]  # prompt name -> digest of its frozen text
-    generation: GenerationConfig
+    generation: LockedGeneration
     # every rule that can end a trajectory, as runner.loop.stop_rules_in_force states them
     stop_rules: JsonObject
     sandbox_pins: dict[str, str]  # pinned sandbox file -> sha256 hex of its bytes
@@ -328,7 +328,7 @@ class StudyLock:
             schedule=SchedulePin.from_json(lk["schedule"], f"{path}.schedule"),
             task_manifest=read_digest(lk["task_manifest"], f"{path}.task_manifest"),
             prompts={k: read_digest(v, f"{path}.prompts.{k}") for k, v in prompts.items()},
-            generation=GenerationConfig.from_json(lk["generation"], f"{path}.generation"),
+            generation=LockedGeneration.from_json(lk["generation"], f"{path}.generation"),
             stop_rules=_object(lk["stop_rules"], f"{path}.stop_rules"),
             sandbox_pins={k: read_str(v, f"{path}.sandbox_pins.{k}", nonempty=True)
                           for k, v in pins.items()},

@@ -10,7 +10,7 @@ to it. The ASGI app (Starlette, the ``view`` extra) is imported only by :func:`b
 from __future__ import annotations
 
 import typing as _typing
-from pathlib import Path
+from pathlib import Path as _Path
 
 from runner.view._bundle import write_bundle
 from runner.view._errors import NotFound, ViewError
@@ -38,8 +38,8 @@ __all__ = [
 ]
 
 
-def build_app(*, store: str | Path | None = None,
-              static_dir: str | Path | None = None, token: str | None = None,
+def build_app(*, store: str | _Path | None = None,
+              static_dir: str | _Path | None = None, token: str | None = None,
               allowed_hosts: tuple[str, ...] | None = None) -> Starlette:
     """The viewer's Starlette app (see ``runner.view._app.build_app``; ``allowed_hosts``
     defaults to the loopback names); imports Starlette."""

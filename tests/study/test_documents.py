@@ -12,8 +12,8 @@ import pytest
 
 from runner.canonical import RecordFormatError, canonical_bytes, digest, loads_strict
 from runner.study import (
-    GenerationConfig,
     HeaderProvider,
+    LockedGeneration,
     LockError,
     PreflightCheck,
     PreflightReport,
@@ -50,7 +50,7 @@ def test_the_lock_reads_back_the_file_byte_for_byte() -> None:
 
 def test_the_generation_config_round_trips() -> None:
     gen = generation_config(load_spec(V2))
-    assert GenerationConfig.from_json(gen.to_json()) == gen
+    assert LockedGeneration.from_json(gen.to_json()) == gen
     assert gen.to_json() == _lock_doc()["generation"]
 
 

@@ -271,7 +271,7 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
                 anyio.run(lambda: executor.call("no such world!", "get_parent", {}))
             assert type(there.value) is type(here.value)
             assert str(there.value) == str(here.value) == "invalid world id 'no such world!'"
-            assert all(s.node["node_id"] != odd.node_id for s in executor.slots)
+            assert all(s.node.node_id != odd.node_id for s in executor.slots)
         finally:
             executor.close()
     finally:
