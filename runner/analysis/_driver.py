@@ -170,7 +170,7 @@ def report_from_store(
         problem = cell.mismatch(want) if want is not None else None
         if problem is not None:
             raise ScheduleDisagrees(f"store record: {problem}, not the schedule given")
-    declared = loaded.header.get("schedule_rows")
+    declared = loaded.header.schedule_rows
     if isinstance(declared, int) and declared != len(schedule):
         raise ScheduleDisagrees(
             f"the store was run for {declared} schedule rows, the schedule given has {len(schedule)}"

@@ -678,11 +678,11 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
     key = load_signing_key(key_path) if key_path.exists() else generate_key(key_path)
     # The lock and the preflight report themselves travel in the store as blobs (named in the
     # header by the sha256 of their bytes), so the store alone says what it was run under.
-    lock_bytes = canonical_bytes(report.lock)
+    assert report.lock is not None and report.lock_digest is not None  # a passing preflight's
+    lock_bytes = canonical_bytes(report.lock.to_json())
     preflight_bytes = canonical_bytes(report.to_json())
     executor_bytes = canonical_bytes(executor.describe() if executor is not None
                                      else {"name": "local"})
-    assert report.lock_digest is not None  # set by a passing preflight
     header = RunHeader(
         study=report.study,
         lock_digest=report.lock_digest,
@@ -864,7 +864,7 @@ def _remote_executor(settings: RunSettings,
         return
     from runner.study._ray import NodeExpectations, RayExecutor
 
-    assert report.spec is not None
+    assert report.spec is not None and report.lock is not None
     spec = report.spec
     expectations = NodeExpectations.for_run(
         report.lock, spec.worlds, settings.sandbox_backend,

@@ -10,29 +10,39 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from runner.canonical import (
     JsonObject,
+    RecordFormatError,
     atomic_write,
     canonical_bytes,
     digest,
     load_strict_file,
     raw_digest,
+    read_digest,
+    read_int,
+    read_number,
+    read_object,
+    read_opt_object,
+    read_str,
 )
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
-from runner.study._spec import StudySpec, load_spec
+from runner.study._spec import SimulatorTables, StudySpec, load_spec
 
 __all__ = [
     "LOCK_FORMAT",
     "Drift",
+    "FilePin",
     "LockError",
     "LockMismatch",
+    "LockedGeneration",
+    "SchedulePin",
+    "StudyLock",
     "StudyPaths",
     "build_lock",
     "check_lock",
@@ -124,22 +134,210 @@ def source_tree_digest(root: Path | None = None) -> str:
     return raw_digest(canonical_bytes(entries))
 
 
-def generation_config(spec: StudySpec) -> JsonObject:
+@dataclass(frozen=True, slots=True)
+class LockedGeneration:
+    """The frozen generation config, retry policy, price table and protocol budget, as locked
+    (the lock's ``generation``)."""
+
+    model: str
+    temperature: float
+    max_output_tokens: int
+    timeout_s: float
+    identical_retries_before_output: int
+    on_transport_failure: str  # what a transport failure that survived its retry does
+    price_input_per_mtok: float
+    price_output_per_mtok: float
+    max_decisions: int
+    max_additional_tool_calls: int
+    simulated: SimulatorTables
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "model", "temperature", "max_output_tokens", "timeout_s", "retry", "price", "budget",
+        "simulated")
+
+    @classmethod
+    def from_spec(cls, spec: StudySpec) -> LockedGeneration:
+        return cls(
+            model=spec.model.name,
+            temperature=spec.model.temperature,
+            max_output_tokens=spec.model.max_output_tokens,
+            timeout_s=spec.model.timeout_s,
+            identical_retries_before_output=spec.identical_retries_before_output,
+            on_transport_failure=spec.provider.on_transport_failure,
+            price_input_per_mtok=spec.price_input_per_mtok,
+            price_output_per_mtok=spec.price_output_per_mtok,
+            max_decisions=spec.budget.max_decisions,
+            max_additional_tool_calls=spec.budget.max_additional_tool_calls,
+            simulated=spec.simulated,
+        )
+
+    def to_json(self) -> JsonObject:
+        return {
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_output_tokens": self.max_output_tokens,
+            "timeout_s": self.timeout_s,
+            "retry": {"identical_retries_before_output": self.identical_retries_before_output,
+                      "on_transport_failure": self.on_transport_failure},
+            "price": {"input_per_mtok": self.price_input_per_mtok,
+                      "output_per_mtok": self.price_output_per_mtok},
+            "budget": {"max_decisions": self.max_decisions,
+                       "max_additional_tool_calls": self.max_additional_tool_calls},
+            "simulated": {t: dict(v) for t, v in self.simulated.items()},
+        }
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "generation") -> LockedGeneration:
+        g = read_object(obj, path, cls._FIELDS)
+        retry = read_object(g["retry"], f"{path}.retry",
+                            ("identical_retries_before_output", "on_transport_failure"))
+        price = read_object(g["price"], f"{path}.price", ("input_per_mtok", "output_per_mtok"))
+        budget = read_object(g["budget"], f"{path}.budget",
+                             ("max_decisions", "max_additional_tool_calls"))
+        return cls(
+            model=read_str(g["model"], f"{path}.model", nonempty=True),
+            temperature=read_number(g["temperature"], f"{path}.temperature"),
+            max_output_tokens=read_int(g["max_output_tokens"], f"{path}.max_output_tokens",
+                                       minimum=1),
+            timeout_s=read_number(g["timeout_s"], f"{path}.timeout_s"),
+            identical_retries_before_output=read_int(
+                retry["identical_retries_before_output"],
+                f"{path}.retry.identical_retries_before_output", minimum=0),
+            on_transport_failure=read_str(retry["on_transport_failure"],
+                                          f"{path}.retry.on_transport_failure", nonempty=True),
+            price_input_per_mtok=read_number(price["input_per_mtok"],
+                                             f"{path}.price.input_per_mtok"),
+            price_output_per_mtok=read_number(price["output_per_mtok"],
+                                              f"{path}.price.output_per_mtok"),
+            max_decisions=read_int(budget["max_decisions"], f"{path}.budget.max_decisions",
+                                   minimum=1),
+            max_additional_tool_calls=read_int(budget["max_additional_tool_calls"],
+                                               f"{path}.budget.max_additional_tool_calls",
+                                               minimum=0),
+            simulated=_simulator_tables(g["simulated"], f"{path}.simulated"),
+        )
+
+
+def _simulator_tables(obj: object, path: str) -> SimulatorTables:
+    """``{table: {parameter: number}}`` (the spec's ``[simulated]`` tables), strictly."""
+    tables = _object(obj, path)
+    out: SimulatorTables = {}
+    for table, values in tables.items():
+        params = _object(values, f"{path}.{table}")
+        out[table] = {name: read_number(v, f"{path}.{table}.{name}")
+                      for name, v in params.items()}
+    return out
+
+
+def _object(obj: object, path: str) -> dict[str, object]:
+    found = read_opt_object(obj, path)
+    if found is None:
+        raise RecordFormatError(path, "expected an object, got null")
+    return found
+
+
+def generation_config(spec: StudySpec) -> LockedGeneration:
     """The frozen generation config, retry policy and price table, as locked."""
-    return {
-        "model": spec.model.name,
-        "temperature": spec.model.temperature,
-        "max_output_tokens": spec.model.max_output_tokens,
-        "timeout_s": spec.model.timeout_s,
-        "retry": {"identical_retries_before_output": spec.identical_retries_before_output,
-                  # what a transport failure that survived its retry does ([provider])
-                  "on_transport_failure": spec.provider.on_transport_failure},
-        "price": {"input_per_mtok": spec.price_input_per_mtok,
-                  "output_per_mtok": spec.price_output_per_mtok},
-        "budget": {"max_decisions": spec.budget.max_decisions,
-                   "max_additional_tool_calls": spec.budget.max_additional_tool_calls},
-        "simulated": spec.simulated,
-    }
+    return LockedGeneration.from_spec(spec)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePin:
+    """A file the lock pins: its name beside the spec and the sha256 of its bytes."""
+
+    file: str
+    sha256: str
+
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> FilePin:
+        p = read_object(obj, path, ("file", "sha256"))
+        return cls(read_str(p["file"], f"{path}.file", nonempty=True),
+                   read_digest(p["sha256"], f"{path}.sha256"))
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePin:
+    """The schedule file the lock pins, with its number of rows."""
+
+    file: str
+    sha256: str
+    rows: int
+
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> SchedulePin:
+        p = read_object(obj, path, ("file", "sha256", "rows"))
+        return cls(read_str(p["file"], f"{path}.file", nonempty=True),
+                   read_digest(p["sha256"], f"{path}.sha256"),
+                   read_int(p["rows"], f"{path}.rows", minimum=0))
+
+
+@dataclass(frozen=True, slots=True)
+class StudyLock:
+    """The study lock (``<spec>.lock.json``, format ``ect.lock/1``) as a typed, frozen record.
+
+    :meth:`to_json` gives the lock document exactly as it is written (its canonical bytes are
+    the file's, its digest the header's ``lock_digest``); :meth:`from_json` is strict: every
+    field present, nothing extra, each of its type, errors naming the path.
+    """
+
+    study: str
+    spec: FilePin
+    schedule: SchedulePin
+    task_manifest: str
+    prompts: dict[str, str]  # prompt name -> digest of its frozen text
+    generation: LockedGeneration
+    # every rule that can end a trajectory, as runner.loop.stop_rules_in_force states them
+    stop_rules: JsonObject
+    sandbox_pins: dict[str, str]  # pinned sandbox file -> sha256 hex of its bytes
+    source_tree: str
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "format", "study", "spec", "schedule", "task_manifest", "prompts", "generation",
+        "stop_rules", "sandbox_pins", "source_tree")
+
+    def to_json(self) -> JsonObject:
+        return {
+            "format": LOCK_FORMAT,
+            "study": self.study,
+            "spec": {"file": self.spec.file, "sha256": self.spec.sha256},
+            "schedule": {"file": self.schedule.file, "sha256": self.schedule.sha256,
+                         "rows": self.schedule.rows},
+            "task_manifest": self.task_manifest,
+            "prompts": dict(sorted(self.prompts.items())),
+            "generation": self.generation.to_json(),
+            "stop_rules": self.stop_rules,
+            "sandbox_pins": dict(sorted(self.sandbox_pins.items())),
+            "source_tree": self.source_tree,
+        }
+
+    def to_bytes(self) -> bytes:
+        """The lock file's bytes (canonical JSON and a newline)."""
+        return canonical_bytes(self.to_json()) + b"\n"
+
+    @property
+    def digest(self) -> str:
+        """``ect/lock/v1`` over the lock (the run header's ``lock_digest``)."""
+        return digest("ect/lock/v1", self.to_json())
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "lock") -> StudyLock:
+        lk = read_object(obj, path, cls._FIELDS)
+        if lk["format"] != LOCK_FORMAT:
+            raise RecordFormatError(f"{path}.format", f"expected {LOCK_FORMAT!r}")
+        prompts = _object(lk["prompts"], f"{path}.prompts")
+        pins = _object(lk["sandbox_pins"], f"{path}.sandbox_pins")
+        return cls(
+            study=read_str(lk["study"], f"{path}.study", nonempty=True),
+            spec=FilePin.from_json(lk["spec"], f"{path}.spec"),
+            schedule=SchedulePin.from_json(lk["schedule"], f"{path}.schedule"),
+            task_manifest=read_digest(lk["task_manifest"], f"{path}.task_manifest"),
+            prompts={k: read_digest(v, f"{path}.prompts.{k}") for k, v in prompts.items()},
+            generation=LockedGeneration.from_json(lk["generation"], f"{path}.generation"),
+            stop_rules=_object(lk["stop_rules"], f"{path}.stop_rules"),
+            sandbox_pins={k: read_str(v, f"{path}.sandbox_pins.{k}", nonempty=True)
+                          for k, v in pins.items()},
+            source_tree=read_digest(lk["source_tree"], f"{path}.source_tree"),
+        )
 
 
 def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> list[ScheduleRow]:
@@ -152,8 +350,7 @@ def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False)
     return rows
 
 
-def build_lock(spec: StudySpec, paths: StudyPaths,
-               *, extra: Callable[[], JsonObject] | None = None) -> JsonObject:
+def build_lock(spec: StudySpec, paths: StudyPaths) -> StudyLock:
     """Compute the lock for the files at ``paths`` as they are now."""
     from runner.policies import prompt_digests
     from runner.sandbox import verify_pins
@@ -164,46 +361,50 @@ def build_lock(spec: StudySpec, paths: StudyPaths,
     except OSError as e:
         raise LockError(f"cannot read schedule {paths.schedule}: {e.strerror}; run `ect schedule build`") from e
     rows = read_schedule(paths.schedule)
-    lock = {
-        "format": LOCK_FORMAT,
-        "study": spec.name,
-        "spec": {"file": paths.spec.name, "sha256": spec.digest},
-        "schedule": {"file": paths.schedule.name, "sha256": raw_digest(schedule_raw),
-                     "rows": len(rows)},
-        "task_manifest": task_manifest_digest(),
-        "prompts": dict(sorted(prompt_digests().items())),
-        "generation": generation_config(spec),
+    return StudyLock(
+        study=spec.name,
+        spec=FilePin(paths.spec.name, spec.digest),
+        schedule=SchedulePin(paths.schedule.name, raw_digest(schedule_raw), len(rows)),
+        task_manifest=task_manifest_digest(),
+        prompts=dict(sorted(prompt_digests().items())),
+        generation=generation_config(spec),
         # every rule that can end a trajectory: the protocol's limits, the controls beyond it
         # (all off in the frozen study) and the run's own stop events
-        "stop_rules": spec.stop_rules_in_force(),
-        "sandbox_pins": dict(sorted(verify_pins().items())),
-        "source_tree": source_tree_digest(),
-    }
-    if extra is not None:
-        lock.update(extra())
-    return lock
+        stop_rules=spec.stop_rules_in_force(),
+        sandbox_pins=dict(sorted(verify_pins().items())),
+        source_tree=source_tree_digest(),
+    )
 
 
-def lock_digest(lock: JsonObject) -> str:
-    return digest("ect/lock/v1", lock)
+def lock_digest(lock: StudyLock) -> str:
+    return lock.digest
 
 
-def read_lock(path: Path) -> JsonObject:
+def read_lock(path: Path) -> StudyLock:
+    """Read and strictly check a lock file.
+
+    Raises:
+        LockError: the file is missing, not JSON, or not an ``ect.lock/1`` lock (the message
+            names the offending field).
+    """
     try:
-        lock = load_strict_file(path)
+        doc = load_strict_file(path)
     except OSError as e:
         raise LockError(f"cannot read lock {path}: {e.strerror}; run `ect schedule lock`") from e
     except FormatError as e:
         raise LockError(f"lock {path} is not valid JSON: {e}") from e
-    if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != LOCK_FORMAT:
         raise LockError(f"{path} is not an {LOCK_FORMAT} lock")
-    return lock
+    try:
+        return StudyLock.from_json(doc)
+    except FormatError as e:
+        raise LockError(f"{path} is not a well-formed {LOCK_FORMAT} lock: {e}") from e
 
 
-def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> JsonObject:
+def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> StudyLock:
     """Write the lock for the current files. Refuses to change an existing lock unless ``replace``."""
     lock = build_lock(spec, paths)
-    data = canonical_bytes(lock) + b"\n"
+    data = lock.to_bytes()
     if paths.lock.exists() and paths.lock.read_bytes() != data:
         if not replace:
             old = read_lock(paths.lock)
@@ -214,7 +415,7 @@ def write_lock(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> 
     return lock
 
 
-def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, JsonObject, list[ScheduleRow]]:
+def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, StudyLock, list[ScheduleRow]]:
     """Load spec, schedule and lock and check that the lock pins exactly these files.
 
     Returns (spec, paths, lock, schedule rows).
@@ -240,18 +441,24 @@ def check_lock(spec_path: str | Path) -> tuple[StudySpec, StudyPaths, JsonObject
     return spec, paths, locked, rows
 
 
-def _diff(locked: JsonObject, actual: JsonObject, prefix: str = "") -> list[Drift]:
+def _diff(locked: StudyLock, actual: StudyLock) -> list[Drift]:
+    """Every field where two locks differ, by dotted path (``generation.temperature``)."""
     drifts: list[Drift] = []
-    for key in sorted(set(locked) | set(actual)):
-        a, b = locked.get(key), actual.get(key)
-        field = f"{prefix}{key}"
-        if isinstance(a, dict) and isinstance(b, dict):
-            drifts.extend(_diff(a, b, field + "."))
-        elif a != b:
-            drifts.append(Drift(field, _short(a), _short(b)))
+    _diff_values(locked.to_json(), actual.to_json(), "", drifts)
     return drifts
 
 
-def _short(value: Any) -> str:
+def _diff_values(a: object, b: object, field: str, out: list[Drift]) -> None:
+    # a generic walk over two JSON documents: objects are compared key by key, anything else
+    # by value (an absent key reads as None, shown "absent")
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            _diff_values(a.get(key), b.get(key), f"{field}.{key}" if field else str(key), out)
+    elif a != b:
+        out.append(Drift(field, _short(a), _short(b)))
+
+
+def _short(value: object) -> str:
     text = "absent" if value is None else str(value)
     return text if len(text) <= 80 else text[:77] + "..."
+

@@ -25,13 +25,28 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
-from runner.canonical import JsonObject, digest
+from runner.canonical import (
+    JsonObject,
+    RecordFormatError,
+    digest,
+    read_bool,
+    read_int,
+    read_list,
+    read_object,
+    read_opt_digest,
+    read_opt_object,
+    read_opt_str,
+    read_str,
+)
 from runner.errors import EctError, ExitCategory, FormatError, StudyError
-from runner.study._lock import check_lock, generation_config, lock_digest
+from runner.study._lock import StudyLock, check_lock, generation_config
 from runner.study._records import CellRecord, RunHeader, ScheduleRow
 from runner.study._spec import StudySpec
+
+if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
+    from runner.providers import Credential
 
 __all__ = [
     "MANDATORY_PROBE_PREFIXES",
@@ -67,6 +82,12 @@ class PreflightCheck:
     def to_json(self) -> JsonObject:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> PreflightCheck:
+        c = read_object(obj, path, ("name", "ok", "detail"))
+        return cls(read_str(c["name"], f"{path}.name", nonempty=True),
+                   read_bool(c["ok"], f"{path}.ok"), read_str(c["detail"], f"{path}.detail"))
+
 
 @dataclass(frozen=True)
 class ProviderChoice:
@@ -90,9 +111,24 @@ class ProviderChoice:
         return {"name": self.name, "model": self.model, "base_url": self.base_url,
                 "credential_file": self.credential_file, "credential_env": self.credential_env}
 
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> ProviderChoice:
+        c = read_object(obj, path, ("name", "model", "base_url", "credential_file",
+                                    "credential_env"))
+        return cls(name=read_str(c["name"], f"{path}.name", nonempty=True),
+                   model=read_opt_str(c["model"], f"{path}.model"),
+                   base_url=read_opt_str(c["base_url"], f"{path}.base_url"),
+                   credential_file=read_opt_str(c["credential_file"], f"{path}.credential_file"),
+                   credential_env=read_opt_str(c["credential_env"], f"{path}.credential_env"))
+
 
 @dataclass
 class PreflightReport:
+    """What preflight found. :meth:`to_json` is the report document (stored as the run's
+    ``preflight_blob``; its digest is the header's ``preflight_digest``); :meth:`from_json` reads
+    that document back strictly. ``spec``, ``rows``, ``lock`` and ``credential`` are the run's
+    working state and never serialised."""
+
     study: str
     spec_path: str
     store_path: str
@@ -103,12 +139,18 @@ class PreflightReport:
     checks: list[PreflightCheck] = field(default_factory=list)
     spec: StudySpec | None = None
     rows: list[ScheduleRow] = field(default_factory=list)
-    lock: JsonObject = field(default_factory=dict)
-    # The sandbox layers in force (backend.describe()["layers"]): what isolation produced the run.
-    sandbox: JsonObject = field(default_factory=dict)
+    lock: StudyLock | None = None  # the checked lock (set once the lock check passed)
+    # The sandbox layers in force (backend.describe()["layers"]): what isolation produced the
+    # run, as the platform's backend describes it (its fields differ between backends). None
+    # only for a report read back from a store older than the field (to_json then omits it).
+    sandbox: JsonObject | None = field(default_factory=dict)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
-    credential: Any = field(default=None, repr=False)
+    credential: Credential | None = field(default=None, repr=False)
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "format", "study", "spec", "store", "provider", "lock_digest", "committed_rows",
+        "probes", "sandbox", "passed", "checks")
 
     @property
     def passed(self) -> bool:
@@ -124,7 +166,7 @@ class PreflightReport:
             "lock_digest": self.lock_digest,
             "committed_rows": self.committed_rows,
             "probes": self.probes,
-            "sandbox": self.sandbox,
+            **({} if self.sandbox is None else {"sandbox": self.sandbox}),
             "passed": self.passed,
             "checks": [c.to_json() for c in self.checks],
         }
@@ -132,6 +174,37 @@ class PreflightReport:
     @property
     def digest(self) -> str:
         return digest("ect/record/v1", self.to_json())
+
+    @classmethod
+    def from_json(cls, obj: object, path: str = "preflight") -> PreflightReport:
+        """The report document (a run's ``preflight_blob``) read back strictly; its ``passed``
+        must be what its checks say."""
+        absent = isinstance(obj, dict) and "sandbox" not in obj  # a report older than it
+        r = read_object({**obj, "sandbox": {}} if isinstance(obj, dict) and absent else obj,
+                        path, cls._FIELDS)
+        if r["format"] != PREFLIGHT_FORMAT:
+            raise RecordFormatError(f"{path}.format", f"expected {PREFLIGHT_FORMAT!r}")
+        probes = read_str(r["probes"], f"{path}.probes")
+        if probes not in ("all", "mandatory"):
+            raise RecordFormatError(f"{path}.probes", "expected 'all' or 'mandatory'")
+        sandbox = read_opt_object(r["sandbox"], f"{path}.sandbox")
+        if sandbox is None:
+            raise RecordFormatError(f"{path}.sandbox", "expected an object, got null")
+        report = cls(
+            study=read_str(r["study"], f"{path}.study"),
+            spec_path=read_str(r["spec"], f"{path}.spec"),
+            store_path=read_str(r["store"], f"{path}.store"),
+            provider=ProviderChoice.from_json(r["provider"], f"{path}.provider"),
+            lock_digest=read_opt_digest(r["lock_digest"], f"{path}.lock_digest"),
+            committed_rows=read_int(r["committed_rows"], f"{path}.committed_rows", minimum=0),
+            probes=probes,
+            checks=[PreflightCheck.from_json(c, f"{path}.checks[{i}]")
+                    for i, c in enumerate(read_list(r["checks"], f"{path}.checks"))],
+            sandbox=None if absent else sandbox,
+        )
+        if read_bool(r["passed"], f"{path}.passed") != report.passed:
+            raise RecordFormatError(f"{path}.passed", "differs from what the checks say")
+        return report
 
 
 def _layers_line(layers: JsonObject) -> str:
@@ -193,7 +266,7 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tup
     return True, f"{store_path} is a verified prefix of {n}/{len(rows)} rows", n
 
 
-def _credential(choice: ProviderChoice) -> tuple[bool, str, Any]:
+def _credential(choice: ProviderChoice) -> tuple[bool, str, Credential | None]:
     """(ok, detail, the loaded Credential or None). The credential is loaded here once and
     handed to the run through the report: loading from a variable removes it from the
     environment (so no child inherits it), so it cannot be loaded a second time."""
@@ -255,7 +328,7 @@ def run_preflight(
         return report
     report.spec, report.rows, report.lock = spec, rows, lock
     report.study = spec.name
-    report.lock_digest = lock_digest(lock)
+    report.lock_digest = lock.digest
     ok = add("lock", True, f"{paths.lock} pins {paths.spec.name}, {paths.schedule.name} "
                            f"({len(rows)} rows) and the source tree")
     try:
@@ -266,7 +339,7 @@ def run_preflight(
     ok = add("store", good, detail) and ok
     cred_ok, cred_detail, report.credential = _credential(choice)
     ok = add("credential", cred_ok, cred_detail) and ok
-    frozen = lock.get("generation") == generation_config(spec)
+    frozen = lock.generation == generation_config(spec)
     model_ok = choice.model is None or choice.simulated or choice.model == spec.model.name
     ok = add("generation", frozen and model_ok,
              "generation config matches the lock" if frozen and model_ok else

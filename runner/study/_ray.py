@@ -34,25 +34,46 @@ import socket
 import tempfile
 import time
 import weakref
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import structlog
 
-from runner.canonical import JsonObject, digest, loads_strict
+from runner.canonical import (
+    JsonObject,
+    digest,
+    loads_strict,
+    read_int,
+    read_number,
+    read_object,
+    read_opt_str,
+    read_str,
+)
 from runner.errors import EctError, ExitCategory, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
+from runner.study._lock import StudyLock
+from runner.study._preflight import PreflightCheck
+
+if TYPE_CHECKING:  # imported where used (a node imports the sandbox only when it starts)
+    from runner.sandbox import ProbeResult, ToolSandbox
 
 __all__ = [
     "RAY_ENV_DEFAULTS",
     "ClusterUnreachable",
+    "ExcludedNode",
+    "LostNode",
     "NoUsableNode",
     "NodeExpectations",
+    "NodeHost",
+    "NodeIdentity",
+    "NodeLimits",
+    "NodeReport",
     "NodeWorker",
     "RayExecutor",
+    "ToolAnswer",
 ]
 
 log = structlog.get_logger("ect.study.ray")
@@ -77,6 +98,16 @@ class NoUsableNode(StudyError):
     exit_category = ExitCategory.REFUSED
 
 
+@dataclass(frozen=True, slots=True)
+class NodeLimits:
+    """The per-call sandbox limits a node enforces (the spec's ``[sandbox]`` wall, CPU and
+    output limits)."""
+
+    wall_s: float
+    cpu_s: int
+    output_bytes: int
+
+
 @dataclass(frozen=True)
 class NodeExpectations:
     """What every node must prove before it takes work. Public facts only (no credential)."""
@@ -86,35 +117,146 @@ class NodeExpectations:
     task_manifest: str
     worlds: dict[str, str]  # world id -> manifest digest of its snapshot
     backend: str | None
-    limits: JsonObject
+    limits: NodeLimits
     probes: str = "all"  # "all" | "mandatory" (the parent's own preflight choice)
 
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "source_tree", "sandbox_pins", "task_manifest", "worlds", "backend", "limits", "probes")
+
     def to_json(self) -> JsonObject:
+        """What the parent hands a node's worker (plain JSON: nothing else crosses to a node)."""
+        limits = self.limits
         return {"source_tree": self.source_tree, "sandbox_pins": dict(self.sandbox_pins),
                 "task_manifest": self.task_manifest, "worlds": dict(self.worlds),
-                "backend": self.backend, "limits": dict(self.limits), "probes": self.probes}
+                "backend": self.backend,
+                "limits": {"wall_s": limits.wall_s, "cpu_s": limits.cpu_s,
+                           "output_bytes": limits.output_bytes},
+                "probes": self.probes}
 
     @classmethod
-    def from_json(cls, data: JsonObject) -> NodeExpectations:
-        return cls(source_tree=data["source_tree"], sandbox_pins=dict(data["sandbox_pins"]),
-                   task_manifest=data["task_manifest"], worlds=dict(data["worlds"]),
-                   backend=data["backend"], limits=dict(data["limits"]), probes=data["probes"])
+    def from_json(cls, obj: object, path: str = "expectations") -> NodeExpectations:
+        e = read_object(obj, path, cls._FIELDS)
+        lim = read_object(e["limits"], f"{path}.limits", ("wall_s", "cpu_s", "output_bytes"))
+        return cls(
+            source_tree=read_str(e["source_tree"], f"{path}.source_tree"),
+            sandbox_pins=_str_map(e["sandbox_pins"], f"{path}.sandbox_pins"),
+            task_manifest=read_str(e["task_manifest"], f"{path}.task_manifest"),
+            worlds=_str_map(e["worlds"], f"{path}.worlds"),
+            backend=read_opt_str(e["backend"], f"{path}.backend"),
+            limits=NodeLimits(read_number(lim["wall_s"], f"{path}.limits.wall_s"),
+                              read_int(lim["cpu_s"], f"{path}.limits.cpu_s", minimum=1),
+                              read_int(lim["output_bytes"], f"{path}.limits.output_bytes",
+                                       minimum=1)),
+            probes=read_str(e["probes"], f"{path}.probes"),
+        )
 
     @classmethod
-    def for_run(cls, lock: JsonObject, world_ids: tuple[str, ...], backend: str | None,
-                limits: JsonObject, probes: str) -> NodeExpectations:
+    def for_run(cls, lock: StudyLock, world_ids: tuple[str, ...], backend: str | None,
+                limits: Mapping[str, int | float], probes: str) -> NodeExpectations:
         """The expectations for a run under ``lock`` (already checked against this parent's
-        files by preflight): the lock's digests, and this parent's digest of each world."""
+        files by preflight): the lock's digests, and this parent's digest of each world.
+        ``limits`` holds the spec's ``wall_s``, ``cpu_s`` and ``output_bytes``."""
         from runner.worlds import build_world
 
-        return cls(source_tree=lock["source_tree"], sandbox_pins=dict(lock["sandbox_pins"]),
-                   task_manifest=lock["task_manifest"],
+        return cls(source_tree=lock.source_tree, sandbox_pins=dict(lock.sandbox_pins),
+                   task_manifest=lock.task_manifest,
                    worlds={w: build_world(w).digest() for w in world_ids},
-                   backend=backend, limits=dict(limits), probes=probes)
+                   backend=backend,
+                   limits=NodeLimits(float(limits["wall_s"]), int(limits["cpu_s"]),
+                                     int(limits["output_bytes"])),
+                   probes=probes)
 
 
-def _check(name: str, ok: bool, detail: str) -> JsonObject:
-    return {"name": name, "ok": ok, "detail": detail}
+def _str_map(obj: object, path: str) -> dict[str, str]:
+    m = read_object(obj, path, frozenset(obj) if isinstance(obj, dict) else frozenset())
+    return {str(k): read_str(v, f"{path}.{k}") for k, v in m.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHost:
+    """Who a node's worker is: where it runs and what it runs."""
+
+    hostname: str
+    kernel: str
+    platform: str
+    machine: str
+    python: str
+    project_version: str
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """A Ray node as the run records it: its id, its address, and (when its worker started)
+    the worker's host."""
+
+    node_id: str
+    address: str | None = None
+    host: NodeHost | None = None
+
+    @property
+    def short(self) -> str:
+        return self.node_id[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """One node's preflight (every check, the sandbox backend's description and the denial
+    probes' results); ``ok`` only when every check passed and the backend started."""
+
+    node: NodeIdentity
+    checks: tuple[PreflightCheck, ...]
+    # the node's sandbox backend as it describes itself (its fields differ between backends)
+    layers: JsonObject | None
+    probes: tuple[ProbeResult, ...]
+    ok: bool
+
+    def to_json(self) -> JsonObject:
+        host = self.node.host
+        return {
+            "node": {"node_id": self.node.node_id,
+                     **({} if host is None else {
+                         "hostname": host.hostname, "kernel": host.kernel,
+                         "platform": host.platform, "machine": host.machine,
+                         "python": host.python, "project_version": host.project_version,
+                         "pid": host.pid}),
+                     "address": self.node.address},
+            "checks": [c.to_json() for c in self.checks],
+            "layers": self.layers,
+            "probes": [r.to_json() for r in self.probes],
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExcludedNode:
+    """A node that failed its preflight (its report), with every failed check in ``reason``."""
+
+    report: NodeReport
+    reason: str
+
+    @property
+    def node(self) -> NodeIdentity:
+        return self.report.node
+
+
+@dataclass(frozen=True, slots=True)
+class LostNode:
+    """A node lost during the run (its 12-character id) and the error that lost it."""
+
+    node: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """A node's answer to one tool call: the tool's response, or the error it raised (its
+    module, class name and message), for the parent to raise as the local executor would."""
+
+    response: JsonObject | None  # the tool's JSON response
+    module: str = ""
+    error: str = ""
+    message: str = ""
 
 
 class NodeWorker:
@@ -124,13 +266,13 @@ class NodeWorker:
     imports it from its own installation of the project (whose bytes the preflight checks).
     """
 
-    def __init__(self, expectations: JsonObject) -> None:
+    def __init__(self, expectations: object) -> None:
         self._expect = NodeExpectations.from_json(expectations)
-        self._sandbox: Any = None
+        self._sandbox: ToolSandbox | None = None
         self._snapdir = Path(tempfile.mkdtemp(prefix="ect-node-worlds-"))
         weakref.finalize(self, shutil.rmtree, self._snapdir, True)
 
-    def identity(self) -> JsonObject:
+    def identity(self) -> NodeIdentity:
         import runner
 
         node_id = ""
@@ -140,18 +282,17 @@ class NodeWorker:
             node_id = ray.get_runtime_context().get_node_id()
         except Exception:  # outside Ray (a unit test): no node id
             node_id = ""
-        return {
-            "node_id": node_id,
-            "hostname": socket.gethostname(),
-            "kernel": platform.release(),
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-            "project_version": runner.__version__,
-            "pid": os.getpid(),
-        }
+        return NodeIdentity(node_id, None, NodeHost(
+            hostname=socket.gethostname(),
+            kernel=platform.release(),
+            platform=platform.platform(),
+            machine=platform.machine(),
+            python=platform.python_version(),
+            project_version=runner.__version__,
+            pid=os.getpid(),
+        ))
 
-    def preflight(self) -> JsonObject:
+    def preflight(self) -> NodeReport:
         """Prove this node can run the study's calls as the parent would; return the report.
 
         Checks (every one is reported; the sandbox and probes run only if the bytes match):
@@ -165,33 +306,34 @@ class NodeWorker:
         from runner.worlds import task_manifest_digest, write_snapshot
 
         want = self._expect
-        checks: list[JsonObject] = []
-        report: JsonObject = {"node": self.identity(), "checks": checks, "layers": None,
-                                  "probes": [], "ok": False}
+        checks: list[PreflightCheck] = []
+        layers: JsonObject | None = None
+        probes: list[ProbeResult] = []
         tree = source_tree_digest()
-        checks.append(_check("source_tree", tree == want.source_tree,
-                             "same project source as the lock" if tree == want.source_tree else
-                             f"source tree {tree} differs from the lock's {want.source_tree} "
-                             "(install the same project version on every node)"))
+        checks.append(PreflightCheck(
+            "source_tree", tree == want.source_tree,
+            "same project source as the lock" if tree == want.source_tree else
+            f"source tree {tree} differs from the lock's {want.source_tree} "
+            "(install the same project version on every node)"))
         try:
             pins = verify_pins()
             differ = sorted(k for k in set(pins) | set(want.sandbox_pins)
                             if pins.get(k) != want.sandbox_pins.get(k))
-            checks.append(_check("sandbox_pins", not differ,
-                                 "worker bytes and seccomp filters match the lock's pins"
-                                 if not differ else "differ from the lock's pins: "
-                                 + ", ".join(differ)))
+            checks.append(PreflightCheck("sandbox_pins", not differ,
+                                         "worker bytes and seccomp filters match the lock's pins"
+                                         if not differ else "differ from the lock's pins: "
+                                         + ", ".join(differ)))
         except EctError as e:
-            checks.append(_check("sandbox_pins", False, str(e)))
+            checks.append(PreflightCheck("sandbox_pins", False, str(e)))
         backend = None
-        if all(c["ok"] for c in checks):
+        if all(c.ok for c in checks):
             try:
                 backend = select_backend(want.backend)
                 describe = getattr(backend, "describe", None)
-                report["layers"] = describe() if callable(describe) else {"backend": backend.name}
-                checks.append(_check("sandbox", True, f"backend {backend.name} ready"))
+                layers = describe() if callable(describe) else {"backend": backend.name}
+                checks.append(PreflightCheck("sandbox", True, f"backend {backend.name} ready"))
             except EctError as e:
-                checks.append(_check("sandbox", False, str(e)))
+                checks.append(PreflightCheck("sandbox", False, str(e)))
         try:
             manifest = task_manifest_digest()
             bad = []
@@ -201,44 +343,47 @@ class NodeWorker:
                 if got != expected:
                     bad.append(f"{world_id} ({got} != {expected})")
             ok = manifest == want.task_manifest and not bad
-            checks.append(_check("worlds", ok,
-                                 f"{len(want.worlds)} world snapshots rebuilt from their ids "
-                                 "match the manifest" if ok else
-                                 (f"task manifest {manifest} differs from the lock's "
-                                  f"{want.task_manifest}" if manifest != want.task_manifest
-                                  else "snapshot digests differ: " + ", ".join(bad))))
+            checks.append(PreflightCheck(
+                "worlds", ok,
+                f"{len(want.worlds)} world snapshots rebuilt from their ids match the manifest"
+                if ok else
+                (f"task manifest {manifest} differs from the lock's {want.task_manifest}"
+                 if manifest != want.task_manifest
+                 else "snapshot digests differ: " + ", ".join(bad))))
         except EctError as e:
-            checks.append(_check("worlds", False, str(e)))
-        if backend is not None and all(c["ok"] for c in checks):
+            checks.append(PreflightCheck("worlds", False, str(e)))
+        if backend is not None and all(c.ok for c in checks):
             try:
                 only = None
                 if want.probes == "mandatory":
                     only = [p.name for p in load_probes()
                             if p.name.startswith(("network.", "write."))]
                 results = run_probes(backend, only=only)
-                report["probes"] = [r.to_json() for r in results]
+                probes = list(results)
                 failed = [r.name for r in results if not r.passed]
-                checks.append(_check("probes", bool(results) and not failed,
-                                     f"{len(results)} denial probes passed" if not failed
-                                     else "failed: " + ", ".join(failed)))
+                checks.append(PreflightCheck("probes", bool(results) and not failed,
+                                             f"{len(results)} denial probes passed" if not failed
+                                             else "failed: " + ", ".join(failed)))
             except EctError as e:
-                checks.append(_check("probes", False, str(e)))
-        report["ok"] = all(c["ok"] for c in checks) and backend is not None
-        if report["ok"]:
+                checks.append(PreflightCheck("probes", False, str(e)))
+        ok = all(c.ok for c in checks) and backend is not None
+        if ok:
             assert backend is not None
-            self._sandbox = ToolSandbox(backend, self._snapdir, Limits(**want.limits))
-        return report
+            self._sandbox = ToolSandbox(backend, self._snapdir, Limits(
+                wall_s=want.limits.wall_s, cpu_s=want.limits.cpu_s,
+                output_bytes=want.limits.output_bytes))
+        return NodeReport(self.identity(), tuple(checks), layers, tuple(probes), ok)
 
-    def call(self, world_id: str, tool_id: str, args: JsonObject) -> JsonObject:
+    def call(self, world_id: str, tool_id: str, args: JsonObject) -> ToolAnswer:
         """One tool call in a fresh sandbox child. Errors come back as values (type + message)
         so the parent raises exactly what the local executor would have raised."""
         if self._sandbox is None:
-            return {"error": "SandboxUnavailable", "module": "runner.sandbox",
-                    "message": "this node has not passed its preflight"}
+            return ToolAnswer(None, "runner.sandbox", "SandboxUnavailable",
+                              "this node has not passed its preflight")
         try:
-            return {"ok": self._sandbox.call(world_id, tool_id, args)}
+            return ToolAnswer(self._sandbox.call(world_id, tool_id, args))
         except EctError as e:
-            return {"error": type(e).__name__, "module": type(e).__module__, "message": str(e)}
+            return ToolAnswer(None, type(e).__module__, type(e).__name__, str(e))
 
     def ping(self) -> float:
         return time.time()
@@ -267,23 +412,21 @@ def _check_reachable(target: str, timeout_s: float = 5.0) -> None:
                                  "`ray start --head`, or pass --ray-address HOST:PORT)") from None
 
 
-def _raise_remote(out: JsonObject) -> JsonObject:
-    if "ok" in out:
-        response: JsonObject = out["ok"]
-        return response
-    cls: Any = SandboxError
-    module, name = str(out.get("module", "")), str(out.get("error", ""))
-    if module == "runner" or module.startswith("runner."):
-        found = getattr(importlib.import_module(module), name, None)
+def _raise_remote(out: ToolAnswer) -> JsonObject:
+    if out.response is not None:
+        return out.response
+    cls: type[EctError] = SandboxError
+    if out.module == "runner" or out.module.startswith("runner."):
+        found = getattr(importlib.import_module(out.module), out.error, None)
         if isinstance(found, type) and issubclass(found, EctError):
             cls = found
-    raise cls(str(out.get("message", "")))
+    raise cls(out.message)
 
 
 @dataclass
 class _Slot:
-    actor: Any
-    node: JsonObject
+    actor: Any  # a Ray actor handle (Ray's types are partial)
+    node: NodeIdentity
     capacity: int
     inflight: int = 0
     alive: bool = True
@@ -296,11 +439,11 @@ class RayExecutor:
 
     address: str
     slots: list[_Slot]
-    excluded: list[JsonObject]
-    reports: list[JsonObject]
+    excluded: list[ExcludedNode]
+    reports: list[NodeReport]
     call_deadline_s: float
     owns_connection: bool
-    lost: list[JsonObject] = field(default_factory=list)
+    lost: list[LostNode] = field(default_factory=list)
     name: str = "ray"
 
     @classmethod
@@ -351,37 +494,40 @@ class RayExecutor:
                     ).remote(expectations.to_json())
                     created.append((actor, n, capacity))
             refs = [actor.preflight.remote() for actor, _, _ in created]
-            slots, excluded, reports = [], [], []
+            slots: list[_Slot] = []
+            excluded: list[ExcludedNode] = []
+            reports: list[NodeReport] = []
             for (actor, n, capacity), ref in zip(created, refs, strict=True):
                 where = f"node {str(n['NodeID'])[:12]} ({n.get('NodeManagerAddress', '?')})"
+                address = n.get("NodeManagerAddress")
                 try:
                     report = ray.get(ref, timeout=preflight_timeout_s)
+                    if not isinstance(report, NodeReport):
+                        raise TypeError(f"its preflight answered a {type(report).__name__}")
                 except Exception as e:  # any failure excludes the node
                     first = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
-                    report = {"node": {"node_id": n["NodeID"],
-                                       "address": n.get("NodeManagerAddress")},
-                              "checks": [_check("worker", False,
-                                                f"the ECT worker did not start: {first}")],
-                              "layers": None, "probes": [], "ok": False}
-                report["node"]["address"] = n.get("NodeManagerAddress")
+                    report = NodeReport(NodeIdentity(str(n["NodeID"])),
+                                        (PreflightCheck("worker", False,
+                                                        f"the ECT worker did not start: {first}"),),
+                                        None, (), False)
+                report = replace(report, node=replace(report.node, address=address))
                 reports.append(report)
-                if report["ok"]:
-                    slots.append(_Slot(actor, report["node"], capacity))
+                if report.ok:
+                    slots.append(_Slot(actor, report.node, capacity))
                     continue
-                reasons = "; ".join(f"{c['name']}: {c['detail']}"
-                                    for c in report["checks"] if not c["ok"])
+                reasons = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
                 message = f"{where} excluded: {reasons}"
-                excluded.append({"node": report["node"], "reason": message})
+                excluded.append(ExcludedNode(report, message))
                 log.warning("ray.node_excluded", node=str(n["NodeID"]), reason=message)
                 ray.kill(actor)
             if not slots:
                 raise NoUsableNode("no Ray node passed its preflight; "
-                                   + " | ".join(e["reason"] for e in excluded))
+                                   + " | ".join(e.reason for e in excluded))
         except BaseException:
             if owns:
                 ray.shutdown()
             raise
-        deadline = float(expectations.limits.get("wall_s", 10.0)) * 4 + 60.0
+        deadline = expectations.limits.wall_s * 4 + 60.0
         return cls(address=target, slots=slots, excluded=excluded, reports=reports,
                    call_deadline_s=deadline, owns_connection=owns)
 
@@ -393,7 +539,7 @@ class RayExecutor:
     def _pick(self) -> _Slot:
         live = [s for s in self.slots if s.alive]
         if not live:
-            reasons = "; ".join(f"{x['node']}: {x['error']}" for x in self.lost[-3:])
+            reasons = "; ".join(f"{x.node}: {x.error}" for x in self.lost[-3:])
             raise ExecutorLost(f"ray cluster unavailable: no live node left ({reasons})")
         return min(live, key=lambda s: (s.inflight / s.capacity, s.calls))
 
@@ -416,8 +562,8 @@ class RayExecutor:
                 self._lose(slot, e)
                 if on_retry is not None:
                     on_retry({"tool_id": tool_id, "world_id": world_id, "attempt": attempt,
-                              "node_id": slot.node.get("node_id"),
-                              "error": self.lost[-1]["error"]})
+                              "node_id": slot.node.node_id,
+                              "error": self.lost[-1].error})
                 continue
             finally:
                 slot.inflight -= 1
@@ -428,18 +574,18 @@ class RayExecutor:
             slot.alive = False
             first = (str(error).strip().splitlines() or [""])[0][:200]
             what = type(error).__name__ + (f": {first}" if first else "")
-            self.lost.append({"node": str(slot.node.get("node_id", ""))[:12], "error": what})
-            log.warning("ray.node_lost", node=slot.node.get("node_id"), error=what)
+            self.lost.append(LostNode(slot.node.short, what))
+            log.warning("ray.node_lost", node=slot.node.node_id, error=what)
         elif not self.lost:
-            self.lost.append({"node": str(slot.node.get("node_id", ""))[:12],
-                              "error": type(error).__name__})
+            self.lost.append(LostNode(slot.node.short, type(error).__name__))
 
     def describe(self) -> JsonObject:
         """The run header's ``executor``: every node's preflight (identity, kernel, sandbox
         layers in force, probe results) and the excluded nodes with their reasons."""
-        return {"name": self.name, "nodes": self.reports,
-                "used": sorted(str(s.node.get("node_id")) for s in self.slots),
-                "excluded": self.excluded}
+        return {"name": self.name, "nodes": [r.to_json() for r in self.reports],
+                "used": sorted(s.node.node_id for s in self.slots),
+                "excluded": [{"node": e.report.to_json()["node"], "reason": e.reason}
+                             for e in self.excluded]}
 
     def close(self) -> None:
         ray = _ray()

@@ -442,9 +442,14 @@ class RunHeader:
     """The study's part of a run store's header (record 0): what the store was run under.
 
     ``run`` writes it once (:meth:`to_json` is what ``Store.create`` receives); resume, export,
-    preflight, replay and the spec lookup read it back through :meth:`from_header`, which takes
-    a store's whole header, leaves the store's own fields (``runner.store.HEADER_RESERVED``)
-    aside and reads the rest strictly.
+    preflight, replay, the spec lookup, the analysis and the viewer read it back through
+    :meth:`from_header` (the one reader of a run header; the analysis and the viewer reach it
+    through :class:`runner.study.StoreHeader`), which takes a store's whole header, leaves the
+    store's own fields (``runner.store.HEADER_RESERVED``) aside and reads the rest strictly.
+
+    A store written by an older ``ect run`` lacks the fields added since (``sandbox_layers``,
+    ``executor`` and ``executor_blob``; ``stop_rules``; ``throttle``): they read as ``None`` and
+    :meth:`to_json` leaves them out again, so such a header reads back as it was written.
     """
 
     study: str
@@ -456,9 +461,11 @@ class RunHeader:
     spec: str
     provider: str
     simulated: bool
-    sandbox_layers: JsonObject  # the isolation layers in force (Landlock ABI, seccomp, ...)
-    executor: str  # where tool calls ran: "local" or "ray"
-    executor_blob: str  # that executor's description (for a cluster, every node's preflight)
+    # the isolation layers in force (Landlock ABI, seccomp, ...), as the platform's sandbox
+    # backend describes them (their fields differ between backends)
+    sandbox_layers: JsonObject | None
+    executor: str | None  # where tool calls ran: "local" or "ray"
+    executor_blob: str | None  # that executor's description (for a cluster, every node's preflight)
     # every rule that can end a trajectory, as the lock records them (StudySpec.
     # stop_rules_in_force); None for a store written before the header carried them
     stop_rules: JsonObject | None = None
@@ -468,10 +475,19 @@ class RunHeader:
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "study", "lock_digest", "lock_blob", "preflight_digest", "preflight_blob",
-        "schedule_rows", "spec", "provider", "simulated", "sandbox_layers", "executor",
-        "executor_blob")
+        "schedule_rows", "spec", "provider", "simulated")
+    # fields a store written by an older `ect run` may lack
+    _LATER: ClassVar[tuple[str, ...]] = (
+        "sandbox_layers", "executor", "executor_blob", "stop_rules", "throttle")
 
     def to_json(self) -> JsonObject:
+        later = {
+            "sandbox_layers": self.sandbox_layers,
+            "executor": self.executor,
+            "executor_blob": self.executor_blob,
+            "stop_rules": self.stop_rules,
+            "throttle": self.throttle,
+        }
         return {
             "study": self.study,
             "lock_digest": self.lock_digest,
@@ -482,11 +498,7 @@ class RunHeader:
             "spec": self.spec,
             "provider": self.provider,
             "simulated": self.simulated,
-            "sandbox_layers": self.sandbox_layers,
-            "executor": self.executor,
-            "executor_blob": self.executor_blob,
-            **({"stop_rules": self.stop_rules} if self.stop_rules is not None else {}),
-            **({"throttle": self.throttle} if self.throttle is not None else {}),
+            **{k: v for k, v in later.items() if v is not None},
         }
 
     @classmethod
@@ -496,9 +508,22 @@ class RunHeader:
         if not isinstance(header, dict):
             raise RecordFormatError(path, "expected an object")
         own = {k: v for k, v in header.items() if k not in HEADER_RESERVED}
-        stop_rules = own.pop("stop_rules", None)
-        throttle = own.pop("throttle", None)
+        # present or absent, never null
+        later = {k: own.pop(k) for k in cls._LATER if k in own}
         h = read_object(own, path, cls._FIELDS)
+        layers, stop_rules, throttle = (later.get(k) for k in ("sandbox_layers", "stop_rules",
+                                                               "throttle"))
+        executor, executor_blob = later.get("executor"), later.get("executor_blob")
+        if "sandbox_layers" in later:
+            layers = _object(layers, f"{path}.sandbox_layers")
+        if "stop_rules" in later:
+            stop_rules = _object(stop_rules, f"{path}.stop_rules")
+        if "throttle" in later:
+            throttle = _object(throttle, f"{path}.throttle")
+        if "executor" in later:
+            executor = read_str(executor, f"{path}.executor", nonempty=True)
+        if "executor_blob" in later:
+            executor_blob = read_digest(executor_blob, f"{path}.executor_blob")
         return cls(
             study=read_str(h["study"], f"{path}.study"),
             lock_digest=read_digest(h["lock_digest"], f"{path}.lock_digest"),
@@ -509,10 +534,10 @@ class RunHeader:
             spec=read_str(h["spec"], f"{path}.spec", nonempty=True),
             provider=read_str(h["provider"], f"{path}.provider", nonempty=True),
             simulated=read_bool(h["simulated"], f"{path}.simulated"),
-            sandbox_layers=_object(h["sandbox_layers"], f"{path}.sandbox_layers"),
-            executor=read_str(h["executor"], f"{path}.executor", nonempty=True),
-            executor_blob=read_digest(h["executor_blob"], f"{path}.executor_blob"),
-            stop_rules=(None if stop_rules is None
-                        else _object(stop_rules, f"{path}.stop_rules")),
-            throttle=None if throttle is None else _object(throttle, f"{path}.throttle"),
+            sandbox_layers=layers,
+            executor=executor,
+            executor_blob=executor_blob,
+            stop_rules=stop_rules,
+            throttle=throttle,
         )
+

@@ -29,6 +29,7 @@ __all__ = [
     "ModelConfig",
     "ProviderSettings",
     "SandboxLimits",
+    "SimulatorTables",
     "SpecError",
     "StudySpec",
     "UnknownParameter",
@@ -43,13 +44,17 @@ STUDY_FORMAT = "ect.study/1"
 MAX_SEEDS = 1000  # 24 tasks x 2 checkpoints x 1000 seeds x 4 policies = 192,000 rows
 
 
+SimulatorTables = dict[str, dict[str, float]]
+"""The ``[simulated]`` behaviour tables as the spec gives them: table -> parameter -> value."""
+
+
 class SpecError(StudyError):
     """The study spec is missing, malformed, or has unknown or mistyped fields."""
 
     exit_category = ExitCategory.USAGE
 
 
-def recorded_spec(header: JsonObject, store_path: str | Path) -> Path:
+def recorded_spec(header: Mapping[str, object], store_path: str | Path) -> Path:
     """The study spec a store's header records (``runner.study`` writes it as ``"spec"``).
 
     Raises:
@@ -139,9 +144,9 @@ class StudySpec:
     price_input_per_mtok: float
     price_output_per_mtok: float
     sandbox: SandboxLimits
-    simulated: JsonObject
+    simulated: SimulatorTables
     """The [simulated] behaviour tables, as ``runner.policies`` reads them (and the lock pins)."""
-    overrides: JsonObject = field(default_factory=dict)
+    overrides: dict[str, float] = field(default_factory=dict)
     """Simulator parameters set by :func:`with_overrides` (dotted name -> value), over the file's."""
     provider: ProviderSettings = field(default_factory=ProviderSettings)
     """[provider]: the transport-failure policy and the default throttle."""
@@ -238,132 +243,203 @@ def with_overrides(spec: StudySpec, overrides: Mapping[str, object]) -> StudySpe
     return dataclasses.replace(spec, simulated=simulated, overrides=merged)
 
 
-def _stop_rules(data: JsonObject) -> StopRules:
-    """[stop_rules] (optional; absent: every control beyond the protocol is off).
+class _SpecDocument:
+    """A spec's parsed TOML, read table by table (each table strictly: every field present,
+    nothing extra, each of its type) into the typed values of a :class:`StudySpec`. The checks
+    run in the order the tables are read, so the first problem found is the one named."""
 
-    ``no_progress`` is a boolean; ``token_ceiling`` and ``side_effect_call_limit`` are integers,
-    0 meaning off (TOML has no null).
-    """
-    from runner.loop import StopRules
+    def __init__(self, data: JsonObject) -> None:
+        self.data = data
+        unknown = sorted(set(data) - _TOP_KEYS)
+        if unknown:
+            raise SpecError(f"spec: unknown top-level field {unknown[0]!r}")
+        if data.get("format") != STUDY_FORMAT:
+            raise SpecError(f"spec: format must be {STUDY_FORMAT!r}, got {data.get('format')!r}")
+        if not isinstance(data.get("name"), str):
+            raise SpecError("spec: name must be a string")
+        self.design = self.table("design", {"worlds": list, "checkpoints": list, "seeds": int,
+                                            "policies": list, "seed_root": str})
+        self.budget = self.table("budget", {"max_decisions": int,
+                                            "max_additional_tool_calls": int})
+        self.stop_rules = self.read_stop_rules()
+        self.model = self.table("model", {"name": str, "temperature": (int, float),
+                                          "max_output_tokens": int, "timeout_s": (int, float)})
+        self.retry = self.table("retry", {"identical_retries_before_output": int})
+        self.price = self.table("price", {"input_per_mtok": (int, float),
+                                          "output_per_mtok": (int, float)})
+        sandbox_data = data.get("sandbox")
+        memory = sandbox_data.pop("memory_bytes", None) if isinstance(sandbox_data, dict) else None
+        self.sandbox = self.table("sandbox", {"wall_s": (int, float), "cpu_s": int,
+                                              "output_bytes": int})
+        if memory is not None:  # optional: the per-call memory limit (cgroup, root parent)
+            if isinstance(memory, bool) or not isinstance(memory, int) or memory < (16 << 20):
+                raise SpecError("spec: [sandbox].memory_bytes must be an integer >= 16777216")
+            self.sandbox["memory_bytes"] = memory
+        simulated = data.get("simulated", {})
+        if not isinstance(simulated, dict):
+            raise SpecError("spec: [simulated] must be a table")
+        self.simulated = simulated
+        self.checkpoints = self.str_list("checkpoints")
+        if set(self.checkpoints) - {"clean", "incomplete"}:
+            raise SpecError("spec: [design].checkpoints may only hold 'clean' and 'incomplete'")
+        if self.design["seeds"] < 1:
+            raise SpecError("spec: [design].seeds must be at least 1")
+        if self.budget["max_decisions"] < 1 or self.budget["max_additional_tool_calls"] < 0:
+            raise SpecError("spec: [budget].max_decisions must be >= 1 and "
+                            "max_additional_tool_calls >= 0")
+        if self.retry["identical_retries_before_output"] not in (0, 1):
+            raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
+        self.check_values()
 
-    table = _table(data, "stop_rules", {"no_progress": bool, "token_ceiling": int,
-                                        "side_effect_call_limit": int}, optional=True)
-    if not table:
-        return StopRules()
-    for name in ("token_ceiling", "side_effect_call_limit"):
-        if table[name] < 0:
-            raise SpecError(f"spec: [stop_rules].{name} must be 0 (off) or a positive integer")
-    return StopRules(no_progress=table["no_progress"],
-                     token_ceiling=table["token_ceiling"] or None,
-                     side_effect_call_limit=table["side_effect_call_limit"] or None)
+    def spec(self, path: Path, raw: bytes) -> StudySpec:
+        design, model, price, sandbox = self.design, self.model, self.price, self.sandbox
+        return StudySpec(
+            path=path,
+            raw=raw,
+            name=self.data["name"],
+            worlds=self.str_list("worlds"),
+            checkpoints=self.checkpoints,
+            seeds=design["seeds"],
+            policies=self.str_list("policies"),
+            seed_root=design["seed_root"],
+            budget=Budget(self.budget["max_decisions"], self.budget["max_additional_tool_calls"]),
+            stop_rules=self.stop_rules,
+            model=ModelConfig(model["name"], float(model["temperature"]),
+                              model["max_output_tokens"], float(model["timeout_s"])),
+            identical_retries_before_output=self.retry["identical_retries_before_output"],
+            price_input_per_mtok=float(price["input_per_mtok"]),
+            price_output_per_mtok=float(price["output_per_mtok"]),
+            sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"],
+                                  sandbox["output_bytes"], sandbox.get("memory_bytes")),
+            simulated=dict(self.simulated),
+            provider=self.read_provider(),
+        )
 
+    def read_stop_rules(self) -> StopRules:
+        """[stop_rules] (optional; absent: every control beyond the protocol is off).
 
-def _provider(data: JsonObject) -> ProviderSettings:
-    """[provider] (optional, every field optional): ``on_transport_failure`` ("halt", the
-    default, or "record"), ``requests_per_minute`` and ``tokens_per_minute`` (0 = no limit)."""
-    table = data.get("provider")
-    if table is None:
-        return ProviderSettings()
-    if not isinstance(table, dict):
-        raise SpecError("spec: [provider] must be a table")
-    unknown = sorted(set(table) - {"on_transport_failure", "requests_per_minute",
-                                   "tokens_per_minute"})
-    if unknown:
-        raise SpecError(f"spec: [provider] has unknown field {unknown[0]!r}")
-    policy = table.get("on_transport_failure", "halt")
-    if policy not in ON_TRANSPORT_FAILURE:
-        raise SpecError(f"spec: [provider].on_transport_failure must be one of "
-                        f"{', '.join(repr(p) for p in ON_TRANSPORT_FAILURE)}, got {policy!r}")
-    limits: dict[str, int | None] = {}
-    for name in ("requests_per_minute", "tokens_per_minute"):
-        value = table.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SpecError(f"spec: [provider].{name} must be 0 (no limit) or a positive integer")
-        limits[name] = value or None
-    return ProviderSettings(policy, limits["requests_per_minute"], limits["tokens_per_minute"])
+        ``no_progress`` is a boolean; ``token_ceiling`` and ``side_effect_call_limit`` are integers,
+        0 meaning off (TOML has no null).
+        """
+        from runner.loop import StopRules
 
+        table = self.table("stop_rules", {"no_progress": bool, "token_ceiling": int,
+                                          "side_effect_call_limit": int}, optional=True)
+        if not table:
+            return StopRules()
+        for name in ("token_ceiling", "side_effect_call_limit"):
+            if table[name] < 0:
+                raise SpecError(f"spec: [stop_rules].{name} must be 0 (off) or a positive integer")
+        return StopRules(no_progress=table["no_progress"],
+                         token_ceiling=table["token_ceiling"] or None,
+                         side_effect_call_limit=table["side_effect_call_limit"] or None)
 
-def _table(data: JsonObject, key: str, fields: dict[str, type | tuple[type, ...]],
-           *, optional: bool = False) -> JsonObject:
-    table = data.get(key)
-    if table is None and optional:
-        return {}
-    if not isinstance(table, dict):
-        raise SpecError(f"spec: [{key}] table is missing")
-    unknown = sorted(set(table) - set(fields))
-    if unknown:
-        raise SpecError(f"spec: [{key}] has unknown field {unknown[0]!r}")
-    for name, typ in fields.items():
-        if name not in table:
-            raise SpecError(f"spec: [{key}] is missing {name!r}")
-        value = table[name]
-        if isinstance(value, bool) and typ is not bool:
-            raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}, not a boolean")
-        if not isinstance(value, typ):
-            raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}")
-    return table
+    def read_provider(self) -> ProviderSettings:
+        """[provider] (optional, every field optional): ``on_transport_failure`` ("halt", the
+        default, or "record"), ``requests_per_minute`` and ``tokens_per_minute`` (0 = no limit)."""
+        table = self.data.get("provider")
+        if table is None:
+            return ProviderSettings()
+        if not isinstance(table, dict):
+            raise SpecError("spec: [provider] must be a table")
+        unknown = sorted(set(table) - {"on_transport_failure", "requests_per_minute",
+                                       "tokens_per_minute"})
+        if unknown:
+            raise SpecError(f"spec: [provider] has unknown field {unknown[0]!r}")
+        policy = table.get("on_transport_failure", "halt")
+        if policy not in ON_TRANSPORT_FAILURE:
+            raise SpecError(f"spec: [provider].on_transport_failure must be one of "
+                            f"{', '.join(repr(p) for p in ON_TRANSPORT_FAILURE)}, got {policy!r}")
+        limits: dict[str, int | None] = {}
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            value = table.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(f"spec: [provider].{name} must be 0 (no limit) or a positive "
+                                "integer")
+            limits[name] = value or None
+        return ProviderSettings(policy, limits["requests_per_minute"], limits["tokens_per_minute"])
+
+    def table(self, key: str, fields: dict[str, type | tuple[type, ...]],
+              *, optional: bool = False) -> JsonObject:
+        table = self.data.get(key)
+        if table is None and optional:
+            return {}
+        if not isinstance(table, dict):
+            raise SpecError(f"spec: [{key}] table is missing")
+        unknown = sorted(set(table) - set(fields))
+        if unknown:
+            raise SpecError(f"spec: [{key}] has unknown field {unknown[0]!r}")
+        for name, typ in fields.items():
+            if name not in table:
+                raise SpecError(f"spec: [{key}] is missing {name!r}")
+            value = table[name]
+            if isinstance(value, bool) and typ is not bool:
+                raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}, not a boolean")
+            if not isinstance(value, typ):
+                raise SpecError(f"spec: [{key}].{name} must be {_typename(typ)}")
+        return table
+
+    def check_values(self) -> None:
+        """Ranges and names a well-typed spec can still get wrong (each would otherwise surface
+        only mid-run, after the store exists, or silently: a NaN wall clock never fires, an unknown
+        world just drops out of the schedule)."""
+        from runner.policies import PIPELINES, CriticBehaviour, PlannerBehaviour
+        from runner.worlds import closed_loop_tasks
+
+        data, design, simulated = self.data, self.design, self.simulated
+
+        if not data["name"] or not design["seed_root"]:
+            raise SpecError("spec: name and [design].seed_root must not be empty")
+        if design["seeds"] > MAX_SEEDS:
+            raise SpecError(f"spec: [design].seeds must be at most {MAX_SEEDS}")
+        known = sorted({t.world_id for t in closed_loop_tasks()})
+        for w in self.str_list("worlds"):
+            if w not in known:
+                raise SpecError(f"spec: [design].worlds: {w!r} is not a closed-loop world "
+                                f"({', '.join(known)})")
+        for pol in self.str_list("policies"):
+            if pol not in PIPELINES:
+                raise SpecError(f"spec: [design].policies: unknown policy {pol!r} "
+                                f"({', '.join(PIPELINES)})")
+        ranges: list[tuple[str, str, float, float, bool]] = [
+            # table, field, low, high, low bound open
+            ("model", "temperature", 0.0, 2.0, False),
+            ("model", "timeout_s", 0.0, 600.0, True),
+            ("model", "max_output_tokens", 1, math.inf, False),
+            ("price", "input_per_mtok", 0.0, math.inf, False),
+            ("price", "output_per_mtok", 0.0, math.inf, False),
+            ("sandbox", "wall_s", 0.0, 3600.0, True),
+            ("sandbox", "cpu_s", 1, 3600, False),
+            ("sandbox", "output_bytes", 1, math.inf, False),
+        ]
+        tables = {"model": self.model, "price": self.price, "sandbox": self.sandbox}
+        for table, name, low, high, open_low in ranges:
+            v = tables[table][name]
+            if not math.isfinite(v) or v > high or v < low or (open_low and v == low):
+                bound = "(" if open_low else "["
+                raise SpecError(f"spec: [{table}].{name} must be a finite number in "
+                                f"{bound}{low}, {high}], got {v!r}")
+        unknown = sorted(set(simulated) - {"planner", "critic"})
+        if unknown:
+            raise SpecError(f"spec: [simulated] has unknown table {unknown[0]!r}")
+        for key, cls in (("planner", PlannerBehaviour), ("critic", CriticBehaviour)):
+            try:
+                cls.from_json(simulated.get(key, {}))
+            except EctError as e:
+                raise SpecError(f"spec: [simulated.{key}]: {e}") from e
+
+    def str_list(self, key: str) -> tuple[str, ...]:
+        """A list of [design] (worlds, checkpoints, policies): non-empty, distinct strings."""
+        value = self.design[key]
+        if not value or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
+            raise SpecError(f"spec: [design].{key} must be a non-empty list of distinct strings")
+        return tuple(value)
 
 
 def _typename(typ: type | tuple[type, ...]) -> str:
     if isinstance(typ, tuple):
         return " or ".join(t.__name__ for t in typ)
     return typ.__name__
-
-
-def _check_values(data: JsonObject, design: JsonObject, model: JsonObject,
-                  price: JsonObject, sandbox: JsonObject, simulated: JsonObject) -> None:
-    """Ranges and names a well-typed spec can still get wrong (each would otherwise surface
-    only mid-run, after the store exists, or silently: a NaN wall clock never fires, an unknown
-    world just drops out of the schedule)."""
-    from runner.policies import PIPELINES, CriticBehaviour, PlannerBehaviour
-    from runner.worlds import closed_loop_tasks
-
-    if not data["name"] or not design["seed_root"]:
-        raise SpecError("spec: name and [design].seed_root must not be empty")
-    if design["seeds"] > MAX_SEEDS:
-        raise SpecError(f"spec: [design].seeds must be at most {MAX_SEEDS}")
-    known = sorted({t.world_id for t in closed_loop_tasks()})
-    for w in _str_list(design, "worlds", "design"):
-        if w not in known:
-            raise SpecError(f"spec: [design].worlds: {w!r} is not a closed-loop world "
-                            f"({', '.join(known)})")
-    for pol in _str_list(design, "policies", "design"):
-        if pol not in PIPELINES:
-            raise SpecError(f"spec: [design].policies: unknown policy {pol!r} "
-                            f"({', '.join(PIPELINES)})")
-    ranges: list[tuple[str, str, float, float, bool]] = [
-        # table, field, low, high, low bound open
-        ("model", "temperature", 0.0, 2.0, False),
-        ("model", "timeout_s", 0.0, 600.0, True),
-        ("model", "max_output_tokens", 1, math.inf, False),
-        ("price", "input_per_mtok", 0.0, math.inf, False),
-        ("price", "output_per_mtok", 0.0, math.inf, False),
-        ("sandbox", "wall_s", 0.0, 3600.0, True),
-        ("sandbox", "cpu_s", 1, 3600, False),
-        ("sandbox", "output_bytes", 1, math.inf, False),
-    ]
-    tables = {"model": model, "price": price, "sandbox": sandbox}
-    for table, name, low, high, open_low in ranges:
-        v = tables[table][name]
-        if not math.isfinite(v) or v > high or v < low or (open_low and v == low):
-            bound = "(" if open_low else "["
-            raise SpecError(f"spec: [{table}].{name} must be a finite number in "
-                            f"{bound}{low}, {high}], got {v!r}")
-    unknown = sorted(set(simulated) - {"planner", "critic"})
-    if unknown:
-        raise SpecError(f"spec: [simulated] has unknown table {unknown[0]!r}")
-    for key, cls in (("planner", PlannerBehaviour), ("critic", CriticBehaviour)):
-        try:
-            cls.from_json(simulated.get(key, {}))
-        except EctError as e:
-            raise SpecError(f"spec: [simulated.{key}]: {e}") from e
-
-
-def _str_list(table: JsonObject, key: str, where: str) -> tuple[str, ...]:
-    value = table[key]
-    if not value or not all(isinstance(v, str) for v in value) or len(set(value)) != len(value):
-        raise SpecError(f"spec: [{where}].{key} must be a non-empty list of distinct strings")
-    return tuple(value)
 
 
 def load_spec(path: str | Path) -> StudySpec:
@@ -383,60 +459,4 @@ def load_spec(path: str | Path) -> StudySpec:
         data = loads_toml(raw, what=f"study spec {path}")
     except FormatError as e:
         raise SpecError(str(e)) from e
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise SpecError(f"spec: unknown top-level field {unknown[0]!r}")
-    if data.get("format") != STUDY_FORMAT:
-        raise SpecError(f"spec: format must be {STUDY_FORMAT!r}, got {data.get('format')!r}")
-    if not isinstance(data.get("name"), str):
-        raise SpecError("spec: name must be a string")
-    design = _table(data, "design", {"worlds": list, "checkpoints": list, "seeds": int,
-                                     "policies": list, "seed_root": str})
-    budget = _table(data, "budget", {"max_decisions": int, "max_additional_tool_calls": int})
-    stop_rules = _stop_rules(data)
-    model = _table(data, "model", {"name": str, "temperature": (int, float),
-                                   "max_output_tokens": int, "timeout_s": (int, float)})
-    retry = _table(data, "retry", {"identical_retries_before_output": int})
-    price = _table(data, "price", {"input_per_mtok": (int, float), "output_per_mtok": (int, float)})
-    sandbox_data = data.get("sandbox")
-    memory = sandbox_data.pop("memory_bytes", None) if isinstance(sandbox_data, dict) else None
-    sandbox = _table(data, "sandbox", {"wall_s": (int, float), "cpu_s": int, "output_bytes": int})
-    if memory is not None:  # optional: the per-call memory limit (cgroup, root parent)
-        if isinstance(memory, bool) or not isinstance(memory, int) or memory < (16 << 20):
-            raise SpecError("spec: [sandbox].memory_bytes must be an integer >= 16777216")
-        sandbox["memory_bytes"] = memory
-    simulated = data.get("simulated", {})
-    if not isinstance(simulated, dict):
-        raise SpecError("spec: [simulated] must be a table")
-    checkpoints = _str_list(design, "checkpoints", "design")
-    if set(checkpoints) - {"clean", "incomplete"}:
-        raise SpecError("spec: [design].checkpoints may only hold 'clean' and 'incomplete'")
-    if design["seeds"] < 1:
-        raise SpecError("spec: [design].seeds must be at least 1")
-    if budget["max_decisions"] < 1 or budget["max_additional_tool_calls"] < 0:
-        raise SpecError("spec: [budget].max_decisions must be >= 1 and "
-                        "max_additional_tool_calls >= 0")
-    if retry["identical_retries_before_output"] not in (0, 1):
-        raise SpecError("spec: [retry].identical_retries_before_output must be 0 or 1")
-    _check_values(data, design, model, price, sandbox, simulated)
-    return StudySpec(
-        path=path,
-        raw=raw,
-        name=data["name"],
-        worlds=_str_list(design, "worlds", "design"),
-        checkpoints=checkpoints,
-        seeds=design["seeds"],
-        policies=_str_list(design, "policies", "design"),
-        seed_root=design["seed_root"],
-        budget=Budget(budget["max_decisions"], budget["max_additional_tool_calls"]),
-        stop_rules=stop_rules,
-        model=ModelConfig(model["name"], float(model["temperature"]),
-                          model["max_output_tokens"], float(model["timeout_s"])),
-        identical_retries_before_output=retry["identical_retries_before_output"],
-        price_input_per_mtok=float(price["input_per_mtok"]),
-        price_output_per_mtok=float(price["output_per_mtok"]),
-        sandbox=SandboxLimits(float(sandbox["wall_s"]), sandbox["cpu_s"], sandbox["output_bytes"],
-                              sandbox.get("memory_bytes")),
-        simulated=dict(simulated),
-        provider=_provider(data),
-    )
+    return _SpecDocument(data).spec(path, raw)

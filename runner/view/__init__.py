@@ -10,6 +10,7 @@ to it. The ASGI app (Starlette, the ``view`` extra) is imported only by :func:`b
 from __future__ import annotations
 
 import typing as _typing
+from pathlib import Path as _Path
 
 from runner.view._bundle import write_bundle
 from runner.view._errors import NotFound, ViewError
@@ -37,8 +38,13 @@ __all__ = [
 ]
 
 
-def build_app(**kwargs: _typing.Any) -> Starlette:
-    """The viewer's Starlette app (see ``runner.view._app.build_app``); imports Starlette."""
+def build_app(*, store: str | _Path | None = None,
+              static_dir: str | _Path | None = None, token: str | None = None,
+              allowed_hosts: tuple[str, ...] | None = None) -> Starlette:
+    """The viewer's Starlette app (see ``runner.view._app.build_app``; ``allowed_hosts``
+    defaults to the loopback names); imports Starlette."""
+    from runner.view._app import LOOPBACK_HOSTS
     from runner.view._app import build_app as _build
 
-    return _build(**kwargs)
+    return _build(store=store, static_dir=static_dir, token=token,
+                  allowed_hosts=LOOPBACK_HOSTS if allowed_hosts is None else allowed_hosts)

@@ -15,7 +15,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runner.view._assets import ASSETS, index_html
 from runner.view._errors import NotFound, ViewError
@@ -52,7 +52,7 @@ class _TokenGate:
                            media_type="text/plain")(scope, receive, send)
             return
         if request.query_params.get("token"):
-            async def send_cookie(message: Any) -> None:
+            async def send_cookie(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     cookie = f"{_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
                     message["headers"] = [*message["headers"],
@@ -104,7 +104,7 @@ def build_app(*, store: str | Path | None = None, static_dir: str | Path | None 
         try:
             if src is not None:
                 if what == "run":
-                    return _json(run_summary(src, integrity=src.verify_cached().to_json()))
+                    return _json(run_summary(src, integrity=src.verify_cached()))
                 if what == "cells":
                     return _json({"columns": list(CELL_COLUMNS), "rows": cell_rows(src)})
                 if what.startswith("cell-") and what[5:].isdigit():

@@ -43,7 +43,7 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
     data: dict[str, Any] = {}
     if store is not None:
         src = StoreSource(store)
-        data["run"] = run_summary(src, integrity=src.verify(full=True).to_json())
+        data["run"] = run_summary(src, integrity=src.verify(full=True))
         data["cells"] = {"columns": list(CELL_COLUMNS), "rows": cell_rows(src)}
         seqs = sorted(src.cells())
         for i, seq in enumerate(seqs, 1):

@@ -13,9 +13,11 @@ import json
 from collections import Counter
 from typing import Any
 
+from runner.canonical import JsonObject
+from runner.errors import FormatError
 from runner.loop import Outcome
-from runner.store import ProofInvalid, merkle
-from runner.study import AuditCall, CellRecord, FailureCounts, record_failures
+from runner.store import ProofInvalid, StoreReport, merkle
+from runner.study import AuditCall, CellRecord, FailureCounts, PreflightReport, record_failures
 from runner.view._errors import ViewError
 from runner.view._source import StoreSource
 
@@ -52,8 +54,9 @@ def outcome_label(o: Outcome) -> str:
 UNREADABLE = "unreadable"  # the outcome shown for a record that is not a cell record
 
 
-def cell_rows(src: StoreSource) -> list[list[Any]]:
-    rows: list[list[Any]] = []
+def cell_rows(src: StoreSource) -> list[list[str | int | float | None]]:
+    """The cell table: one row of scalars per committed record, in ``CELL_COLUMNS`` order."""
+    rows: list[list[str | int | float | None]] = []
     for seq, record in sorted(src.cells().items()):
         if not isinstance(record, CellRecord):
             rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 5)])
@@ -77,36 +80,39 @@ def _failure_flag(record: CellRecord) -> str:
     return f"{len(found)} ({transport} T)" if transport else str(len(found))
 
 
-def _layers(header: dict[str, Any], preflight: dict[str, Any] | None) -> Any:
-    """The sandbox layers in force, where the run recorded them (header or preflight)."""
-    for source in (header, preflight or {}):
-        for key in ("sandbox_layers", "layers"):
-            if key in source:
-                return source[key]
-        sandbox = source.get("sandbox")
-        if isinstance(sandbox, dict) and "layers" in sandbox:
-            return sandbox["layers"]
-    return None
-
-
-def _with_unreadable(integrity: dict[str, Any] | None,
-                     cells: dict[int, CellRecord | ViewError]) -> dict[str, Any] | None:
+def _with_unreadable(report: StoreReport | None,
+                     cells: dict[int, CellRecord | ViewError]) -> JsonObject | None:
     """The verification as the page shows it: never "intact" beside a record the page could not
     read. A quick verification does not re-read the bodies the page reads; when one of them is
     unreadable, that is the first damage the page names."""
+    integrity = None if report is None else report.to_json()
     bad = [(seq, r) for seq, r in sorted(cells.items()) if not isinstance(r, CellRecord)]
-    if not bad or integrity is None or not integrity.get("ok"):
+    if not bad or report is None or integrity is None or not report.ok:
         return integrity
     seq, err = bad[0]
-    kind = "full" if integrity.get("full") else "quick"
+    kind = "full" if report.full else "quick"
     return {**integrity, "ok": False, "damage": UNREADABLE, "first_bad_seq": seq,
             "detail": f"{len(bad)} record(s) unreadable, first {err} (the {kind} verification, "
-                      f"which does not read every body, found: {integrity.get('detail')})"}
+                      f"which does not read every body, found: {report.detail})"}
 
 
-def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[str, Any]:
+def _preflight(src: StoreSource) -> PreflightReport | None:
+    """The run's preflight report, read strictly from its blob; None when the store records
+    none, or one that does not read (the page then shows no preflight)."""
+    doc = src.blob_json(src.header.preflight_blob)
+    if doc is None:
+        return None
+    try:
+        return PreflightReport.from_json(doc)
+    except FormatError:
+        return None
+
+
+def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObject:
+    """The run page: what the store was run under (its header and preflight report, read
+    strictly), its progress and outcomes, and ``integrity`` (a verification of the store)."""
     header = src.header
-    preflight = src.blob_json(header.get("preflight_blob"))
+    preflight = _preflight(src)
     cells = src.cells()
     stops: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
@@ -123,32 +129,31 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
         outcomes[outcome_label(o)] += 1
         cost += float(o.cost_usd)
         tokens += o.input_tokens + o.output_tokens
-    simulated = bool(header.get("simulated"))
-    provider = str(header.get("provider", "unknown"))
-    checks = (preflight or {}).get("checks", [])
-    integrity = _with_unreadable(integrity, cells)
+    simulated = bool(header.provider is not None and header.provider.simulated)
+    provider = "unknown" if header.provider is None else header.provider.name
     return {
         "store": str(src.path),
-        "study": header.get("study"),
+        "study": header.study,
         "provider": provider,
         "simulated": simulated,
         "provider_line": (
             f"Provider: {provider} — SIMULATED: every figure and trajectory here comes from the "
             "deterministic simulation, not from a real model"
             if simulated else f"Provider: {provider} (real model responses)"),
-        "store_id": header.get("store_id"),
-        "public_key": header.get("public_key"),
-        "created_utc": header.get("created_utc"),
-        "lock_digest": header.get("lock_digest"),
-        "preflight_digest": header.get("preflight_digest"),
+        "store_id": header.store_id,
+        "public_key": header.public_key,
+        "created_utc": header.created_utc,
+        "lock_digest": header.lock_digest,
+        "preflight_digest": header.preflight_digest,
         "preflight": None if preflight is None else {
-            "passed": preflight.get("passed"),
-            "probes": preflight.get("probes"),
-            "checks": [{"name": c.get("name"), "ok": c.get("ok"), "detail": c.get("detail")}
-                       for c in checks],
+            "passed": preflight.passed,
+            "probes": preflight.probes,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail}
+                       for c in preflight.checks],
         },
-        "sandbox_layers": _layers(header, preflight),
-        "progress": {"committed": len(cells), "total": header.get("schedule_rows")},
+        # the sandbox layers in force, as the run recorded them
+        "sandbox_layers": header.sandbox_layers,
+        "progress": {"committed": len(cells), "total": header.schedule_rows},
         "cost_usd": round(cost, 9),
         "tokens": tokens,
         "provider_attempts": src.attempt_count(),
@@ -156,7 +161,7 @@ def run_summary(src: StoreSource, *, integrity: dict[str, Any] | None) -> dict[s
         "outcomes": dict(sorted(outcomes.items())),
         "provider_failures": failures.to_json(),
         "latest_checkpoint": (src.latest_checkpoint() or {}).get("checkpoint"),
-        "integrity": integrity,
+        "integrity": _with_unreadable(integrity, cells),
     }
 
 
@@ -303,7 +308,7 @@ def _chain(src: StoreSource, seq: int) -> dict[str, Any]:
         server_ok = False
     return {
         "seq": seq,
-        "store_id": src.header.get("store_id"),
+        "store_id": src.header.store_id,
         "body_b64": base64.b64encode(raw.body).decode("ascii"),
         "leaf": raw.leaf.hex(),
         "chain": raw.chain.hex(),

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from runner.errors import FormatError
 from runner.store import StoreReport, checkpoint_path, verify_store
-from runner.study import CellRecord
+from runner.study import CellRecord, StoreHeader
 from runner.view._errors import NotFound, ViewError
 
 __all__ = ["RawRecord", "StoreSource"]
@@ -68,7 +68,7 @@ class StoreSource:
             raise ViewError(f"{self.path}: no such store file")
         self._lock = threading.Lock()
         self._cells: dict[int, CellRecord | ViewError] = {}
-        self._header: dict[str, Any] | None = None
+        self._header: StoreHeader | None = None
         self._quick: tuple[tuple[object, ...], StoreReport] | None = None
         with self._read() as conn:
             try:
@@ -78,7 +78,13 @@ class StoreSource:
                 raise ViewError(f"{self.path}: not a run store ({e})") from e
         if app_id != 0x45435453 or row is None:
             raise ViewError(f"{self.path}: not a run store (no ECTS header record)")
-        self._header = json.loads(row[0])
+        try:
+            doc = json.loads(row[0])
+            if not isinstance(doc, dict):
+                raise ViewError(f"{self.path}: not a run store (its header is not an object)")
+            self._header = StoreHeader.from_header(doc)
+        except (ValueError, FormatError) as e:
+            raise ViewError(f"{self.path}: not a run store (its header: {e})") from e
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -129,7 +135,8 @@ class StoreSource:
     # ---- reads ---------------------------------------------------------------------------
 
     @property
-    def header(self) -> dict[str, Any]:
+    def header(self) -> StoreHeader:
+        """Record 0, read once (strictly) when the store was opened."""
         assert self._header is not None
         return self._header
 
@@ -199,9 +206,11 @@ class StoreSource:
         raise NotFound(f"no committed cell {cell_id!r} in {self.path}")
 
     def raw_record(self, seq: int) -> RawRecord:
-        def q(c: sqlite3.Connection) -> list[Any]:
-            return c.execute("SELECT seq, body, leaf, chain FROM records WHERE seq IN (?, ?) "
-                             "ORDER BY seq", (seq - 1, seq)).fetchall()
+        def q(c: sqlite3.Connection) -> list[tuple[int, bytes, bytes, bytes]]:
+            rows: list[tuple[int, bytes, bytes, bytes]] = c.execute(
+                "SELECT seq, body, leaf, chain FROM records WHERE seq IN (?, ?) ORDER BY seq",
+                (seq - 1, seq)).fetchall()
+            return rows
         rows = self.run(q)
         if not rows or rows[-1][0] != seq:
             raise NotFound(f"no record {seq} in {self.path}")

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.view._errors import NotFound, ViewError
+
+if TYPE_CHECKING:
+    from runner.worlds import Snapshot
 
 __all__ = ["StaticStudy"]
 
@@ -39,7 +42,7 @@ class StaticStudy:
             if r.get("snapshot_id") not in ids:
                 ids.append(str(r.get("snapshot_id")))
         self.snapshot_ids = ids
-        self._grid: dict[str, Any] | None = None
+        self._grid: dict[str, Snapshot] | None = None
 
     def summary(self) -> dict[str, Any]:
         prov = self.results.get("provider", {})

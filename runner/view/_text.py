@@ -10,7 +10,7 @@ from runner.view._model import render_request
 __all__ = ["format_cell"]
 
 
-def _j(obj: Any) -> str:
+def _j(obj: object) -> str:  # any JSON value, shown as JSON
     return json.dumps(obj, sort_keys=True, ensure_ascii=False)  # noqa: TID251 — display only
 
 

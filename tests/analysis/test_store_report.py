@@ -16,9 +16,18 @@ from runner.errors import AnalysisError
 from runner.loop import Outcome
 from runner.providers import AttemptRecord
 from runner.store import Store, generate_key
-from runner.study import AuditCall, AuditGroup, CellRecord, CellResult, RawExchangeRef, ScheduleRow
+from runner.study import (
+    AuditCall,
+    AuditGroup,
+    CellRecord,
+    CellResult,
+    RawExchangeRef,
+    ScheduleRow,
+    read_lock,
+)
 from tests.analysis import _fixtures as fx
 
+REPO = Path(__file__).resolve().parents[2]
 # As runner.study writes them: the header names the provider and whether it was simulated;
 # each record's audit keeps the provider attempt records (with provider/model/simulated).
 STUDY_HEADER = {"provider": "simulated", "simulated": True, "schedule_rows": 576}
@@ -222,8 +231,9 @@ def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
 
 def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path: Path) -> None:
     # The parameters come from the lock the store carries (what the run used), by dotted name.
-    lock = {"format": "ect.lock/1", "generation": {"simulated": {
-        "planner": {"p_premature_finish": 0.5}, "critic": {"p_reject_supported": 0.125}}}}
+    lock = read_lock(REPO / "schedules" / "v2.lock.json").to_json()
+    lock["generation"]["simulated"] = {
+        "planner": {"p_premature_finish": 0.5}, "critic": {"p_reject_supported": 0.125}}
     blob = canonical_bytes(lock)
     header = {**STUDY_HEADER, "lock_blob": raw_digest(blob)}
     store = make_store(tmp_path, fx.outcomes(), header=header, blobs=(blob,))

@@ -156,4 +156,4 @@ def test_committed_lock_is_current() -> None:
         pytest.fail(f"schedules/v2.lock.json is not current ({e}); run "
                     "`ect schedule build --replace && ect schedule lock --replace` and commit "
                     "schedules/v2.schedule.jsonl and schedules/v2.lock.json")
-    assert len(rows) == lock["schedule"]["rows"] == 576
+    assert len(rows) == lock.schedule.rows == 576

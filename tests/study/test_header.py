@@ -6,14 +6,14 @@ from pathlib import Path
 
 from runner.canonical import digest, loads_strict
 from runner.store import Store
-from runner.study import lock_digest, read_lock, study_paths
+from runner.study import StudyLock, lock_digest, read_lock, study_paths
 from tests.study.conftest import Reference
 
 
 def test_the_lock_and_the_preflight_report_travel_in_the_store(reference: Reference) -> None:
     with Store.open(reference.store) as store:
         header = store.header
-        lock = loads_strict(store.get_blob(header["lock_blob"]))
+        lock = StudyLock.from_json(loads_strict(store.get_blob(header["lock_blob"])))
         report = loads_strict(store.get_blob(header["preflight_blob"]))
     assert lock == read_lock(study_paths(reference.spec).lock)
     assert lock_digest(lock) == header["lock_digest"]

@@ -190,7 +190,7 @@ def test_model_differs_from_the_lock(study: Path, tmp_path: Path) -> None:
 
 def test_lock_generation_config_edited(study: Path, tmp_path: Path) -> None:
     lock_path = study_paths(study).lock
-    lock = read_lock(lock_path)
+    lock = read_lock(lock_path).to_json()
     lock["generation"]["temperature"] = 0.7
     lock_path.write_bytes(canonical_bytes(lock) + b"\n")
     _refused(preflight(study, tmp_path / "s.db"), "lock",

@@ -271,7 +271,7 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
                 anyio.run(lambda: executor.call("no such world!", "get_parent", {}))
             assert type(there.value) is type(here.value)
             assert str(there.value) == str(here.value) == "invalid world id 'no such world!'"
-            assert all(s.node["node_id"] != odd.node_id for s in executor.slots)
+            assert all(s.node.node_id != odd.node_id for s in executor.slots)
         finally:
             executor.close()
     finally:
@@ -279,10 +279,14 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
 
 
 def test_no_node_passing_preflight_refuses_the_run(cluster: Any, reference: Reference) -> None:
+    from dataclasses import replace
+
+    from runner.study import read_lock, study_paths
+
     spec = load_spec(reference.spec)
-    wrong = NodeExpectations.for_run(
-        {"source_tree": "sha256:" + "0" * 64, "sandbox_pins": {}, "task_manifest": "x"},
-        spec.worlds, None, LIMITS, "mandatory")
+    lock = replace(read_lock(study_paths(reference.spec).lock),
+                   source_tree="sha256:" + "0" * 64, sandbox_pins={}, task_manifest="x")
+    wrong = NodeExpectations.for_run(lock, spec.worlds, None, LIMITS, "mandatory")
     with pytest.raises(NoUsableNode, match=r"no Ray node passed its preflight.*source_tree"):
         RayExecutor.start(cluster.address, wrong)
     assert not ray.is_initialized()

@@ -34,16 +34,16 @@ def test_the_frozen_spec_turns_every_control_beyond_the_protocol_off() -> None:
 
 def test_the_committed_lock_records_the_stop_rules_in_force() -> None:
     lock = read_lock(study_paths(V2).lock)
-    assert lock["stop_rules"] == load_spec(V2).stop_rules_in_force()
-    assert lock["stop_rules"]["beyond_protocol"] == OFF
-    assert "max_tokens" not in lock["generation"]["budget"]
+    assert lock.stop_rules == load_spec(V2).stop_rules_in_force()
+    assert lock.stop_rules["beyond_protocol"] == OFF
+    assert "max_tokens" not in lock.to_json()["generation"]["budget"]
 
 
 def test_turning_a_rule_on_changes_the_lock(tmp_path: Path) -> None:
     spec_path = make_study(tmp_path / "np", edits={"no_progress = false": "no_progress = true",
                                                    "token_ceiling = 0": "token_ceiling = 50000"})
     lock = read_lock(study_paths(spec_path).lock)
-    assert lock["stop_rules"]["beyond_protocol"] == {
+    assert lock.stop_rules["beyond_protocol"] == {
         "no_progress": True, "token_ceiling": 50000, "side_effect_call_limit": None}
 
 
