@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
+from types import FrameType
 
 __all__ = ["install_early_interrupt_handlers", "main"]
 
 EXIT_HALTED = 4
 
 
-def _interrupted_while_starting(signum: int, frame: Any) -> None:
+def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
     os.write(2, b"ect: interrupted (Ctrl-C or SIGTERM) while starting; nothing was done\n")
     os._exit(EXIT_HALTED)
 

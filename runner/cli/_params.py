@@ -45,8 +45,10 @@ class FiniteFloatRange(click.FloatRange):
 
     name = "float range"
 
-    def convert(  # value: whatever the command line or a default gave (click's contract)
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    # value: whatever the command line or a default gave -- click's ParamType.convert contract,
+    # the one `Any` a signature of the typed layers keeps
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None  # noqa: ANN401
     ) -> float:
         rv = super().convert(value, param, ctx)  # click does not call convert for None
         if not math.isfinite(rv):

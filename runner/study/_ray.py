@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
@@ -389,8 +390,9 @@ class NodeWorker:
         return time.time()
 
 
-def _ray() -> Any:
-    """The ``ray`` module, imported on first use (typed loosely: its stubs are partial)."""
+def _ray() -> ModuleType:
+    """The ``ray`` module, imported on first use (its attributes read loosely: its stubs are
+    partial)."""
     try:
         return importlib.import_module("ray")
     except ImportError:

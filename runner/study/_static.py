@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar, overload
 
 import anyio
 
@@ -211,7 +211,21 @@ SPEC_FORMAT = "ect.static-spec/1"
 # ------------------------------------------------------------------------------ the spec
 
 
-def _get(table: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where: str) -> Any:
+_T = TypeVar("_T")
+
+
+@overload
+def _get(table: Mapping[str, object], key: str, typ: type[_T], where: str) -> _T: ...
+
+
+@overload
+def _get(table: Mapping[str, object], key: str, typ: tuple[type[int], type[float]],
+         where: str) -> int | float: ...
+
+
+def _get(table: Mapping[str, object], key: str, typ: type | tuple[type, ...],
+         where: str) -> object:
+    """``table[key]`` if it is of type ``typ`` (a boolean is never a number), else SpecInvalid."""
     if key not in table:
         raise SpecInvalid(f"static spec: missing {where}.{key}")
     value = table[key]
@@ -222,7 +236,7 @@ def _get(table: Mapping[str, Any], key: str, typ: type | tuple[type, ...], where
     return value
 
 
-def _only(table: Mapping[str, Any], keys: set[str], where: str) -> None:
+def _only(table: Mapping[str, object], keys: set[str], where: str) -> None:
     unknown = sorted(set(table) - keys)
     if unknown:
         raise SpecInvalid(f"static spec: unknown key(s) in {where}: {', '.join(unknown)}")

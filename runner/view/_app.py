@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -68,7 +67,7 @@ def _headers() -> dict[str, str]:
             "referrer-policy": "no-referrer", "cache-control": "no-store"}
 
 
-def _json(obj: Any, status: int = 200) -> JSONResponse:
+def _json(obj: object, status: int = 200) -> JSONResponse:
     return JSONResponse(obj, status_code=status, headers=_headers())
 
 

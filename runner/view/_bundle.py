@@ -19,7 +19,7 @@ from runner.view._static import StaticStudy
 __all__ = ["write_bundle"]
 
 
-def _script(name: str, obj: Any) -> bytes:
+def _script(name: str, obj: object) -> bytes:
     # Display data, not hashed: json.dumps is fine here.
     text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), sort_keys=True)  # noqa: TID251
     return f"window.ectData({json.dumps(name)},{text});\n".encode("ascii")  # noqa: TID251

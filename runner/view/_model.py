@@ -222,7 +222,8 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
     result, audit = record.result, record.audit
     calls = audit.calls
     decisions = result.decisions
-    trace = src.blob_json(record.artifacts.get("trace")) or []
+    stored = src.blob_json(record.artifacts.get("trace"))
+    trace = stored if isinstance(stored, list) else []
     executed = sum(1 for d in decisions if d.verdict == "executed")
     new_trace = trace[len(trace) - executed:] if executed else []
     receipts: dict[str, list[dict[str, Any]]] = {}
@@ -240,7 +241,8 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
         tool = None
         action = d.action.to_json()
         if d.verdict == "executed" and ei < len(new_trace):
-            t = new_trace[ei]
+            entry = new_trace[ei]
+            t = entry if isinstance(entry, dict) else {}
             ei += 1
             tool = {"call_id": t.get("call_id"), "tool_id": t.get("tool_id"),
                     "args": t.get("args"), "response": t.get("response"),

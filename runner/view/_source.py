@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runner.canonical import JsonValue
 from runner.errors import FormatError
 from runner.store import StoreReport, checkpoint_path, verify_store
 from runner.study import CellRecord, StoreHeader
@@ -238,13 +239,15 @@ class StoreSource:
             raise ViewError(f"blob {digest} does not hash to its digest (run the full verify)")
         return data
 
-    def blob_json(self, digest: str | None) -> Any:
+    def blob_json(self, digest: str | None) -> JsonValue:
+        """The JSON document in blob ``digest``; None without a digest or a blob."""
         if not digest:
             return None
         try:
-            return json.loads(self.blob(digest))
+            doc: JsonValue = json.loads(self.blob(digest))
         except NotFound:
             return None
+        return doc
 
     def attempt_count(self) -> int:
         return int(self.run(lambda c: c.execute(
