@@ -79,8 +79,9 @@ SECONDARY: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Table4Row(Record):
-    """Table 4's columns for one policy (counts with their denominators, per-trajectory means)."""
+class Table4Counts(Record):
+    """Table 4's four counts for one policy, each with its denominator (a sweep point keeps
+    only these)."""
 
     U: int
     U_den: int
@@ -90,6 +91,22 @@ class Table4Row(Record):
     FC_den: int
     R: int
     R_den: int
+
+    def count(self, measure: str) -> tuple[int, int]:
+        """``(count, denominator)`` of ``measure`` (U, S, FC or R)."""
+        return {"U": (self.U, self.U_den), "S": (self.S, self.S_den),
+                "FC": (self.FC, self.FC_den), "R": (self.R, self.R_den)}[measure]
+
+    def counts(self) -> Table4Counts:
+        """The four counts alone."""
+        return Table4Counts(U=self.U, U_den=self.U_den, S=self.S, S_den=self.S_den, FC=self.FC,
+                            FC_den=self.FC_den, R=self.R, R_den=self.R_den)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Table4Row(Table4Counts):
+    """Table 4's columns for one policy (counts with their denominators, per-trajectory means)."""
+
     recoverable_stuck: int
     unsupported_claims: int
     postcondition_ok: int
@@ -99,11 +116,6 @@ class Table4Row(Record):
     mean_latency_s: float
     mean_cost_usd: float
     stop_reasons: dict[str, int]
-
-    def count(self, measure: str) -> tuple[int, int]:
-        """``(count, denominator)`` of ``measure`` (U, S, FC or R)."""
-        return {"U": (self.U, self.U_den), "S": (self.S, self.S_den),
-                "FC": (self.FC, self.FC_den), "R": (self.R, self.R_den)}[measure]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,6 +29,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runner.analysis._closed import Table4Counts
 from runner.analysis._honesty import SIMULATOR_NOTE
 from runner.analysis._record import Record
 from runner.analysis._svg import _n, _text
@@ -218,20 +219,6 @@ class SweepH4(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SweepCounts(Record):
-    """One policy's Table 4 counts at one grid point."""
-
-    U: int
-    U_den: int
-    S: int
-    S_den: int
-    FC: int
-    FC_den: int
-    R: int
-    R_den: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class SweepRow(Record):
     """One grid point: its parameters, where its report is, the gates and Table 4's counts."""
 
@@ -241,7 +228,7 @@ class SweepRow(Record):
     h2: SweepGate
     h3: SweepGate
     h4: SweepH4
-    table4: dict[str, SweepCounts]
+    table4: dict[str, Table4Counts]  # each policy's counts at this point
 
     @property
     def label(self) -> str:
@@ -382,9 +369,7 @@ def _row(point: _Point, res: ClosedLoopResults) -> SweepRow:
         h4=SweepH4(recoveries=h4.recoveries, eligible=h4.eligible,
                    recovered_then_supported=h4.recovered_then_supported, passed=h4.passed,
                    outcome=h4.outcome),
-        table4={p: SweepCounts(U=v.U, U_den=v.U_den, S=v.S, S_den=v.S_den, FC=v.FC,
-                               FC_den=v.FC_den, R=v.R, R_den=v.R_den)
-                for p, v in res.table4.items()},
+        table4={p: v.counts() for p, v in res.table4.items()},
     )
 
 
