@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
@@ -75,6 +75,42 @@ class ProviderName(click.Choice[str]):
         del value  # click's constructor assigns the (empty) list: the table is the source
 
 
+class _TableWords(NamedTuple):
+    """What the provider options' help says about the provider table."""
+
+    keyless: str
+    url_use: str
+    env_examples: str
+
+    @classmethod
+    def read(cls) -> _TableWords:
+        from runner.providers import PROVIDERS, CredentialUse
+
+        live = [e for e in PROVIDERS.values() if not e.simulated]
+        url_use = "; ".join(f"{word} for {', '.join(names)}" for word, names in (
+            ("required", [e.name for e in live if e.needs_base_url]),
+            ("optional", [e.name for e in live if not e.needs_base_url])) if names)
+        keyless = ", ".join(e.name for e in PROVIDERS.values()
+                            if e.credential is CredentialUse.REFUSED) or "none"
+        env_examples = ", ".join(e.credential_env for e in live if e.credential_env) \
+            or "MY_API_KEY"
+        return cls(keyless, url_use, env_examples)
+
+
+def _table_help(write: Callable[[_TableWords], str]) -> type[click.Option]:
+    """An option class whose help is written from the provider table when it is shown, not
+    when the command is defined: listing the commands (``ect --help``) then loads no provider
+    module."""
+
+    class TableHelpOption(click.Option):
+        def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+            if self.help is None:
+                self.help = write(_TableWords.read())
+            return super().get_help_record(ctx)
+
+    return TableHelpOption
+
+
 def provider_options(
     *, model_help: str, default: str | None = "simulated", default_shown: str | None = None
 ) -> Callable[[_Command], _Command]:
@@ -83,28 +119,22 @@ def provider_options(
     ``--credential-env``. Only ``--model``'s meaning differs per command (the locked model, the
     spec's default, the provider's default), so its help is given; ``default=None`` with
     ``default_shown`` is for a command whose default provider comes from a spec."""
-    from runner.providers import PROVIDERS, CredentialUse
-
-    live = [e for e in PROVIDERS.values() if not e.simulated]
-    url_use = "; ".join(f"{word} for {', '.join(names)}" for word, names in (
-        ("required", [e.name for e in live if e.needs_base_url]),
-        ("optional", [e.name for e in live if not e.needs_base_url])) if names)
-    keyless = ", ".join(e.name for e in PROVIDERS.values()
-                        if e.credential is CredentialUse.REFUSED) or "none"
-    env_examples = ", ".join(e.credential_env for e in live if e.credential_env) or "MY_API_KEY"
     options = [
         click.option("--provider", "provider_name", type=ProviderName(), default=default,
                      show_default=default_shown or True,
-                     help=f"Model provider ({keyless} needs no credential or network)."),
+                     cls=_table_help(lambda t: f"Model provider ({t.keyless} needs no "
+                                               "credential or network).")),
         click.option("--model", default=None, help=model_help),
         click.option("--base-url", default=None, metavar="URL",
-                     help=f"Provider base URL, e.g. http://127.0.0.1:8000/v1 ({url_use})."),
+                     cls=_table_help(lambda t: "Provider base URL, e.g. "
+                                               f"http://127.0.0.1:8000/v1 ({t.url_use}).")),
         click.option("--credential-file", default=None, type=click.Path(dir_okay=False),
                      help="File holding the API key (owned by you; no access for group or "
                           "others, e.g. mode 0600)."),
         click.option("--credential-env", default=None, metavar="NAME",
-                     help=f"Name of the environment variable holding the API key (e.g. "
-                          f"{env_examples}); it is removed from the environment once read."),
+                     cls=_table_help(lambda t: "Name of the environment variable holding the "
+                                               f"API key (e.g. {t.env_examples}); it is removed "
+                                               "from the environment once read.")),
     ]
 
     def decorate(fn: _Command) -> _Command:

@@ -35,8 +35,8 @@ sys.exit(code or 0)
 """
 
 
-def _loaded(argv: list[str]) -> tuple[int, list[str], str]:
-    args = [json.dumps(argv), json.dumps(HEAVY)]  # noqa: TID251 - argv text, not hashed
+def _loaded(argv: list[str], heavy: tuple[str, ...] = HEAVY) -> tuple[int, list[str], str]:
+    args = [json.dumps(argv), json.dumps(heavy)]  # noqa: TID251 - argv text, not hashed
     proc = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")]
@@ -57,6 +57,14 @@ def test_help_loads_no_heavy_package(argv: list[str]) -> None:
     code, heavy, out = _loaded(argv)
     assert code == 0 and out.startswith("Usage: ect")
     assert heavy == []
+
+
+def test_listing_the_commands_loads_no_library_package() -> None:
+    # the provider options' help is written from the provider table only when a command's own
+    # help shows it: `ect --help` (which defines every command) reads no library package
+    code, loaded, out = _loaded(["--help"], ("runner.providers", "runner.study", "dataclasses"))
+    assert code == 0 and out.startswith("Usage: ect")
+    assert loaded == []
 
 
 def test_verify_loads_no_heavy_package() -> None:
