@@ -73,9 +73,8 @@ def static_ablations(spec: StaticSpec, grid: list) -> list:  # type: ignore[type
 
 def static_naive(spec: StaticSpec, grid: list) -> int:  # type: ignore[type-arg]
     from runner.policies import decide_static
-    from runner.providers import GenerationConfig
 
-    gen = GenerationConfig(**spec.generation)
+    gen = spec.generation.config()
     prov = static_provider("simulated", spec)
     n = 0
     for snap in grid:
@@ -161,7 +160,7 @@ def main() -> None:
     full, t_all, _ = timed(
         lambda: analyse_closed_loop(outs, sched, provider=sim, seed=2705, replicates=10_000)
     )
-    n_boot = 2 + len(full["secondary"]) + sum(len(v) for v in full["intervals"].values())
+    n_boot = 2 + len(full.secondary) + sum(len(v.to_json()) for v in full.intervals.values())
     print(
         f"full closed-loop analysis of 576 outcomes ({n_boot} bootstraps x 10,000 replicates): "
         f"{t_all:.2f} s"
