@@ -38,7 +38,7 @@ from runner.sandbox import Limits, ToolSandbox, select_backend
 from runner.sandbox._pins import verify_pins
 from runner.study import LocalExecutor, RayExecutor
 from runner.study._lock import source_tree_digest
-from runner.study._ray import RAY_ENV_DEFAULTS, NodeExpectations
+from runner.study._ray import RAY_ENV_DEFAULTS, NodeExpectations, NodeLimits
 from runner.worlds import build_world, task_manifest_digest, write_snapshot
 
 CALL = ("w00", "get_metric", {"entity": "S01", "attribute": "units", "date": "2026-03-05"})
@@ -99,8 +99,8 @@ def main() -> None:
     expect = NodeExpectations(
         source_tree=source_tree_digest(), sandbox_pins=verify_pins(),
         task_manifest=task_manifest_digest(), worlds={CALL[0]: build_world(CALL[0]).digest()},
-        backend=None, limits={"wall_s": LIMITS.wall_s, "cpu_s": LIMITS.cpu_s,
-                              "output_bytes": LIMITS.output_bytes}, probes="mandatory")
+        backend=None, limits=NodeLimits(wall_s=LIMITS.wall_s, cpu_s=LIMITS.cpu_s,
+                                        output_bytes=LIMITS.output_bytes), probes="mandatory")
 
     started = time.perf_counter()
     cluster = Cluster(initialize_head=True,
