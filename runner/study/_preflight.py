@@ -214,21 +214,32 @@ def _layers_line(layers: JsonObject) -> str:
             f"allow-list, cgroups {layers['cgroups'] or 'none'}, host uid {layers['host_uid']})")
 
 
-def _unwritable(directory: Path) -> str | None:
-    """Why a run could not write its store, its checkpoint and its lock in ``directory`` (a
-    read-only filesystem, a missing or foreign directory), found by creating and removing a probe
-    file there; None when it can."""
+def write_probe(directory: Path) -> tuple[str, OSError] | None:
+    """Create and remove a probe file in ``directory``: None when both work, else the step that
+    failed (``"create"`` or ``"remove"``) and its error. How a run finds, before it starts, that
+    it could not write its store, its checkpoint and its lock there (a read-only filesystem, a
+    missing or foreign directory)."""
     probe = directory / f".ect-preflight-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as e:
-        return f"cannot create a file in {directory}: {e.strerror}"
+        return "create", e
     os.close(fd)
     try:
         probe.unlink()
     except OSError as e:
-        return f"cannot remove a file from {directory}: {e.strerror}"
+        return "remove", e
     return None
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why a run could not write in ``directory`` (see :func:`write_probe`); None when it can."""
+    failed = write_probe(directory)
+    if failed is None:
+        return None
+    step, e = failed
+    where = "in" if step == "create" else "from"
+    return f"cannot {step} a file {where} {directory}: {e.strerror}"
 
 
 def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tuple[bool, str, int]:

@@ -5,8 +5,6 @@ tell it."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +17,12 @@ from runner.study._execute import (
     check_resume_provider,
     execute,
 )
-from runner.study._preflight import PreflightCheck, PreflightFailed, PreflightReport
+from runner.study._preflight import (
+    PreflightCheck,
+    PreflightFailed,
+    PreflightReport,
+    write_probe,
+)
 from runner.study._ray import ClusterUnreachable
 from runner.study._records import CellRecord
 from runner.study._spec import load_spec
@@ -131,15 +134,13 @@ def _refuse_used_store(store_path: Path) -> None:
 
 
 def _refuse_unwritable_dir(store_path: Path) -> None:
-    """A store directory the run cannot write in, found by creating and removing a probe file
-    there (``ect preflight`` makes the same check its ``store`` check, a refusal)."""
-    probe = store_path.parent / f".ect-run-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        probe.unlink()
-    except OSError as e:
+    """A store directory the run cannot write in, found by the preflight's own probe
+    (``ect preflight`` makes the same check its ``store`` check, a refusal)."""
+    failed = write_probe(store_path.parent)
+    if failed is not None:
+        e = failed[1]
         raise StoreNotWritable(f"--store {store_path}: cannot write in {store_path.parent}: "
-                               f"{e.strerror or type(e).__name__}") from None
+                               f"{e.strerror or type(e).__name__}")
 
 
 def study_root() -> Path:
