@@ -20,10 +20,13 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
+import argparse  # noqa: E402
 import random  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TypeVar  # noqa: E402
 
 import anyio  # noqa: E402
 
@@ -36,7 +39,16 @@ from runner.analysis import (  # noqa: E402
     analyse_closed_loop,
     cluster_bootstrap_diff,
 )
-from runner.study import StaticSpec, run_static, static_provider  # noqa: E402
+from runner.study import (  # noqa: E402
+    StaticDecisionRow,
+    StaticRun,
+    StaticSpec,
+    run_static,
+    static_provider,
+)
+from runner.worlds import Snapshot  # noqa: E402
+
+T = TypeVar("T")
 
 
 def pin_one_core() -> str:
@@ -47,31 +59,31 @@ def pin_one_core() -> str:
     return "unpinned"
 
 
-def timed(fn):  # type: ignore[no-untyped-def]
+def timed(fn: Callable[[], T]) -> tuple[T, float, float]:
     t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
     return out, time.perf_counter() - t0, time.process_time() - c0
 
 
-def static_ours(spec: StaticSpec, grid: list) -> list:  # type: ignore[type-arg]
+def static_ours(spec: StaticSpec, grid: list[Snapshot]) -> list[StaticDecisionRow]:
     prov = static_provider("simulated", spec)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> StaticRun:
         return await run_static(spec, prov, snapshots=grid, ablations=())
 
-    return anyio.run(go).rows
+    return list(anyio.run(go).rows)
 
 
-def static_ablations(spec: StaticSpec, grid: list) -> list:  # type: ignore[type-arg]
+def static_ablations(spec: StaticSpec, grid: list[Snapshot]) -> list[StaticDecisionRow]:
     prov = static_provider("simulated", spec)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> StaticRun:
         return await run_static(spec, prov, snapshots=grid, arms=())
 
-    return anyio.run(go).rows
+    return list(anyio.run(go).rows)
 
 
-def static_naive(spec: StaticSpec, grid: list) -> int:  # type: ignore[type-arg]
+def static_naive(spec: StaticSpec, grid: list[Snapshot]) -> int:
     from runner.policies import decide_static
 
     gen = spec.generation.config()
@@ -80,7 +92,7 @@ def static_naive(spec: StaticSpec, grid: list) -> int:  # type: ignore[type-arg]
     for snap in grid:
         for arm in STATIC_POLICIES:
 
-            async def one(arm: str = arm, snap: object = snap):  # type: ignore[no-untyped-def]
+            async def one(arm: str = arm, snap: Snapshot = snap) -> object:
                 return await decide_static(arm, snap, prov, generation=gen)
 
             anyio.run(one)
@@ -88,11 +100,12 @@ def static_naive(spec: StaticSpec, grid: list) -> int:  # type: ignore[type-arg]
     return n
 
 
-def naive_bootstrap(clusters, va, vb, reps, seed):  # type: ignore[no-untyped-def]
+def naive_bootstrap(clusters: Sequence[str], va: Sequence[float], vb: Sequence[float],
+                    reps: int, seed: int) -> tuple[float, float]:
     rng = random.Random(seed)
     labels = sorted(set(clusters))
     rows_of = {c: [i for i, x in enumerate(clusters) if x == c] for c in labels}
-    stats = []
+    stats: list[float] = []
     for _ in range(reps):
         sa = sb = n = 0.0
         for _k in range(len(labels)):
@@ -106,21 +119,29 @@ def naive_bootstrap(clusters, va, vb, reps, seed):  # type: ignore[no-untyped-de
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--smoke", action="store_true",
+                    help="24 snapshots and 200 replicates: checks that the benchmark runs, "
+                    "measures nothing")
+    args = ap.parse_args()
+    reps = 200 if args.smoke else 10_000
     where = pin_one_core()
     spec = StaticSpec.load(REPO / "schedules" / "static.toml")
     from runner.worlds import static_grid
 
     grid, t_grid, _ = timed(static_grid)
+    if args.smoke:
+        grid = grid[::17]  # every task split and condition, a few of each
     print(
         f"pinned to {where}; load average {os.getloadavg()[0]:.1f}; grid of {len(grid)} built in {t_grid:.2f} s"
     )
 
     rows, t_ours, c_ours = timed(lambda: static_ours(spec, grid))
     n_naive, t_naive, c_naive = timed(lambda: static_naive(spec, grid))
-    assert len(rows) == n_naive == 432 * 7
+    assert len(rows) == n_naive == len(grid) * len(STATIC_POLICIES)
     abl, t_abl, c_abl = timed(lambda: static_ablations(spec, grid))
     print(
-        f"static study 432 x 7 = {len(rows)} decisions: {t_ours:.2f} s wall, {c_ours:.2f} s CPU "
+        f"static study {len(grid)} x {len(STATIC_POLICIES)} = {len(rows)} decisions: {t_ours:.2f} s wall, {c_ours:.2f} s CPU "
         f"(naive per-decision event loop {t_naive:.2f} s wall, {c_naive:.2f} s CPU; target <= 10 s)"
     )
     print(
@@ -141,13 +162,13 @@ def main() -> None:
     for _ in range(3):
         res, t, _c = timed(
             lambda: cluster_bootstrap_diff(
-                clusters, va, clusters, vb_mixed, replicates=10_000, seed=2705, label="h1/task"
+                clusters, va, clusters, vb_mixed, replicates=reps, seed=2705, label="h1/task"
             )
         )
         best = min(best, t)
-    (nlo, nhi), t_naive_b, _ = timed(lambda: naive_bootstrap(clusters, va, vb_mixed, 10_000, 2705))
+    (nlo, nhi), t_naive_b, _ = timed(lambda: naive_bootstrap(clusters, va, vb_mixed, reps, 2705))
     print(
-        f"H1 task-cluster bootstrap, {len(ect)} rows/arm, 36 clusters, 10,000 replicates: "
+        f"H1 task-cluster bootstrap, {len(ect)} rows/arm, {len(set(clusters))} clusters, {reps:,} replicates: "
         f"{best * 1000:.1f} ms, CI [{res.lo * 100:+.2f}, {res.hi * 100:+.2f}] pp "
         f"(naive loop {t_naive_b:.2f} s, CI [{nlo * 100:+.2f}, {nhi * 100:+.2f}] pp)"
     )
@@ -158,11 +179,11 @@ def main() -> None:
     outs, sched = fx.typed(fx.outcomes()), fx.schedule_rows()
     sim = ProviderInfo("simulated", "simulated-1", True)
     full, t_all, _ = timed(
-        lambda: analyse_closed_loop(outs, sched, provider=sim, seed=2705, replicates=10_000)
+        lambda: analyse_closed_loop(outs, sched, provider=sim, seed=2705, replicates=reps)
     )
     n_boot = 2 + len(full.secondary) + sum(len(v.to_json()) for v in full.intervals.values())
     print(
-        f"full closed-loop analysis of 576 outcomes ({n_boot} bootstraps x 10,000 replicates): "
+        f"full closed-loop analysis of 576 outcomes ({n_boot} bootstraps x {reps:,} replicates): "
         f"{t_all:.2f} s"
     )
     print(f"analysis: {best:.3f} s (baseline {t_naive_b:.2f} s, target 2 s)")

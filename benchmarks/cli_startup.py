@@ -19,7 +19,7 @@ compile the package from source and the figure would measure the compiler.
 original code, ``git worktree add DIR main``), interleaved in the same rounds: before and after
 side by side, measured in one run.
 
-Run: python benchmarks/cli_startup.py [--rounds N] [--before DIR]. Prints its headline last.
+Run: python benchmarks/cli_startup.py [--rounds N] [--before DIR] [--smoke]. Prints its headline last.
 """
 
 from __future__ import annotations
@@ -72,7 +72,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25, help="runs of each command")
     parser.add_argument("--before", type=Path, default=None, metavar="DIR",
                         help="also time a checkout of the package at DIR (before vs after)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one round: checks that the benchmark runs, measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
     ect = _ect()
     verify = ["verify", "--contract", str(EXAMPLE / "contract.json"),
               "--ledger", str(EXAMPLE / "ledger.json"),

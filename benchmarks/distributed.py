@@ -15,7 +15,7 @@ call), and the Ray hop alone (an empty actor call: scheduling, serialisation, th
 Target (docs/distributed.md): 2 nodes >= 1.8x one node. All "nodes" here share this machine's cores, so the 2-node figure is bounded by the cores that
 are free, not by Ray: see docs/distributed.md for how to read it.
 
-Usage: python benchmarks/distributed.py [--calls N] [--rounds R]
+Usage: python benchmarks/distributed.py [--calls N] [--rounds R] [--smoke]
 """
 
 from __future__ import annotations
@@ -64,6 +64,14 @@ def _batch(executor: Any, calls: int, in_flight: int) -> float:
     return anyio.run(go)
 
 
+def _answer(executor: Any) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        answer: dict[str, Any] = await executor.call(*CALL)
+        return answer
+
+    return anyio.run(go)
+
+
 def _one(executor: Any) -> float:
     async def go() -> float:
         t = time.perf_counter()
@@ -87,7 +95,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=48, help="calls per throughput side (default 48)")
     ap.add_argument("--rounds", type=int, default=4,
                     help="the sides take turns, this many rounds each (default 4)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="4 calls in 1 round: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.calls, args.rounds = 4, 1
     for key, value in RAY_ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
     from ray.cluster_utils import Cluster
@@ -124,7 +136,7 @@ def main() -> None:
             "ray, 2 nodes": (two_nodes, 2),
         }
         for executor, in_flight in sides.values():  # same answer everywhere; warm every side
-            assert anyio.run(lambda e=executor: e.call(*CALL)) == expected
+            assert _answer(executor) == expected
             _batch(executor, 2 * in_flight, in_flight)
         spent = dict.fromkeys(sides, 0.0)
         per_round = max(1, args.calls // args.rounds)
@@ -144,7 +156,7 @@ def main() -> None:
     finally:
         for executor in reversed(executors):
             executor.close()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"distributed: {per_round * args.rounds} calls per side in {args.rounds} alternating "

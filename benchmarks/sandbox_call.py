@@ -16,7 +16,7 @@ Also printed, to show what the cold figure is made of: a bare ``python -I -S -c 
 alone running ``/usr/bin/true`` with the same namespaces, and the sandboxed worker in ``check``
 mode. Targets: pooled <= 1.0x bare (issue 30); cold <= 1.5x bare.
 
-Usage: python benchmarks/sandbox_call.py [--calls N]
+Usage: python benchmarks/sandbox_call.py [--calls N] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,7 +52,10 @@ def _ms(xs: list[float]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=60, help="calls per side (default 60)")
-    n = ap.parse_args().calls
+    ap.add_argument("--smoke", action="store_true",
+                    help="3 calls per side: checks that the benchmark runs, measures nothing")
+    args = ap.parse_args()
+    n = 3 if args.smoke else args.calls
 
     backend = select_backend()
     pool = getattr(backend, "pool_size", 0)
@@ -78,15 +82,15 @@ def main() -> None:
         while pool and backend.pool_waiting() < 1 and time.monotonic() < until:
             time.sleep(0.002)
 
-    def sandboxed() -> dict:
+    def sandboxed() -> dict[str, Any]:
         return sandbox.call(*CALL)
 
-    def cold() -> dict:
+    def cold() -> dict[str, Any]:
         return cold_sandbox.call(*CALL)
 
     cgroup = getattr(coldb, "cgroups", None)
 
-    def cold_no_cgroup() -> dict:
+    def cold_no_cgroup() -> dict[str, Any]:
         # What a non-root parent pays (RLIMIT_NPROC and RLIMIT_AS apply there, no cgroups). As root
         # this configuration bounds neither the process count nor the call's memory: it is
         # measured here only to show the per-call cgroups' cost.
@@ -121,7 +125,7 @@ def main() -> None:
             sides[side].append(time.perf_counter() - t)
 
     # breakdown (fewer runs)
-    k = max(10, n // 3)
+    k = 3 if args.smoke else max(10, n // 3)
     parts: dict[str, list[float]] = {"python -I -S -c pass": [], "bwrap /usr/bin/true": [],
                                      "sandboxed worker, check mode": []}  # fmt: skip
     bw = [backend.bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",

@@ -85,7 +85,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=800)
     ap.add_argument("--chunk", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true",
+                    help="40 records: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.records = 40
     bodies = [body(i) for i in range(args.records)]
     here = Path(__file__).resolve().parent.parent / "stores"
     with tempfile.TemporaryDirectory(dir=here if here.is_dir() else None) as tmp:

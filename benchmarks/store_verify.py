@@ -111,7 +111,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--before", type=Path, default=None, metavar="DIR",
                     help="also time full verification by a checkout of the package at DIR")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2,000 records, 1 round: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.records, args.rounds = 2_000, 1
     here = Path(__file__).resolve().parent.parent / "stores"
     with tempfile.TemporaryDirectory(dir=here if here.is_dir() else None) as tmp:
         d = Path(tmp)

@@ -100,7 +100,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=None, help="only the first N rows")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the first 8 rows: checks that the benchmark runs, measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.cells = 8
     if args.one is not None:
         import logging
 

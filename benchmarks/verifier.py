@@ -13,7 +13,7 @@ Also reported: the pure-Python reference path of `verify_bytes` (what it was bef
 path), `loads_strict` + `canonical_bytes`, `verify_json` (already parsed JSON) and `verify`
 (typed objects), to show where the time goes.
 
-Run: python benchmarks/verifier.py [--seconds S]. Prints its headline last.
+Run: python benchmarks/verifier.py [--seconds S] [--smoke]. Prints its headline last.
 """
 
 from __future__ import annotations
@@ -62,7 +62,12 @@ def _rate(fn: Callable[[], object], seconds: float, repeats: int = 5) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
+    parser.add_argument("--smoke", action="store_true",
+                        help="0.05 s per measurement: checks that the benchmark runs, measures "
+                        "nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.seconds = 0.05
     if hasattr(os, "sched_setaffinity"):  # one core; the checks are single-threaded anyway
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
 

@@ -70,7 +70,11 @@ def write_pages(d: Path, data: list[list[object]]) -> tuple[Path, Path]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true",
+                    help="one round: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
     from playwright.sync_api import sync_playwright
 
     data = rows()
