@@ -12,8 +12,11 @@ study cell does, through the executor interface the run loop uses (``LocalExecut
 The sides take turns in rounds so load from other processes hits each alike. Also measured:
 the per-call latency with one call in flight, local vs Ray, interleaved (what Ray adds to each
 call), and the Ray hop alone (an empty actor call: scheduling, serialisation, the round trip).
-Target (docs/distributed.md): 2 nodes >= 1.8x one node. All "nodes" here share this machine's cores, so the 2-node figure is bounded by the cores that
-are free, not by Ray: see docs/distributed.md for how to read it.
+Target (docs/distributed.md): 2 nodes >= 1.8x one node. Each simulated node gets a core of its own
+(its raylet, and so its workers and their sandbox children, are pinned to one CPU by affinity):
+node 1 to the first usable CPU, node 2 to the second. The driver, Ray's head and whatever else
+runs on the machine still share those cores, so on a busy machine the figure is bounded by the
+cores that are free: see docs/distributed.md for how to read it.
 
 Usage: python benchmarks/distributed.py [--calls N] [--rounds R] [--smoke]
 """
@@ -43,6 +46,38 @@ from runner.worlds import build_world, task_manifest_digest, write_snapshot
 
 CALL = ("w00", "get_metric", {"entity": "S01", "attribute": "units", "date": "2026-03-05"})
 LIMITS = Limits()
+
+
+def _node_on_cpu(cluster: Any, cpu: int | None) -> Any:
+    """Add a one-CPU worker node whose processes run on ``cpu`` alone.
+
+    The node's raylet inherits this process's CPU affinity when it is started, and every Ray
+    worker it forks (the ECT actor, and through it each sandbox child) inherits the raylet's: so
+    each simulated node has a core of its own, as real nodes have, instead of all of them sharing
+    the host's cores (which made 2 nodes vs 1 measure the host, not scaling).
+    """
+    if cpu is None:
+        return cluster.add_node(num_cpus=1)
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        return cluster.add_node(num_cpus=1)
+    finally:
+        os.sched_setaffinity(0, mine)
+
+
+def _raylet_cpus() -> list[list[int]]:
+    """The CPU affinity of every raylet running now (to show the pinning took)."""
+    import psutil  # type: ignore[import-untyped]
+
+    found: list[list[int]] = []
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] == "raylet":
+            try:
+                found.append(sorted(proc.cpu_affinity() or []))
+            except psutil.Error:
+                continue
+    return sorted(found)
 
 
 def _batch(executor: Any, calls: int, in_flight: int) -> float:
@@ -119,9 +154,12 @@ def main() -> None:
                       head_node_args={"num_cpus": 0, "include_dashboard": False})
     executors: list[Any] = []
     try:
-        first = cluster.add_node(num_cpus=1)
-        cluster.add_node(num_cpus=1)
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+        pin = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
+        first = _node_on_cpu(cluster, pin[0])
+        _node_on_cpu(cluster, pin[1])
         cluster.wait_for_nodes()
+        pinned = _raylet_cpus()
         one_node = RayExecutor.start(cluster.address, expect, node_ids={first.node_id})
         executors.append(one_node)
         two_nodes = RayExecutor.start(cluster.address, expect)
@@ -159,8 +197,11 @@ def main() -> None:
         cluster.shutdown()  # type: ignore[no-untyped-call]
         shutil.rmtree(tmp, ignore_errors=True)
 
+    where = (f"node 1 pinned to CPU {pin[0]}, node 2 to CPU {pin[1]} (raylet affinities "
+             f"{pinned})" if pin[0] is not None else
+             "nodes not pinned (fewer than 2 usable CPUs: 2 nodes vs 1 cannot show scaling)")
     print(f"distributed: {per_round * args.rounds} calls per side in {args.rounds} alternating "
-          f"rounds, one CPU per Ray node, {os.cpu_count()} cores on this machine, load "
+          f"rounds, one CPU per Ray node, {where}; {os.cpu_count()} cores on this machine, load "
           f"{os.getloadavg()[0]:.2f} (shared: figures as measured)")
     for name, rate in rows.items():
         print(f"  {name:22s} {rate:7.1f} calls/s")
