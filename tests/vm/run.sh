@@ -88,8 +88,9 @@ fi
 run_img="$vm/run.img"
 fresh_image() {  # the cached image plus this checkout's guest.py (written with debugfs)
   cp --sparse=always "$img" "$run_img"
-  printf 'cd /opt/ect-vm\nrm guest.py\nwrite %s guest.py\n' "$here/guest.py" |
-    debugfs -w -f - "$run_img" >/dev/null 2>&1
+  printf '%s\n' "${ECT_VM_CASES:-}" > "$vm/cases"
+  printf 'cd /opt/ect-vm\nrm guest.py\nwrite %s guest.py\nrm cases\nwrite %s cases\n' \
+    "$here/guest.py" "$vm/cases" | debugfs -w -f - "$run_img" >/dev/null 2>&1
   debugfs -R "stat /opt/ect-vm/guest.py" "$run_img" >/dev/null 2>&1 ||
     { echo "test-vm: could not write guest.py into the image" >&2; exit 1; }
 }
