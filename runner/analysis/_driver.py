@@ -143,7 +143,7 @@ def closed_loop_report(
 
 def report_from_store(
     store_path: str | Path,
-    schedule_path: str | Path,
+    schedule_path: str | Path | None,
     out_dir: str | Path,
     *,
     seed: int = DEFAULT_REPORT_SEED,
@@ -151,13 +151,21 @@ def report_from_store(
 ) -> ClosedLoopResults:
     """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
 
+    ``schedule_path`` ``None`` means the schedule of the spec the store's header records (found
+    from the working directory or the study's folder, :func:`runner.study.spec_for_store`).
+
     Raises:
+        SpecError: no schedule given and the header's spec is found nowhere.
         InventoryIncomplete: a schedule row is missing, duplicated, or a record is unscheduled.
         ScheduleDisagrees: the schedule given is not the one the store was run for.
         StoreDamaged: the store does not verify.
         AnalysisError: a record disagrees with the schedule row it claims to have run.
     """
     loaded = load_outcomes_from_store(store_path)
+    if schedule_path is None:
+        from runner.study import spec_for_store, study_paths
+
+        schedule_path = study_paths(spec_for_store(store_path, option="--schedule")).schedule
     try:
         schedule = read_schedule(schedule_path)  # the one (strict) schedule reader
     except ScheduleError as e:
