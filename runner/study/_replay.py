@@ -158,9 +158,11 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
     from runner.worlds import closed_loop_checkpoints
 
     verified = verify_store(store_path, full=True)
+    if verified.damage == "not_a_store":  # a wrong path, named as every command names it
+        verified.raise_for_damage()
     if not verified.ok:
-        raise ReplayRefused(f"{store_path} does not verify: {verified.damage} at "
-                            f"{verified.where} ({verified.detail}); nothing was replayed")
+        raise ReplayRefused(f"{store_path} does not verify: {verified.label}: {verified.detail}; "
+                            "nothing was replayed")
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path, readonly=True) as store:
