@@ -13,9 +13,9 @@ from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_clos
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
-from runner.analysis._report import write_outputs
+from runner.analysis._report import render_outputs, write_files, write_outputs
 from runner.analysis._static import StaticResults, analyse_static
-from runner.canonical import JsonObject, atomic_write, raw_digest
+from runner.canonical import JsonObject, raw_digest
 from runner.loop import Outcome
 from runner.study import (
     CellRecord,
@@ -102,15 +102,14 @@ def static_study(
     run = anyio.run(go)
     info = ProviderInfo(name=prov.name, model=prov.model, simulated=bool(prov.simulated))
     results = analyse_static(run.rows, spec=spec, provider=info, seed=seed)
-    out = Path(out_dir)
-    write_outputs(results, out)
     label = f"{info.name}/{info.model}" + (" (SIMULATED)" if info.simulated else "")
-    for name, rows in (
-        ("decisions.jsonl", [{"provider": label, **r.to_json()} for r in run.rows]),
-        ("attempts.jsonl", run.attempts),
-        ("attempts.journal.jsonl", run.journal),
-    ):
-        atomic_write(out / name, jsonl_bytes(rows))
+    # one output: on a full disk none of the six files is left half of a study behind
+    write_files(Path(out_dir), {
+        **render_outputs(results),
+        "decisions.jsonl": jsonl_bytes([{"provider": label, **r.to_json()} for r in run.rows]),
+        "attempts.jsonl": jsonl_bytes(run.attempts),
+        "attempts.journal.jsonl": jsonl_bytes(run.journal),
+    })
     calls, failed = results.model_calls()
     if calls and failed == calls:
         raise AllModelCallsFailed(calls, results)

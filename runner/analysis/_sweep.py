@@ -35,7 +35,7 @@ from runner.analysis._record import Record
 from runner.analysis._svg import _n, _text
 from runner.canonical import (
     MAX_TOML_BYTES,
-    atomic_write,
+    atomic_write_all,
     loads_toml,
     raw_digest,
     read_bounded,
@@ -477,9 +477,9 @@ def sweep(
         note=SIMULATOR_NOTE,
         rows=tuple(rows[p.index] for p in points),
     )
-    atomic_write(out / "sweep.json", _json_bytes(result))
-    atomic_write(out / "sweep.md", sweep_markdown(result))
-    atomic_write(out / "sweep.svg", sweep_svg(result))
+    atomic_write_all({out / "sweep.json": _json_bytes(result),
+                      out / "sweep.md": sweep_markdown(result),
+                      out / "sweep.svg": sweep_svg(result)})
     return result
 
 
