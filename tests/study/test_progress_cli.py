@@ -62,8 +62,9 @@ def test_run_prints_periodic_progress_lines_when_not_a_tty(
     lines = result.stderr.splitlines()
     # the first cell is always reported (then at most one line every 5 s, and the last)
     first = next(line for line in lines if line.startswith("cells "))
-    assert re.fullmatch(r"cells 1/48  \d+\.\d cells/s  ETA \S+  cost \$\d+\.\d{4} \(simulated\)  "
-                        r"\d+ calls  stops: [a-z_]+ 1", first), first
+    # the count is the one the ETA runs to (issue 39: it read "1/576 ... ETA 7s" under --limit 24)
+    assert re.fullmatch(r"cells 1/3 \(--limit 3 of 48 rows\)  \d+\.\d cells/s  ETA \S+  "
+                        r"cost \$\d+\.\d{4} \(simulated\)  \d+ calls  stops: [a-z_]+ 1", first), first
     assert any(line.startswith("preflight: ") and "check" in line for line in lines)
     assert lines[-1].startswith("3 cells run, 3/48 committed to ")
     assert result.stdout == ""  # progress goes to stderr only
