@@ -115,4 +115,8 @@ def test_a_lost_wal_run_page_shows_no_empty_fields(store: Path, tmp_path: Path) 
         assert "Merkle root ," not in integrity
         assert "signature checked by the verification above" not in integrity
         assert "not established" in integrity and "none in the store" in integrity
+        # no empty field shown as a fact anywhere on the page: every <dd> says something
+        empty = page.locator("main dd").evaluate_all(
+            "dds => dds.filter(d => !d.textContent.trim()).map(d => d.previousElementSibling.textContent)")
+        assert empty == [], empty
         _shot(page, tmp_path, "lost-wal-run.png")

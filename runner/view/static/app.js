@@ -187,14 +187,15 @@
       html += '<section class="card"><h2>Progress and cost</h2><dl><dt>cells committed</dt><dd id="progress">' + esc(r.progress.committed) + " / " + esc(r.progress.total) + "</dd>";
       html += "<dt>estimated cost</dt><dd>$" + esc(r.cost_usd.toFixed(4)) + (r.simulated ? " (simulated provider: price table applied to simulated token counts)" : "") + "</dd>";
       html += "<dt>tokens</dt><dd>" + esc(r.tokens) + "</dd><dt>provider attempts</dt><dd>" + esc(r.provider_attempts) + "</dd>";
-      html += "<dt>stop reasons</dt><dd>" + Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") + "</dd>";
-      html += "<dt>outcomes</dt><dd>" + Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") + "</dd>";
+      // a count with nothing to count says so, never an empty field
+      html += "<dt>stop reasons</dt><dd>" + (Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") || "none (no cell record read)") + "</dd>";
+      html += "<dt>outcomes</dt><dd>" + (Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") || "none (no cell record read)") + "</dd>";
       var pfail = r.provider_failures || {total: 0};
       html += '<dt>provider failures</dt><dd id="providerfailures">' + (pfail.total ? esc(pfail.total) + " in " + esc(pfail.cells) + " cell(s): " + esc(pfail.by_class.transport) + " transport, " + esc(pfail.by_class.model_output) + " model output (by role: " + Object.keys(pfail.by_role).map(function (k) { return esc(k) + " " + esc(pfail.by_role[k]); }).join(", ") + "; by pipeline: " + Object.keys(pfail.by_pipeline).map(function (k) { return esc(k) + " " + esc(pfail.by_pipeline[k]); }).join(", ") + ")" : "none") + "</dd></dl></section>";
       // Only facts: a field the verification could not establish says so, never shows empty.
       html += '<section class="card" id="integrity"><h2>Integrity</h2><p id="integrityline">' + (integ.ok ? badge(true, "intact", "") : '<span class="error">' + esc(integ.label || "DAMAGED") + "</span>") + " " + esc(integ.full ? "full" : "quick") + " verification: " + esc(integ.detail) + "</p>";
       html += "<dl><dt>records</dt><dd>" + (r.records_in_store === null ? "SQLite cannot count them" : esc(r.records_in_store) + " in the store") + (integ.ok ? " (" + esc(integ.records) + " verified)" : " (not all verified: " + esc(integ.label || "damage") + ")") + "</dd>";
-      html += "<dt>chain head</dt><dd>" + (integ.head ? "<code>" + esc(integ.head.chain) + "</code> (seq " + esc(integ.head.seq) + ")" : "not established (the verification stopped before any record)") + "</dd>";
+      html += "<dt>chain head</dt><dd>" + (integ.head ? "<code>" + esc(integ.head.chain) + "</code> (seq " + esc(integ.head.seq) + ")" : "not established (the verification found damage before it could name one)") + "</dd>";
       html += "<dt>signed checkpoint</dt><dd>" + (cp.size !== undefined ? "size " + esc(cp.size) + ", Merkle root <code>" + esc(cp.root) + "</code>, " + esc(cp.created_utc) + (integ.ok ? " (signature checked by the verification above)" : " (not confirmed: the verification above found damage)") : "none in the store") + "</dd></dl>";
       if (BUNDLE) html += '<p class="note">This bundle was written from the store; the verification above ran when it was written.</p>';
       else html += '<p><button id="fullverify" type="button">Run the full verification</button> <span id="fullresult" aria-live="polite"></span></p>';
