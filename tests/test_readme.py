@@ -43,3 +43,23 @@ def test_the_verify_example_prints_what_the_readme_says() -> None:
         result = runner.invoke(cli, args)
         assert result.stdout.strip() == expected
         assert result.exit_code == (0 if '"complete"' in expected else 1)
+
+
+def test_the_counts_the_readme_states_are_the_code_s() -> None:
+    """Counts in the README are read from the code, not remembered (issue 39: it said `ect
+    sandbox probe` runs 49 probes when it ran 59)."""
+    from runner.sandbox._probes import load_probes
+    from runner.study import load_spec, read_schedule
+    from runner.worlds import static_grid
+
+    probes = len(load_probes())
+    assert f"`ect sandbox probe` checks a machine: it runs {probes}\ndenial and limit probes" in README
+    rows = len(read_schedule(REPO / "schedules" / "v2.schedule.jsonl"))
+    assert f"canonical {rows}-trajectory schedule" in README
+    assert f"v2.schedule.jsonl ({rows} rows)" in README
+    spec = load_spec(REPO / "schedules" / "v2.toml")
+    pipelines, seeds = len(spec.policies), spec.seeds
+    tasks = rows // (2 * pipelines * seeds)
+    assert f"({tasks} tasks × 2 checkpoints × {pipelines} termination pipelines × {seeds}\n  seeds)" \
+        in README
+    assert f"static/` ({len(static_grid())} snapshots × 7 policies)" in README

@@ -13,9 +13,9 @@ from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_clos
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
-from runner.analysis._report import write_outputs
+from runner.analysis._report import render_outputs, write_files, write_outputs
 from runner.analysis._static import StaticResults, analyse_static
-from runner.canonical import JsonObject, atomic_write, raw_digest
+from runner.canonical import JsonObject, raw_digest
 from runner.loop import Outcome
 from runner.study import (
     CellRecord,
@@ -102,15 +102,14 @@ def static_study(
     run = anyio.run(go)
     info = ProviderInfo(name=prov.name, model=prov.model, simulated=bool(prov.simulated))
     results = analyse_static(run.rows, spec=spec, provider=info, seed=seed)
-    out = Path(out_dir)
-    write_outputs(results, out)
     label = f"{info.name}/{info.model}" + (" (SIMULATED)" if info.simulated else "")
-    for name, rows in (
-        ("decisions.jsonl", [{"provider": label, **r.to_json()} for r in run.rows]),
-        ("attempts.jsonl", run.attempts),
-        ("attempts.journal.jsonl", run.journal),
-    ):
-        atomic_write(out / name, jsonl_bytes(rows))
+    # one output: on a full disk none of the six files is left half of a study behind
+    write_files(Path(out_dir), {
+        **render_outputs(results),
+        "decisions.jsonl": jsonl_bytes([{"provider": label, **r.to_json()} for r in run.rows]),
+        "attempts.jsonl": jsonl_bytes(run.attempts),
+        "attempts.journal.jsonl": jsonl_bytes(run.journal),
+    })
     calls, failed = results.model_calls()
     if calls and failed == calls:
         raise AllModelCallsFailed(calls, results)
@@ -143,7 +142,7 @@ def closed_loop_report(
 
 def report_from_store(
     store_path: str | Path,
-    schedule_path: str | Path,
+    schedule_path: str | Path | None,
     out_dir: str | Path,
     *,
     seed: int = DEFAULT_REPORT_SEED,
@@ -151,13 +150,21 @@ def report_from_store(
 ) -> ClosedLoopResults:
     """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
 
+    ``schedule_path`` ``None`` means the schedule of the spec the store's header records (found
+    from the working directory or the study's folder, :func:`runner.study.spec_for_store`).
+
     Raises:
+        SpecError: no schedule given and the header's spec is found nowhere.
         InventoryIncomplete: a schedule row is missing, duplicated, or a record is unscheduled.
         ScheduleDisagrees: the schedule given is not the one the store was run for.
         StoreDamaged: the store does not verify.
         AnalysisError: a record disagrees with the schedule row it claims to have run.
     """
     loaded = load_outcomes_from_store(store_path)
+    if schedule_path is None:
+        from runner.study import spec_for_store, study_paths
+
+        schedule_path = study_paths(spec_for_store(store_path, option="--schedule")).schedule
     try:
         schedule = read_schedule(schedule_path)  # the one (strict) schedule reader
     except ScheduleError as e:

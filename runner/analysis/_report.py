@@ -25,7 +25,7 @@ from runner.analysis._common import CLOSED_LOOP_POLICIES, POLICY_LABELS, STATIC_
 from runner.analysis._legend import legend_html, static_viewer_link, viewer_link
 from runner.analysis._static import STATIC_FORMAT, StaticResults, Table2Row, Table3Row
 from runner.analysis._svg import hbar_chart, heatmap
-from runner.canonical import JsonObject, atomic_write
+from runner.canonical import JsonObject, atomic_write_all
 from runner.errors import AnalysisError
 from runner.worlds import CLOSED_LOOP_FAULTS, STATIC_CONDITIONS
 
@@ -663,11 +663,15 @@ def render_outputs(results: Results) -> dict[str, bytes]:
 
 
 def write_outputs(results: Results, out_dir: Path) -> dict[str, Path]:
-    """Write the three outputs into ``out_dir`` (created if needed); returns their paths."""
+    """Write the three outputs into ``out_dir`` (created if needed) as one: all or none of
+    them replace what was there (:func:`runner.canonical.atomic_write_all`); returns their
+    paths."""
+    return write_files(out_dir, render_outputs(results))
+
+
+def write_files(out_dir: Path, files: dict[str, bytes]) -> dict[str, Path]:
+    """Write ``files`` (name -> bytes) into ``out_dir`` (created if needed), all or none."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, data in sorted(render_outputs(results).items()):
-        path = out_dir / name
-        atomic_write(path, data)
-        paths[name] = path
+    paths = {name: out_dir / name for name in sorted(files)}
+    atomic_write_all({paths[name]: files[name] for name in paths})
     return paths

@@ -35,7 +35,7 @@ from runner.analysis._record import Record
 from runner.analysis._svg import _n, _text
 from runner.canonical import (
     MAX_TOML_BYTES,
-    atomic_write,
+    atomic_write_all,
     loads_toml,
     raw_digest,
     read_bounded,
@@ -477,9 +477,9 @@ def sweep(
         note=SIMULATOR_NOTE,
         rows=tuple(rows[p.index] for p in points),
     )
-    atomic_write(out / "sweep.json", _json_bytes(result))
-    atomic_write(out / "sweep.md", sweep_markdown(result))
-    atomic_write(out / "sweep.svg", sweep_svg(result))
+    atomic_write_all({out / "sweep.json": _json_bytes(result),
+                      out / "sweep.md": sweep_markdown(result),
+                      out / "sweep.svg": sweep_svg(result)})
     return result
 
 
@@ -539,12 +539,21 @@ def sweep_markdown(r: SweepResult) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
+NEUTRAL = "#52606d"
+"""The report's neutral colour (a simulated gate's badge in report.html): never pass/fail."""
+
+
 def sweep_svg(r: SweepResult) -> bytes:
     """sweep.svg: per grid point, H2 and H3 differences with their 95% intervals (a dot and a
     whisker on a shared pp axis with 0 and H3's margin marked), H4's counts, and whether each
-    gate was met under that point's parameters."""
+    gate was met under that point's parameters.
+
+    Every figure here comes from the simulated provider, so the report's neutral-badge rule
+    holds: no pass/fail colours (H2 and H3 in blue and the report's neutral grey, never green
+    or red), SIMULATED next to the figures, and each gate line says it was met or not *under
+    the simulator's parameters* (which the row label and the note name)."""
     rows = r.rows
-    label_w, plot_w, row_h, top = 260, 360, 26, 58
+    label_w, plot_w, row_h, top = 260, 360, 26, 74
     lo = min([-10.0, *(v for row in rows for g in (row.h2, row.h3) for v in g.ci_pp)])
     hi = max([10.0, *(v for row in rows for g in (row.h2, row.h3) for v in g.ci_pp)])
     span = (hi - lo) or 1.0
@@ -561,10 +570,12 @@ def sweep_svg(r: SweepResult) -> bytes:
         '<rect width="100%" height="100%" fill="#fff"/>',
         _text(8, 18, "H2 and H3 (ECT minus controller, pp) across the simulator grid",
               size=14),
-        _text(8, 36, "dot: estimate; whisker: 95% task-cluster interval; filled: gate met "
+        _text(8, 36, "SIMULATED: every point is from the deterministic simulation (the row "
+              "names what it varies; the rest: the spec's)", size=11),
+        _text(8, 52, "dot: estimate; whisker: 95% task-cluster interval; filled: gate met "
               "under these simulator parameters", size=11),
     ]
-    for v, colour in ((0.0, "#52606d"), (-10.0, "#c2410c")):
+    for v, colour in ((0.0, NEUTRAL), (-10.0, "#9aa5b1")):
         parts.append(f'<line x1="{_n(x(v))}" y1="{top - 6}" x2="{_n(x(v))}" '
                      f'y2="{height - 34}" stroke="{colour}" stroke-dasharray="3,3"/>')
     parts.append(_text(x(0.0), height - 20, "0", anchor="middle", size=11))
@@ -574,7 +585,7 @@ def sweep_svg(r: SweepResult) -> bytes:
     y = top
     for row in rows:
         label = ", ".join(f"{_short(k)}={v:g}" for k, v in row.parameters.items())
-        for name, g, colour in (("H2", row.h2, "#1d4ed8"), ("H3", row.h3, "#15803d")):
+        for name, g, colour in (("H2", row.h2, "#1d4ed8"), ("H3", row.h3, NEUTRAL)):
             cy = y + row_h / 2
             parts.append(_text(8, cy + 4, f"{name} @ {label}"[:44], size=11))
             parts.append(f'<line x1="{_n(x(g.ci_pp[0]))}" y1="{_n(cy)}" '
@@ -585,14 +596,14 @@ def sweep_svg(r: SweepResult) -> bytes:
                          f'fill="{fill}" stroke="{colour}" stroke-width="2"/>')
             met = "met" if g.passed else "not met"
             parts.append(_text(label_w + plot_w + 10, cy + 4,
-                               f"{_pp(g.diff_pp)} ({met})", size=11))
+                               f"{_pp(g.diff_pp)} ({met}, simulated)", size=11))
             y += row_h
         h4 = row.h4
         met = "met" if h4.passed else "not met"
         parts.append(_text(8, y + row_h / 2 + 4,
                            f"H4 @ {label}"[:44] + f": {h4.recoveries}/{h4.eligible} "
                            f"recovered, {h4.recovered_then_supported} then supported "
-                           f"(gate {met})", size=11))
+                           f"(gate {met} under the simulator's parameters)", size=11))
         y += row_h
     parts.append("</svg>")
     return ("\n".join(parts) + "\n").encode("utf-8")

@@ -21,7 +21,7 @@ from runner.canonical._fields import (
     read_opt_str,
     read_str,
 )
-from runner.canonical._files import Hook, atomic_write, fsync_dir
+from runner.canonical._files import Hook, atomic_write, atomic_write_all, fsync_dir
 from runner.canonical._jcs import canonical_bytes
 from runner.canonical._read import (
     MAX_TOML_BYTES,
@@ -44,6 +44,7 @@ __all__ = [
     "JsonValue",
     "RecordFormatError",
     "atomic_write",
+    "atomic_write_all",
     "canonical_bytes",
     "check_depth",
     "digest",

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Hook", "atomic_write", "fsync_dir"]
+__all__ = ["Hook", "atomic_write", "atomic_write_all", "fsync_dir"]
 
 Hook = Callable[[str], None]
 """Called with a crash-point name at each durability boundary (tests inject crashes here)."""
@@ -80,3 +80,41 @@ def atomic_write(
         raise
     hook(point + ".after_rename")
     fsync_dir(directory)
+
+
+def atomic_write_all(files: dict[Path, bytes], *, mode: int = 0o644) -> None:
+    """Write several files as one output: every one goes to a temp sibling first, and only when
+    all are written are they renamed into place. A failure on any (a full disk) removes every
+    temp file and leaves each target as it was: no half of an output is left behind.
+
+    Raises:
+        OSError: a temp file could not be written (naming its target) or a rename failed.
+    """
+    import secrets
+
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for target, data in files.items():
+            directory = target.parent if str(target.parent) else Path(".")
+            tmp = directory / f".{target.name}.tmp-{secrets.token_hex(6)}"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | getattr(os, "O_CLOEXEC", 0), mode)
+            except OSError as e:
+                raise _naming(e, target) from e
+            temps.append((tmp, target))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                raise _naming(e, target) from e
+        for tmp, target in temps:
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    for directory in {target.parent if str(target.parent) else Path(".") for target in files}:
+        fsync_dir(directory)

@@ -154,7 +154,7 @@ def _print_simulator(res: StaticResults | ClosedLoopResults) -> None:
     "schedule_path",
     type=click.Path(dir_okay=False, exists=True),
     default=None,
-    show_default=DEFAULT_SCHEDULE,
+    show_default="the schedule of the spec the store's header records",
     help="The canonical schedule the store must cover exactly once.",
 )
 @click.option(
@@ -185,7 +185,9 @@ def report_cmd(
     """
     from runner.analysis import report_from_store
 
-    schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
+    # default: the schedule beside the spec the store's header records (from any directory)
+    if schedule_path is not None:
+        schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     check_out_dir(out_dir, fresh=False)
     # a junk --schedule file is a usage error (ScheduleUnreadable's category)
     res = report_from_store(store_path, schedule_path, out_dir, seed=seed,

@@ -122,7 +122,7 @@ def map_errors(overrides: Overrides | Callable[[], Overrides] | None = None) -> 
             try:
                 return fn(*args, **kwargs)
             except EctError as e:
-                die(str(e), exit_code(e, overrides() if callable(overrides) else overrides))
+                die(_named(e), exit_code(e, overrides() if callable(overrides) else overrides))
             except OSError as e:
                 message, code = oserror_exit(e)
                 die(message, code)
@@ -132,6 +132,16 @@ def map_errors(overrides: Overrides | Callable[[], Overrides] | None = None) -> 
         return wrapper  # type: ignore[return-value]
 
     return deco
+
+
+def _named(e: EctError) -> str:
+    """The error's line; store damage leads with its one name, ``DAMAGED (kind) at seq N``
+    (the same words ``store verify`` and the viewer use)."""
+    from runner.store import NotAStore, StoreDamaged  # loaded already if one was raised
+
+    if isinstance(e, StoreDamaged) and not isinstance(e, NotAStore) and "DAMAGED (" not in str(e):
+        return f"{e.label}: {e}"
+    return str(e)
 
 
 def oserror_exit(e: OSError) -> tuple[str, int]:

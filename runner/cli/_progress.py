@@ -71,6 +71,15 @@ def cell_fields(summary: RunSummary, done_now: int, elapsed: float) -> dict[str,
     }
 
 
+def _count(summary: RunSummary) -> str:
+    """``committed/goal``: the count the ETA runs to; under ``--limit`` it says which part of
+    the schedule that is (``3/24 (--limit 24 of 576 rows)``), never ``3/576`` beside an ETA
+    for 24."""
+    if summary.goal < summary.total:
+        return f"{summary.committed}/{summary.goal} (--limit {summary.goal} of {summary.total} rows)"
+    return f"{summary.committed}/{summary.total}"
+
+
 class CellProgress:
     """Progress of `ect run` / `resume` / `demo`: cells done/total, rate, ETA, cost, calls, stops.
 
@@ -111,7 +120,7 @@ class CellProgress:
                                             eta=f["eta"], cost=f["cost"], calls=f["calls"],
                                             stops=f["stops"])
         elif summary.committed:
-            click.echo(f"cells {summary.committed}/{summary.total} already committed; "
+            click.echo(f"cells {_count(summary)} already committed; "
                        f"{summary.goal - summary.committed} to run", file=self.stream)
 
     def update(self, record: object, summary: RunSummary) -> None:
@@ -123,7 +132,7 @@ class CellProgress:
             self._show(summary, fields)
             return
         if self._lines.due(final=summary.committed >= summary.goal):
-            click.echo(f"cells {summary.committed}/{summary.total}  " + "  ".join(fields.values()),
+            click.echo(f"cells {_count(summary)}  " + "  ".join(fields.values()),
                        file=self.stream)
 
     def _show(self, summary: RunSummary, fields: dict[str, str]) -> None:

@@ -26,9 +26,9 @@ __all__ = ["COMMANDS", "store_group"]
 def _verify_codes() -> dict[type[EctError], int]:
     """``store verify`` answers "is this store damaged?": damage is its negative answer (1),
     where every command that reads a store is refused by it (3, the class's category)."""
-    from runner.store import StoreDamaged
+    from runner.store import NotAStore, StoreDamaged
 
-    return {StoreDamaged: EXIT_NEGATIVE}
+    return {StoreDamaged: EXIT_NEGATIVE, NotAStore: EXIT_USAGE}
 
 
 def _emit_json(obj: JsonObject) -> None:
@@ -73,40 +73,47 @@ def verify_cmd(
 
     A failure names the first bad sequence number and the kind of damage.
     """
-    from runner.store import load_public_key, verify_store
+    from runner.store import foreign_file, load_public_key, verify_store
 
     if path.is_dir():
         die(f"{path} is a directory, not a store: give the store's file (e.g. {path}/v2.db)",
             EXIT_USAGE)
     key = load_public_key(public_key) if public_key is not None else None
+    if checkpoint is not None:
+        _check_checkpoint_file(checkpoint)
     report = verify_store(path, full=full, public_key=key, checkpoint=checkpoint)
     # not a damaged store but some other file: the question "is it intact" has no answer
-    if report.damage == "not_a_store":
+    foreign = report.damage == "corrupt" and foreign_file(path, checkpoint)
+    if report.damage == "not_a_store" or foreign:
+        if as_json:  # the report still answers on stdout, as --json promises
+            _emit_json({**report.to_json(), "damage": "not_a_store"})
+        if foreign:
+            die(f"{path}: not an ect run store (not an SQLite file, and no store checkpoint "
+                "beside it)", EXIT_USAGE)
         die(report.detail if str(path) in report.detail else f"{path}: {report.detail}",
             EXIT_USAGE)
-    if report.damage == "corrupt" and _foreign(path, checkpoint):
-        die(f"{path} is not an ect run store (not an SQLite file, and no store checkpoint "
-            "beside it)", EXIT_USAGE)
     if as_json:
         _emit_json(report.to_json())
     elif report.ok:
         click.echo(f"{path}: {report.detail}; head {report.head[1] if report.head else '-'}")
     else:
-        click.echo(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}")
+        click.echo(f"{path}: {report.label}: {report.detail}")
     raise SystemExit(EXIT_OK if report.ok else EXIT_NEGATIVE)
 
 
-def _foreign(path: Path, checkpoint: Path | None) -> bool:
-    """A file that never was a store: not an SQLite file, and no store checkpoint beside it (a
-    store whose first page was overwritten keeps its external checkpoint, and is damage)."""
-    from runner.store import checkpoint_path
+def _check_checkpoint_file(checkpoint: Path) -> None:
+    """A ``--checkpoint`` the user named must be a checkpoint document: a missing file or one
+    that is not one (notes.txt) is a usage mistake (2), not damage of the store (1). Whether
+    it is signed by the store's key, and agrees with the store, is the verification's to say.
+    """
+    from runner.store import SignatureInvalid, read_external_checkpoint
 
+    if not checkpoint.exists():
+        die(f"--checkpoint {checkpoint}: no such file", EXIT_USAGE)
     try:
-        with path.open("rb") as f:
-            magic = f.read(16)
-    except OSError:
-        return False
-    return magic != b"SQLite format 3\x00" and not (checkpoint or checkpoint_path(path)).exists()
+        read_external_checkpoint(checkpoint)
+    except SignatureInvalid as e:
+        die(f"--checkpoint {checkpoint}: not a store checkpoint document ({e})", EXIT_USAGE)
 
 
 @store_group.command("show")
@@ -184,7 +191,7 @@ def _open_named(path: Path) -> Store:
         report = verify_store(path)
         if report.ok or report.first_bad_seq is None:
             raise
-        die(f"{path}: DAMAGED ({report.damage}) at {report.where}: {report.detail}", EXIT_REFUSED)
+        die(f"{path}: {report.label}: {report.detail}", EXIT_REFUSED)
 def _failure_counts(store: Store) -> JsonObject | None:
     """The provider failures of the committed cells by class, kind, role and pipeline, and the
     cells carrying one; ``None`` for a store whose records are not cell records."""

@@ -52,7 +52,8 @@ Exit codes: 0 written; 2 bad --param, --study or --jobs; 3 a point's preflight r
               help="Bootstrap replicates of every point's report.")
 @click.option("--list", "list_params", is_flag=True,
               help="Print every simulator parameter name with the spec's value, and exit.")
-@click.option("--json", "as_json", is_flag=True, help="Print sweep.json on stdout.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print sweep.json on stdout (with --list: the parameters as one JSON object).")
 @throttle_options()[0]
 @throttle_options()[1]
 @click.option("--quiet", "-q", is_flag=True, help="No progress output.")
@@ -72,7 +73,11 @@ def sweep_cmd(spec: str | None, params: tuple[str, ...], out_dir: str | None, jo
 
     spec = study_file(spec, DEFAULT_SPEC, "--study")
     if list_params:
-        for name, value in simulator_parameters(load_spec(spec)).items():
+        params_now = simulator_parameters(load_spec(spec))
+        if as_json:  # --json promises JSON on stdout, with --list too
+            click.echo(json.dumps(params_now, indent=2, sort_keys=True))  # noqa: TID251
+            return
+        for name, value in params_now.items():
             click.echo(f"{name} = {value:g}")
         return
     if out_dir is None:

@@ -6,7 +6,8 @@ with its own chain, and content-addressed blobs. See docs/store.md for what it p
 """
 
 from runner.store import merkle
-from runner.store._check import HEADER_RESERVED, checkpoint_path
+from runner.store._check import HEADER_RESERVED, checkpoint_path, read_external_checkpoint
+from runner.store._db import foreign_file
 from runner.store._errors import (
     AttemptError,
     AttemptJournalDamaged,
@@ -28,6 +29,7 @@ from runner.store._errors import (
     StoreUsageError,
     TamperDetected,
     TruncationDetected,
+    damage_label,
 )
 from runner.store._keys import (
     generate_key,
@@ -69,12 +71,15 @@ __all__ = [
     "TamperDetected",
     "TruncationDetected",
     "checkpoint_path",
+    "damage_label",
     "export_manifest",
+    "foreign_file",
     "generate_key",
     "load_public_key",
     "load_signing_key",
     "merkle",
     "public_key_path",
+    "read_external_checkpoint",
     "salvage",
     "verify_manifest",
     "verify_store",

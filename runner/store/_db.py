@@ -10,6 +10,7 @@ import hashlib
 import os
 import sqlite3
 import urllib.parse
+from pathlib import Path
 from typing import Literal
 
 import sqlite_utils
@@ -30,6 +31,7 @@ __all__ = [
     "connect",
     "create_schema",
     "expected_schema",
+    "foreign_file",
     "is_busy",
     "missing_schema",
     "schema_differences",
@@ -77,6 +79,21 @@ def _code(e: sqlite3.Error) -> int | None:
     return None if code is None else int(code) & 0xFF
 
 
+def foreign_file(path: str | os.PathLike[str], checkpoint: str | os.PathLike[str] | None = None,
+                 ) -> bool:
+    """A file that never was a store: not an SQLite file, and no store checkpoint beside it
+    (``checkpoint``, default ``<path>.checkpoint``). A store whose first pages were overwritten
+    or cut off keeps its external checkpoint: that is damage (``corrupt``), not a foreign file.
+    """
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(16)
+    except OSError:
+        return False
+    beside = Path(checkpoint) if checkpoint is not None else Path(os.fspath(path) + ".checkpoint")
+    return magic != b"SQLite format 3\x00" and not beside.exists()
+
+
 def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
     """Map a foreign sqlite3 error to the most specific store error."""
     if is_busy(e):
@@ -90,6 +107,9 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str]) -> StoreError:
         return StoreError(f"{path}: No space left on device (the transaction was rolled back)")
     if code == sqlite3.SQLITE_READONLY or "readonly database" in low:
         return StoreUnavailable(f"{path}: the store is read-only here ({msg})")
+    if "not a database" in low and foreign_file(path):
+        return NotAStore(f"{path}: not an ect run store (not an SQLite file, and no store "
+                         "checkpoint beside it)")
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return FileCorrupt(f"{path}: SQLite reports a damaged file: {msg}")
     if "no such table" in low or "no such column" in low:

@@ -49,6 +49,7 @@ __all__ = [
     "StoreUsageError",
     "TamperDetected",
     "TruncationDetected",
+    "damage_label",
 ]
 
 
@@ -123,6 +124,19 @@ class StoreDamaged(StoreError):
         super().__init__(message)
         self.seq = seq
 
+    @property
+    def label(self) -> str:
+        """``DAMAGED (kind) at seq N``: how every command names this damage."""
+        return damage_label(self.kind, self.seq)
+
+
+def damage_label(kind: str, seq: int | None) -> str:
+    """The one way damage is named, by ``store verify``, ``store show``, the viewer and every
+    command a damaged store refuses: ``DAMAGED (tamper) at seq 6``, or ``... at no single
+    record`` when the damage is not in one record (a malformed file, a bad signature)."""
+    where = f"seq {seq}" if seq is not None else "no single record"
+    return f"DAMAGED ({kind}) at {where}"
+
 
 class FileCorrupt(StoreDamaged):
     """SQLite reports the file as malformed (or it is not an SQLite file at all)."""
@@ -133,9 +147,10 @@ class FileCorrupt(StoreDamaged):
 
 
 class NotAStore(StoreDamaged):
-    """The file is not an ect run store of a format version this code reads."""
+    """The file is not an ect run store of a format version this code reads: a wrong path,
+    named the same way by every command (a usage error, exit 2), never as damage."""
 
-    exit_category = ExitCategory.REFUSED
+    exit_category = ExitCategory.USAGE
 
     kind = "not_a_store"
 

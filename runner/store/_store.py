@@ -722,10 +722,10 @@ def _parse_body(seq: int, body: bytes) -> dict[str, Any]:
         obj = loads_strict(body)
     except FormatError as e:
         raise TamperDetected(
-            f"tamper at seq {seq}: record {seq} body is not valid JSON ({e})", seq=seq
+            f"record {seq} body is not valid JSON ({e})", seq=seq
         ) from e
     if not isinstance(obj, dict):
-        raise TamperDetected(f"tamper at seq {seq}: record {seq} body is not a JSON object",
+        raise TamperDetected(f"record {seq} body is not a JSON object",
                              seq=seq)
     return obj
 

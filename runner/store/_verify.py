@@ -42,6 +42,7 @@ from runner.store._errors import (
     StoreUsageError,
     TamperDetected,
     TruncationDetected,
+    damage_label,
 )
 from runner.store._fsutil import atomic_write, fsync_dir
 from runner.store._keys import Ed25519PrivateKey, Ed25519PublicKey, encode_public_key
@@ -102,6 +103,13 @@ class StoreReport:
         if self.first_bad_seq is not None:
             return f"seq {self.first_bad_seq}"
         return "no single record (the damage is not in one record)"
+
+    @property
+    def label(self) -> str:
+        """``DAMAGED (kind) at seq N`` (see :func:`damage_label`); "intact" when intact."""
+        if self.ok or self.damage is None:
+            return "intact"
+        return damage_label(self.damage, self.first_bad_seq)
 
     def raise_for_damage(self) -> None:
         """Raise the typed :class:`StoreDamaged` subclass if the store is not intact."""

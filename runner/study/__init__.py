@@ -109,7 +109,13 @@ from runner.study._static import (
     static_provider,
 )
 from runner.study._strata import StratumReasons, reason_codes_by_stratum
-from runner.study._workflow import RunHooks, StoreNotWritable, run_study, study_root
+from runner.study._workflow import (
+    RunHooks,
+    StopFilePresent,
+    StoreNotWritable,
+    run_study,
+    study_root,
+)
 
 __all__ = [
     "EXECUTORS",
@@ -166,6 +172,7 @@ __all__ = [
     "StaticDecisionRow",
     "StaticRun",
     "StaticSpec",
+    "StopFilePresent",
     "StoreHeader",
     "StoreInUse",
     "StoreNotEmpty",

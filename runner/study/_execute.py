@@ -11,14 +11,17 @@ and ``ect resume`` continues from the verified prefix.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
+import socket
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -180,9 +183,51 @@ def _run_lock(store_path: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise StoreInUse(f"another run is writing to {store_path} (it holds "
-                             f"{run_lock_path(store_path)}); wait for it or halt it") from None
+            raise StoreInUse(_in_use(store_path, _holder(fd))) from None
+        # who holds it, for the refusal another run gets meanwhile (read only while locked)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, canonical_bytes({
+            "pid": os.getpid(), "host": socket.gethostname(),
+            "since": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}), 0)
         yield
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """The holder a run lock file names: ``pid N on HOST since T`` (or why it cannot say)."""
+    try:
+        doc = json.loads(os.pread(fd, 4096, 0) or b"null")
+        return f"pid {int(doc['pid'])} on {doc['host']!s} since {doc['since']!s}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "its pid is not recorded"
+
+
+def _in_use(store_path: Path, holder: str) -> str:
+    return (f"another run is writing to {store_path} ({holder}; it holds "
+            f"{run_lock_path(store_path)}): wait for it to finish, or halt it (create "
+            f"{stop_file(store_path)}, or Ctrl-C it), then `ect resume --store {store_path}`")
+
+
+def refuse_if_locked(store_path: Path) -> None:
+    """Refuse (:class:`StoreInUse`, naming pid, host and since) while another process holds the
+    store's run lock: checked before a run or resume gives any other advice or preflights.
+
+    Raises:
+        StoreInUse: another run or resume holds the lock.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(run_lock_path(store_path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # no lock file (or none readable): no run has it; the run's own lock decides
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreInUse(_in_use(store_path, _holder(fd))) from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
 

@@ -43,8 +43,8 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None
     _, _, lock, rows = check_lock(spec_for_store(store_path, spec_path))
     report = verify_store(store_path, full=True)
     if not report.ok:
-        raise IncompleteStore(f"{store_path} does not verify: {report.damage} at "
-                              f"{report.where} ({report.detail})")
+        raise IncompleteStore(f"{store_path} does not verify: {report.label}: "
+                              f"{report.detail}")
     with Store.open(store_path, signing_key=load_signing_key(key_path_for(store_path))) as store:
         try:
             header = RunHeader.from_header(store.header)

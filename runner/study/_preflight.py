@@ -252,8 +252,7 @@ def _store_prefix(store_path: Path, lock_d: str, rows: list[ScheduleRow]) -> tup
         return True, f"{store_path} is absent: a new store will be created", 0
     report = verify_store(store_path, full=True)
     if not report.ok:
-        return False, (f"{store_path} does not verify: {report.damage} at "
-                       f"{report.where} ({report.detail})"), 0
+        return False, (f"{store_path} does not verify: {report.label}: {report.detail}"), 0
     with Store.open(store_path, readonly=True) as store:
         try:
             made_under = RunHeader.from_header(store.header).lock_digest

@@ -29,7 +29,7 @@ from runner.providers import (
     RawExchange,
 )
 from runner.study._records import AuditCall, CellRecord, RunHeader
-from runner.study._spec import StudySpec, load_spec
+from runner.study._spec import StudySpec, find_recorded_spec, load_spec
 from runner.worlds import TaskCheckpoint
 
 if TYPE_CHECKING:
@@ -151,15 +151,18 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
     Raises:
         ReplayRefused: the store does not verify in full, or its header is not a run's
             (:class:`RunHeader`).
-        SpecError: the spec (``spec_path``, else the one the header records) is malformed.
+        SpecError: the spec (``spec_path``, else the one the header records) is malformed, or
+            the recorded one is found neither from here nor in the study's folder.
     """
     from runner.store import Store, verify_store
     from runner.worlds import closed_loop_checkpoints
 
     verified = verify_store(store_path, full=True)
+    if verified.damage == "not_a_store":  # a wrong path, named as every command names it
+        verified.raise_for_damage()
     if not verified.ok:
-        raise ReplayRefused(f"{store_path} does not verify: {verified.damage} at "
-                            f"{verified.where} ({verified.detail}); nothing was replayed")
+        raise ReplayRefused(f"{store_path} does not verify: {verified.label}: {verified.detail}; "
+                            "nothing was replayed")
     report = ReplayReport()
     checkpoints = {c.checkpoint_id: c for c in closed_loop_checkpoints()}
     with Store.open(store_path, readonly=True) as store:
@@ -168,7 +171,7 @@ def replay_store(store_path: Path, spec_path: Path | None = None, *,
         except FormatError as e:
             raise ReplayRefused(f"{store_path} is not a run store: {e}; nothing was replayed") \
                 from e
-        spec = load_spec(spec_path or Path(header.spec))
+        spec = load_spec(spec_path or find_recorded_spec(Path(header.spec), store_path))
         total = store.count - 1  # every record after the header is a cell
         for rec in store.records(1):
             if on_cell is not None and report.cells:

@@ -54,7 +54,8 @@ class SpecError(StudyError):
     exit_category = ExitCategory.USAGE
 
 
-def recorded_spec(header: Mapping[str, object], store_path: str | Path) -> Path:
+def recorded_spec(header: Mapping[str, object], store_path: str | Path,
+                  option: str = "--study") -> Path:
     """The study spec a store's header records (``runner.study`` writes it as ``"spec"``).
 
     Raises:
@@ -67,17 +68,43 @@ def recorded_spec(header: Mapping[str, object], store_path: str | Path) -> Path:
         return Path(RunHeader.from_header(header).spec)
     except FormatError as e:
         raise SpecError(f"{store_path} records no study spec in its header; name it with "
-                        f"--study ({e})") from None
+                        f"{option} ({e})") from None
 
 
-def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None) -> Path:
-    """``spec_path`` when given, else the spec recorded in the store's header."""
+def spec_for_store(store_path: str | Path, spec_path: str | Path | None = None, *,
+                   option: str = "--study") -> Path:
+    """``spec_path`` when given, else the spec recorded in the store's header, found where it
+    was recorded: as is when absolute, else from the working directory, else in the study's
+    own folder (the checkout or the installed wheel), so every command that takes a store works
+    from any directory.
+
+    Raises:
+        SpecError: the header records no spec, or the recorded one is found nowhere (the
+            message names it and where it was looked for).
+    """
     if spec_path is not None:
         return Path(spec_path)
     from runner.store import Store
 
     with Store.open(store_path, readonly=True) as store:
-        return recorded_spec(store.header, store_path)
+        recorded = recorded_spec(store.header, store_path, option)
+    return find_recorded_spec(recorded, store_path, option)
+
+
+def find_recorded_spec(recorded: Path, store_path: str | Path, option: str = "--study") -> Path:
+    """The spec a header records (``recorded``), looked for as :func:`spec_for_store` does."""
+    if recorded.is_absolute() or recorded.exists():
+        if recorded.exists():
+            return recorded
+        raise SpecError(f"{store_path} records study spec {recorded}, which does not exist; "
+                        f"name it with {option} PATH")
+    from runner import _data
+
+    beside = _data.study_root() / recorded
+    if beside.exists():
+        return beside
+    raise SpecError(f"{store_path} records study spec {recorded}, found neither here "
+                    f"({Path.cwd()}) nor in {_data.study_root()}; name it with {option} PATH")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from runner.study._execute import (
     StoreNotEmpty,
     check_resume_provider,
     execute,
+    refuse_if_locked,
+    stop_file,
 )
 from runner.study._preflight import (
     PreflightCheck,
@@ -27,7 +29,14 @@ from runner.study._ray import ClusterUnreachable
 from runner.study._records import CellRecord
 from runner.study._spec import load_spec
 
-__all__ = ["RunHooks", "StoreNotWritable", "run_study", "study_root"]
+__all__ = ["RunHooks", "StopFilePresent", "StoreNotWritable", "run_study", "study_root"]
+
+
+class StopFilePresent(StudyError):
+    """A ``STOP`` file lies beside the store: the run would halt before its first cell, so it
+    is refused before any preflight, naming the file and how to remove it."""
+
+    exit_category = ExitCategory.HALTED
 
 
 class StoreNotWritable(StudyError):
@@ -72,6 +81,8 @@ def run_study(settings: RunSettings, *, resume: bool = False,
 
     Raises:
         SpecError: the spec is malformed.
+        StoreInUse: another run or resume holds the store's run lock (pid, host, since named).
+        StopFilePresent: a ``STOP`` file lies beside the store (named, with how to remove it).
         StoreNotEmpty: ``run`` on a store that holds cells (continue it with resume).
         ProviderMismatch: ``resume`` under another provider than the store records.
         StoreNotWritable: the store's directory cannot be written in.
@@ -81,6 +92,13 @@ def run_study(settings: RunSettings, *, resume: bool = False,
     """
     hooks = hooks or RunHooks()
     load_spec(settings.spec_path)
+    # advice that works: a store another run holds, and a leftover STOP file, are named first
+    refuse_if_locked(settings.store_path)
+    stop = stop_file(settings.store_path)
+    if stop.exists():
+        raise StopFilePresent(
+            f"{stop} exists: it halts every run writing in {stop.parent} before its first "
+            f"cell, so nothing was run; remove it (rm {stop}) and run the command again")
     if resume:
         check_resume_provider(settings)  # before the preflight, which would fail less clearly
     else:

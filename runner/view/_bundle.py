@@ -65,14 +65,19 @@ def write_bundle(out_dir: str | os.PathLike[str], *, store: str | os.PathLike[st
     tmp = out.with_name(out.name + ".tmp-bundle")
     if tmp.exists():
         shutil.rmtree(tmp)
-    (tmp / "data").mkdir(parents=True)
-    (tmp / "assets").mkdir()
-    (tmp / "index.html").write_text(index_html(mode), "utf-8")
-    for name, (path, _media) in ASSETS.items():
-        shutil.copyfile(path, tmp / "assets" / name)
-    for name, obj in data.items():
-        (tmp / "data" / f"{name}.js").write_bytes(_script(name, obj))
-    if out.exists():
-        out.rmdir()
-    tmp.replace(out)
+    try:
+        (tmp / "data").mkdir(parents=True)
+        (tmp / "assets").mkdir()
+        (tmp / "index.html").write_text(index_html(mode), "utf-8")
+        for name, (path, _media) in ASSETS.items():
+            shutil.copyfile(path, tmp / "assets" / name)
+        for name, obj in data.items():
+            (tmp / "data" / f"{name}.js").write_bytes(_script(name, obj))
+        if out.exists():
+            out.rmdir()
+        tmp.replace(out)
+    except BaseException:
+        # a full disk, an interrupt: no half-written bundle is left beside DIR
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return len(data)

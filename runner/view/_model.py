@@ -16,9 +16,9 @@ from typing import Any
 from runner.canonical import JsonObject
 from runner.errors import FormatError
 from runner.loop import Outcome
-from runner.store import ProofInvalid, StoreReport, merkle
+from runner.store import ProofInvalid, StoreReport, damage_label, merkle
 from runner.study import AuditCall, CellRecord, FailureCounts, PreflightReport, record_failures
-from runner.view._errors import ViewError
+from runner.view._errors import RecordDamaged, ViewError
 from runner.view._source import StoreSource
 
 __all__ = [
@@ -34,8 +34,10 @@ __all__ = [
 CELL_COLUMNS: tuple[str, ...] = (
     "seq", "row", "cell_id", "task_id", "family", "world_id", "checkpoint", "policy",
     "seed_index", "fault", "outcome", "stop_reason", "turns", "tool_calls", "cost_usd",
-    "provider_failures",
+    "provider_failures", "damage",
 )
+"""``damage`` is empty for a cell and names a record that could not be read the way every
+command names it (``DAMAGED (tamper) at seq 6: ...``)."""
 
 
 def outcome_label(o: Outcome) -> str:
@@ -59,13 +61,13 @@ def cell_rows(src: StoreSource) -> list[list[str | int | float | None]]:
     rows: list[list[str | int | float | None]] = []
     for seq, record in sorted(src.cells().items()):
         if not isinstance(record, CellRecord):
-            rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 5)])
+            rows.append([seq, *([None] * 9), UNREADABLE, *([None] * 5), str(record)])
             continue
         o, srow = record.result.outcome, record.schedule_row
         rows.append([
             seq, record.row, record.cell_id, o.task_id, o.family, o.world_id, o.checkpoint,
             o.policy, srow.seed_index, o.fault, outcome_label(o), o.stop_reason, o.turns,
-            o.tool_calls, o.cost_usd, _failure_flag(record),
+            o.tool_calls, o.cost_usd, _failure_flag(record), None,
         ])
     return rows
 
@@ -85,15 +87,26 @@ def _with_unreadable(report: StoreReport | None,
     """The verification as the page shows it: never "intact" beside a record the page could not
     read. A quick verification does not re-read the bodies the page reads; when one of them is
     unreadable, that is the first damage the page names."""
-    integrity = None if report is None else report.to_json()
+    integrity = None if report is None else {**report.to_json(), "label": report.label}
     bad = [(seq, r) for seq, r in sorted(cells.items()) if not isinstance(r, CellRecord)]
     if not bad or report is None or integrity is None or not report.ok:
         return integrity
     seq, err = bad[0]
     kind = "full" if report.full else "quick"
-    return {**integrity, "ok": False, "damage": UNREADABLE, "first_bad_seq": seq,
-            "detail": f"{len(bad)} record(s) unreadable, first {err} (the {kind} verification, "
+    damage = err.kind if isinstance(err, RecordDamaged) else UNREADABLE
+    detail = err.detail if isinstance(err, RecordDamaged) else str(err)
+    return {**integrity, "ok": False, "damage": damage, "first_bad_seq": seq,
+            "label": damage_label(damage, seq),
+            "detail": f"{len(bad)} record(s) unreadable, first {detail} (the {kind} verification, "
                       f"which does not read every body, found: {report.detail})"}
+
+
+def _count(src: StoreSource) -> int | None:
+    """The records SQLite holds (header included); None when it cannot count them."""
+    try:
+        return src.count()
+    except ViewError:
+        return None
 
 
 def _preflight(src: StoreSource) -> PreflightReport | None:
@@ -154,6 +167,8 @@ def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObjec
         # the sandbox layers in force, as the run recorded them
         "sandbox_layers": header.sandbox_layers,
         "progress": {"committed": len(cells), "total": header.schedule_rows},
+        # what SQLite holds (header included), beside what the verification could confirm
+        "records_in_store": _count(src),
         "cost_usd": round(cost, 9),
         "tokens": tokens,
         "provider_attempts": src.attempt_count(),

@@ -26,11 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runner.canonical import JsonValue
+from runner.canonical import JsonValue, canonical_bytes
 from runner.errors import FormatError
-from runner.store import StoreReport, checkpoint_path, verify_store
+from runner.store import (
+    FileCorrupt,
+    StoreReport,
+    checkpoint_path,
+    foreign_file,
+    merkle,
+    verify_store,
+)
 from runner.study import CellRecord, StoreHeader
-from runner.view._errors import NotFound, ViewError
+from runner.view._errors import NotFound, RecordDamaged, ViewError
 
 __all__ = ["RawRecord", "StoreSource"]
 
@@ -48,10 +55,15 @@ class RawRecord:
     prev_chain: bytes
 
 
-def _read_cell(seq: int, body: bytes) -> CellRecord | ViewError:
+def _read_cell(seq: int, body: bytes, leaf: bytes | None) -> CellRecord | ViewError:
+    """Record ``seq`` as a cell record; one that is not is damage (``tamper``) when its body
+    no longer hashes to its stored leaf, else a record of another kind of store."""
     try:
         return CellRecord.from_json(json.loads(body), f"record {seq}")
     except (ValueError, FormatError) as e:
+        if leaf is not None and merkle.leaf_hash(body) != leaf:
+            return RecordDamaged(f"record {seq} is not a cell record (its body does not match "
+                                 f"its leaf hash): {e}", kind="tamper", seq=seq)
         return ViewError(f"record {seq} is not a cell record: {e}")
 
 
@@ -71,21 +83,33 @@ class StoreSource:
         self._cells: dict[int, CellRecord | ViewError] = {}
         self._header: StoreHeader | None = None
         self._quick: tuple[tuple[object, ...], StoreReport] | None = None
+        # Named as every command names it: a file that never was a store is a wrong path
+        # (ViewError, exit 2); a store cut short or overwritten is damage (FileCorrupt, exit 3).
         with self._read() as conn:
             try:
                 app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            except sqlite3.Error as e:
+                if foreign_file(self.path):
+                    raise ViewError(f"{self.path}: not an ect run store (not an SQLite file, "
+                                    "and no store checkpoint beside it)") from e
+                raise FileCorrupt(f"{self.path}: SQLite reports a damaged file: {e}") from e
+            if app_id != 0x45435453 and not checkpoint_path(self.path).exists():
+                raise ViewError(f"{self.path}: not an ect run store (application_id {app_id})")
+            try:
                 row = conn.execute("SELECT body FROM records WHERE seq = 0").fetchone()
             except sqlite3.Error as e:
-                raise ViewError(f"{self.path}: not a run store ({e})") from e
+                raise FileCorrupt(f"{self.path}: SQLite reports a damaged file: {e}") from e
         if app_id != 0x45435453 or row is None:
-            raise ViewError(f"{self.path}: not a run store (no ECTS header record)")
+            raise FileCorrupt(f"{self.path}: no ECTS header record, yet a store checkpoint "
+                              "lies beside it" if app_id != 0x45435453 else
+                              f"{self.path}: no header record (record 0)")
         try:
             doc = json.loads(row[0])
             if not isinstance(doc, dict):
-                raise ViewError(f"{self.path}: not a run store (its header is not an object)")
+                raise ViewError(f"{self.path}: not an ect run store (its header is not an object)")
             self._header = StoreHeader.from_header(doc)
         except (ValueError, FormatError) as e:
-            raise ViewError(f"{self.path}: not a run store (its header: {e})") from e
+            raise ViewError(f"{self.path}: not an ect run store (its header: {e})") from e
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -150,13 +174,18 @@ class StoreSource:
         start = max(self._cells, default=0) + 1
         try:
             rows = self.run(lambda c: c.execute(
-                "SELECT seq, body FROM records WHERE seq >= ? ORDER BY seq", (start,)).fetchall())
+                "SELECT seq, body, leaf FROM records WHERE seq >= ? ORDER BY seq",
+                (start,)).fetchall())
         except ViewError:
             self._cells.update(self._cells_one_by_one(start))
             return self._cells
-        for seq, body in rows:
-            self._cells[int(seq)] = _read_cell(int(seq), body)
+        for seq, body, leaf in rows:
+            self._cells[int(seq)] = _read_cell(int(seq), body, bytes(leaf))
         return self._cells
+
+    def damaged(self) -> list[RecordDamaged]:
+        """Every damaged record the cell table met, in order."""
+        return [r for _, r in sorted(self.cells().items()) if isinstance(r, RecordDamaged)]
 
     def _cells_one_by_one(self, start: int) -> dict[int, CellRecord | ViewError]:
         """The records from ``start`` on when SQLite cannot read them in one go (damaged
@@ -176,12 +205,14 @@ class StoreSource:
         for seq in range(start, max(top, size - 1) + 1):
             try:
                 row = self.run(lambda c, n=seq: c.execute(  # type: ignore[misc]
-                    "SELECT body FROM records WHERE seq = ?", (n,)).fetchone())
+                    "SELECT body, leaf FROM records WHERE seq = ?", (n,)).fetchone())
             except ViewError as e:
-                out[seq] = ViewError(f"record {seq} is unreadable: {e}")
+                out[seq] = RecordDamaged(f"record {seq} is unreadable: {e}", kind="corrupt",
+                                         seq=seq)
                 continue
-            out[seq] = (ViewError(f"record {seq} is missing (the checkpoint names {size} records)")
-                        if row is None else _read_cell(seq, row[0]))
+            out[seq] = (RecordDamaged(f"record {seq} is missing (the checkpoint names {size} "
+                                      "records)", kind="truncation", seq=seq)
+                        if row is None else _read_cell(seq, row[0], bytes(row[1])))
         return out
 
     def cell(self, seq: int) -> CellRecord:
@@ -201,9 +232,35 @@ class StoreSource:
         return record
 
     def seq_of(self, cell_id: str) -> int:
-        for seq, record in self.cells().items():
+        """The record of cell ``cell_id``.
+
+        Raises:
+            RecordDamaged: the cell's record is damaged (its bytes still name the cell), or the
+                cell is not among the readable records while some record is damaged (it may be
+                that one): a damaged cell is named as damage, never as absent.
+            NotFound: no record is, or may be, that cell.
+        """
+        cells = self.cells()
+        for seq, record in cells.items():
             if isinstance(record, CellRecord) and record.cell_id == cell_id:
                 return seq
+        damaged = self.damaged()
+        if damaged:
+            needle = canonical_bytes(cell_id)
+            for err in damaged:
+                try:
+                    raw = self.raw_record(err.seq).body
+                except ViewError:
+                    continue
+                if b'"cell_id":' + needle in raw:
+                    raise RecordDamaged(f"the record of cell {cell_id!r} in {self.path}: "
+                                        f"{err.detail}",
+                                        kind=err.kind, seq=err.seq)
+            first = damaged[0]
+            raise RecordDamaged(f"cell {cell_id!r} is not among the readable records of "
+                                f"{self.path}; {len(damaged)} record(s) could not be read and it "
+                                f"may be one of them (first: {first.detail})", kind=first.kind,
+                                seq=first.seq)
         raise NotFound(f"no committed cell {cell_id!r} in {self.path}")
 
     def raw_record(self, seq: int) -> RawRecord:

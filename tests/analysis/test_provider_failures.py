@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from runner.cli import cli
 from runner.study import AuditCall, AuditFailure, AuditGroup, RawExchangeRef
-from runner.view import StoreSource, cell_rows, run_summary
+from runner.view import CELL_COLUMNS, StoreSource, cell_rows, run_summary
 from tests.analysis import _fixtures as fx
 from tests.analysis.test_store_report import (
     ATTEMPT,
@@ -84,4 +84,5 @@ def test_store_show_and_the_viewer_count_and_flag_failures(tmp_path: Path) -> No
     src = StoreSource(store)
     summary = run_summary(src, integrity=None)
     assert summary["provider_failures"]["by_role"] == {"planner": 3}
-    assert [row[-1] for row in cell_rows(src)] == ["1 (1 T)"] * 3
+    col = CELL_COLUMNS.index("provider_failures")  # the table also names damage (issue 39)
+    assert [row[col] for row in cell_rows(src)] == ["1 (1 T)"] * 3

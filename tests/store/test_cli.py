@@ -66,7 +66,7 @@ def test_verify_not_a_store_is_refused_exit_2(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database at all" * 50)
     code, out = _run("store", "verify", str(junk))
-    assert code == 2 and "is not an ect run store" in out and "DAMAGED" not in out
+    assert code == 2 and ": not an ect run store" in out and "DAMAGED" not in out
     # ... but the same bytes with a store's checkpoint beside them are a store whose first page
     # was overwritten: damage, exit 1
     (tmp_path / "junk.db.checkpoint").write_text("{}", "utf-8")

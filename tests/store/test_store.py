@@ -46,7 +46,8 @@ def test_exported_members() -> None:
         "ProofInvalid", "Record", "ScheduleMismatch", "SignatureInvalid", "StaleCheckpoint",
         "StoreUnavailable",
         "Store", "StoreBusy", "StoreDamaged", "StoreReport", "StoreUsageError",
-        "TamperDetected", "TruncationDetected", "checkpoint_path", "export_manifest",
+        "TamperDetected", "TruncationDetected", "checkpoint_path", "damage_label", "export_manifest",
+        "foreign_file", "read_external_checkpoint",
         "generate_key", "load_public_key", "load_signing_key", "merkle", "public_key_path",
         "salvage", "verify_manifest", "verify_store",
     }  # fmt: skip

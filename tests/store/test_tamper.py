@@ -17,6 +17,7 @@ from runner.store import (
     BlobCorrupt,
     CheckpointMissing,
     FileCorrupt,
+    NotAStore,
     SignatureInvalid,
     StaleCheckpoint,
     Store,
@@ -201,6 +202,10 @@ def test_dropped_triggers(sealed: Path) -> None:
 def test_not_a_database(tmp_path: Path) -> None:
     p = tmp_path / "junk.db"
     p.write_bytes(b"this is not sqlite" * 100)
+    # a file that never was a store (no checkpoint beside it) is a wrong path, named so by
+    # every command (issue 39); with a store checkpoint beside it, it is a store's damage
+    _expect(verify_store(p), NotAStore, None)
+    Path(f"{p}.checkpoint").write_text("{}", "utf-8")
     _expect(verify_store(p), FileCorrupt, None)
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()

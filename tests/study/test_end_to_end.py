@@ -117,12 +117,13 @@ def test_replay_refuses_a_store_that_does_not_verify(reference: Reference,
     """A record rewritten behind the store's back is not "reproduced": replay verifies the
     store in full first and refuses (exit 3), naming the first bad record."""
     store = tampered_copy(reference.store, tmp_path / "tampered.db", 5)
-    with pytest.raises(ReplayRefused, match="tamper at seq 5"):
+    with pytest.raises(ReplayRefused, match=r"DAMAGED \(tamper\) at seq 5"):
         replay_store(store, reference.spec)
     result = CliRunner().invoke(cli, ["replay", "--store", str(store), "--study",
                                       str(reference.spec)])
     assert result.exit_code == 3
-    assert result.stderr.splitlines()[-1].startswith(f"ect: {store} does not verify: tamper at seq 5")
+    assert result.stderr.splitlines()[-1].startswith(
+        f"ect: {store} does not verify: DAMAGED (tamper) at seq 5")
 
 
 @pytest.mark.slow

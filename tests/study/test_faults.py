@@ -322,4 +322,5 @@ def test_non_utf8_record_body_names_the_record(reference: Reference, tmp_path: P
         res = cli(*args)
         assert res.code == EXIT_REFUSED, (args, res.err)
         line = res.one_line_error()
-        assert "tamper at seq" in line and "UTF-8" not in line.split("tamper at seq")[0], line
+        assert "DAMAGED (tamper) at seq 7" in line, line
+        assert "UTF-8" not in line.split("DAMAGED (tamper) at seq")[0], line

@@ -79,9 +79,16 @@ def test_stop_file_cli_exit_code(tmp_path: Path, reference: Reference) -> None:
     stop_file(store).touch()
     done = ect("run", "--study", str(reference.spec), "--store", str(store), "--json")
     assert done.returncode == EXIT_HALTED, done.stderr
-    assert "halted at a cell boundary: STOP file" in done.stderr
-    assert json.loads(done.stdout)["committed"] == 0
+    # a STOP file there from the start is named before any preflight, with how to remove it
+    # (issue 39); nothing is run and no store is made
+    assert done.stderr.startswith(f"ect: {stop_file(store)} exists: ")
+    assert f"remove it (rm {stop_file(store)})" in done.stderr and "preflight" not in done.stderr
+    assert done.stdout == "" and not store.exists()
     stop_file(store).unlink()
+    again = ect("run", "--study", str(reference.spec), "--store", str(store), "--json",
+                "--limit", "2")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["committed"] == 2
     _assert_resumable_prefix(store, reference)
 
 

@@ -43,7 +43,7 @@ def test_usage_errors(store: Path, tmp_path: Path) -> None:
     not_a_store = tmp_path / "plain.db"
     not_a_store.write_bytes(b"")
     code, _, err = _ect("view", "--store", str(not_a_store), "--bundle", str(tmp_path / "b"))
-    assert code == 2 and "not a run store" in err
+    assert code == 2 and "not an ect run store" in err  # every command's words (issue 39)
 
 
 def test_bundle_command(store: Path, tmp_path: Path) -> None:

@@ -73,8 +73,11 @@ def test_the_run_page_is_never_intact_beside_an_unreadable_record(store: Path) -
     run = r.json()
     assert run["outcomes"]["unreadable"] == 1
     integ = run["integrity"]
-    assert integ["ok"] is False and integ["first_bad_seq"] == 5 and integ["damage"] == "unreadable"
-    assert integ["detail"].startswith("1 record(s) unreadable, first record 5 is not a cell record: ")
+    # named as `store verify --full` names it (issue 39): the body no longer hashes to its leaf
+    assert integ["ok"] is False and integ["first_bad_seq"] == 5 and integ["damage"] == "tamper"
+    assert integ["label"] == "DAMAGED (tamper) at seq 5"
+    assert integ["detail"].startswith("1 record(s) unreadable, first record 5 is not a cell record "
+                                      "(its body does not match its leaf hash): ")
     assert "(the quick verification, which does not read every body, found: intact: " in integ["detail"]
 
 
@@ -99,7 +102,8 @@ def test_an_overwritten_page_is_named_by_its_record(store: Path, tmp_path: Path)
     pretty = _ect("store", "show", str(store), "--seq", str(first), "--pretty")
     assert pretty.exit_code == 3
     assert pretty.output.splitlines() == [
-        f"ect: record {first} is unreadable: {store}: read failed (database disk image is malformed)"]
+        f"ect: DAMAGED (corrupt) at seq {first}: record {first} is unreadable: {store}: read failed "
+        "(database disk image is malformed)"]
     readable = _ect("store", "show", str(store), "--seq", str(other), "--pretty")
     assert readable.exit_code == 0, readable.output
     assert readable.output.splitlines()[-1] == (
@@ -108,13 +112,15 @@ def test_an_overwritten_page_is_named_by_its_record(store: Path, tmp_path: Path)
 
     replay = _ect("replay", "--store", str(store))
     assert replay.exit_code != 0 and "Traceback" not in replay.output
-    assert (f"ect: {store} does not verify: corrupt at seq {first} ({store}: SQLite reports a "
-            "damaged file: database disk image is malformed); nothing was replayed") in replay.output
+    assert (f"ect: {store} does not verify: DAMAGED (corrupt) at seq {first}: {store}: SQLite "
+            "reports a damaged file: database disk image is malformed; nothing was replayed"
+            ) in replay.output
 
     app = build_app(store=store)
     cell, good, run = _get(app, f"/api/cell-{first}", f"/api/cell-{other}", "/api/run")
-    assert cell.json() == {"error": f"record {first} is unreadable: {store}: read failed "
-                                    "(database disk image is malformed)"}
+    assert cell.json() == {"error": f"DAMAGED (corrupt) at seq {first}: record {first} is "
+                                    f"unreadable: {store}: read failed (database disk image is "
+                                    "malformed)"}
     assert good.status_code == 200 and good.json()["chain"]["error"].endswith(
         "read failed (database disk image is malformed)")
     assert run.status_code == 200 and run.json()["integrity"]["ok"] is False
@@ -126,7 +132,7 @@ def test_an_overwritten_page_is_named_by_its_record(store: Path, tmp_path: Path)
     assert f"bundle: verifying {store} in full, then writing every page" in bundle.output
     assert re.search(r"^bundle: (\d+)/\1 cell pages", bundle.output, re.M), bundle.output
     data = (tmp_path / "bundle" / "data" / f"cell-{first}.js").read_text("utf-8")
-    assert f'"error":"record {first} is unreadable: ' in data
+    assert f'"error":"DAMAGED (corrupt) at seq {first}: record {first} is unreadable: ' in data
     listed = sorted(p.name for p in store.parent.iterdir())
     assert not [n for n in listed if n.endswith(("-wal", "-shm"))], listed
 
@@ -163,7 +169,7 @@ def test_verify_labels(store: Path, tmp_path: Path) -> None:
     text.write_text("not a store\n", "utf-8")
     r = _ect("store", "verify", str(text))
     assert r.exit_code == 2
-    assert r.output == (f"ect: {text} is not an ect run store (not an SQLite file, and no store "
+    assert r.output == (f"ect: {text}: not an ect run store (not an SQLite file, and no store "
                         "checkpoint beside it)\n")
     other = tmp_path / "other.db"
     conn = sqlite3.connect(other)

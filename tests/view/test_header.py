@@ -54,6 +54,6 @@ def test_the_preflight_report_is_read_strictly(tmp_path: Path) -> None:
 def test_a_header_that_is_not_a_run_header_is_refused(tmp_path: Path, header: dict[str, Any],
                                                        needle: str) -> None:
     path = _store(tmp_path, header)
-    with pytest.raises(ViewError, match="not a run store") as info:
+    with pytest.raises(ViewError, match="not an ect run store") as info:
         StoreSource(path)
     assert needle in str(info.value)

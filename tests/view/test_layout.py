@@ -56,3 +56,59 @@ def test_the_cell_table_fits_a_1024px_window_and_the_bundle_names_its_check(
         page.wait_for_selector("#jsproof[data-ok]")
         labels = page.locator("#proof dt").all_inner_texts()
         assert "checked when the bundle was written" in labels and "server check" not in labels
+
+
+# Every text node of the table, cut into the parts a line may break between (whitespace and
+# after _ : / -); a part whose glyphs lie on more than one line was broken mid-word.
+_BROKEN = """() => {
+  const out = [];
+  const walker = document.createTreeWalker(document.querySelector('#cellbody'), NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const re = /[^\\s_:\\/-]+/g; let m;
+    while ((m = re.exec(n.data))) {
+      const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+      const tops = new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top)));
+      if (tops.size > 1) out.push(m[0] + ' in ' + n.data);
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", [1024, 1280])
+def test_the_cell_table_breaks_no_word_or_number(store: Path, tmp_path: Path, width: int) -> None:
+    """Issue 39: at 1280 px the table broke words mid-word ("controlle r", "0.0011 2")."""
+    out = tmp_path / "bundle"
+    write_bundle(out, store=store)
+    _widest_rows(out)
+    with browser() as b:
+        page = b.new_page(viewport={"width": width, "height": 800})
+        page.goto((out / "index.html").as_uri() + "#/cells")
+        page.wait_for_selector("body[data-ready='#/cells']")
+        assert page.locator("#cellbody tr").count() == 16
+        assert page.evaluate(_BROKEN) == []
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def test_every_outcome_has_a_colour_and_a_legend(store: Path, tmp_path: Path) -> None:
+    """Issue 39: "unsupported" had no colour while "premature" was red."""
+    from runner.view._model import UNREADABLE
+
+    labels = {"supported", "premature", "unsupported", "false_continuation", "stuck",
+              "not_completed", UNREADABLE}
+    # the labels outcome_label can give (its source names each), and the damaged record's
+    src = (REPO / "runner" / "view" / "_model.py").read_text("utf-8")
+    body = src.split("def outcome_label", 1)[1].split("\n\n\n", 1)[0]
+    assert set(__import__("re").findall(r'"([a-z_]+)"', body)) - {"complete"} == labels - {UNREADABLE}
+    out = tmp_path / "bundle"
+    write_bundle(out, store=store)
+    with browser() as b:
+        page = b.new_page(viewport={"width": 1280, "height": 800})
+        page.goto((out / "index.html").as_uri() + "#/cells")
+        page.wait_for_selector("body[data-ready='#/cells']")
+        legend = page.locator("#legend .oc").evaluate_all(
+            "els => els.map(e => [e.textContent, getComputedStyle(e).backgroundColor])")
+        assert {name for name, _ in legend} == labels
+        colours = [colour for _, colour in legend]
+        assert all(c not in ("rgba(0, 0, 0, 0)", "transparent") for c in colours), legend
+        assert len(set(colours)) == len(colours), legend

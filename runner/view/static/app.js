@@ -187,13 +187,16 @@
       html += '<section class="card"><h2>Progress and cost</h2><dl><dt>cells committed</dt><dd id="progress">' + esc(r.progress.committed) + " / " + esc(r.progress.total) + "</dd>";
       html += "<dt>estimated cost</dt><dd>$" + esc(r.cost_usd.toFixed(4)) + (r.simulated ? " (simulated provider: price table applied to simulated token counts)" : "") + "</dd>";
       html += "<dt>tokens</dt><dd>" + esc(r.tokens) + "</dd><dt>provider attempts</dt><dd>" + esc(r.provider_attempts) + "</dd>";
-      html += "<dt>stop reasons</dt><dd>" + Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") + "</dd>";
-      html += "<dt>outcomes</dt><dd>" + Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") + "</dd>";
+      // a count with nothing to count says so, never an empty field
+      html += "<dt>stop reasons</dt><dd>" + (Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") || "none (no cell record read)") + "</dd>";
+      html += "<dt>outcomes</dt><dd>" + (Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") || "none (no cell record read)") + "</dd>";
       var pfail = r.provider_failures || {total: 0};
       html += '<dt>provider failures</dt><dd id="providerfailures">' + (pfail.total ? esc(pfail.total) + " in " + esc(pfail.cells) + " cell(s): " + esc(pfail.by_class.transport) + " transport, " + esc(pfail.by_class.model_output) + " model output (by role: " + Object.keys(pfail.by_role).map(function (k) { return esc(k) + " " + esc(pfail.by_role[k]); }).join(", ") + "; by pipeline: " + Object.keys(pfail.by_pipeline).map(function (k) { return esc(k) + " " + esc(pfail.by_pipeline[k]); }).join(", ") + ")" : "none") + "</dd></dl></section>";
-      html += '<section class="card" id="integrity"><h2>Integrity</h2><p>' + badge(integ.ok, "intact", "DAMAGED") + " " + esc(integ.full ? "full" : "quick") + " verification: " + esc(integ.detail) + "</p>";
-      html += "<dl><dt>records</dt><dd>" + esc(integ.records) + "</dd><dt>chain head</dt><dd><code>" + esc(integ.head ? integ.head.chain : "") + "</code></dd>";
-      html += "<dt>signed checkpoint</dt><dd>size " + esc(cp.size) + ", Merkle root <code>" + esc(cp.root) + "</code>, " + esc(cp.created_utc) + " (signature checked by the verification above)</dd></dl>";
+      // Only facts: a field the verification could not establish says so, never shows empty.
+      html += '<section class="card" id="integrity"><h2>Integrity</h2><p id="integrityline">' + (integ.ok ? badge(true, "intact", "") : '<span class="error">' + esc(integ.label || "DAMAGED") + "</span>") + " " + esc(integ.full ? "full" : "quick") + " verification: " + esc(integ.detail) + "</p>";
+      html += "<dl><dt>records</dt><dd>" + (r.records_in_store === null ? "SQLite cannot count them" : esc(r.records_in_store) + " in the store") + (integ.ok ? " (" + esc(integ.records) + " verified)" : " (not all verified: " + esc(integ.label || "damage") + ")") + "</dd>";
+      html += "<dt>chain head</dt><dd>" + (integ.head ? "<code>" + esc(integ.head.chain) + "</code> (seq " + esc(integ.head.seq) + ")" : "not established (the verification found damage before it could name one)") + "</dd>";
+      html += "<dt>signed checkpoint</dt><dd>" + (cp.size !== undefined ? "size " + esc(cp.size) + ", Merkle root <code>" + esc(cp.root) + "</code>, " + esc(cp.created_utc) + (integ.ok ? " (signature checked by the verification above)" : " (not confirmed: the verification above found damage)") : "none in the store") + "</dd></dl>";
       if (BUNDLE) html += '<p class="note">This bundle was written from the store; the verification above ran when it was written.</p>';
       else html += '<p><button id="fullverify" type="button">Run the full verification</button> <span id="fullresult" aria-live="polite"></span></p>';
       html += "</section>";
@@ -219,7 +222,7 @@
         var out = document.getElementById("fullresult");
         btn.disabled = true; out.textContent = "verifying…";
         fetch("verify", { method: "POST", credentials: "same-origin" }).then(function (x) { return x.json(); }).then(function (v) {
-          out.innerHTML = badge(v.ok, "intact", "DAMAGED") + " full verification: " + esc(v.detail) + (v.ok ? "" : " (damage " + esc(v.damage) + ", first bad seq " + esc(v.first_bad_seq) + ")");
+          out.innerHTML = (v.ok ? badge(true, "intact", "") : '<span class="error">' + esc(v.label || "DAMAGED") + "</span>") + " full verification: " + esc(v.detail);
           btn.disabled = false;
         }).catch(function (e) { out.textContent = String(e); btn.disabled = false; });
       });
@@ -231,6 +234,13 @@
     ["seed_index", "seed"], ["fault", "fault"], ["outcome", "outcome"], ["stop_reason", "stop reason"]];
   var SHOWN = [["row", "row"], ["task_id", "task"], ["family", "family"], ["world_id", "world"], ["checkpoint", "checkpoint"], ["policy", "pipeline"],
     ["seed_index", "seed"], ["fault", "fault"], ["outcome", "outcome"], ["stop_reason", "stop reason"], ["turns", "turns"], ["tool_calls", "calls"], ["cost_usd", "cost $"], ["provider_failures", "provider failures"]];
+  // Every outcome the table can show, with its colour (app.css) and what it means.
+  var OUTCOMES = [["supported", "completed, every claim supported"],
+    ["premature", "completed at an incomplete checkpoint, unsupported"], ["unsupported", "completed, not every claim supported"],
+    ["false_continuation", "a fully supported finish on a clean checkpoint was rejected"], ["stuck", "stopped as stuck while recovery was within budget"],
+    ["not_completed", "stopped without completing"], ["unreadable", "the record could not be read (damage)"]];
+  /* allow a line break only between word parts (after _ : / and -), never inside a word or number */
+  function brk(v) { return esc(v).replace(/([_:\/])/g, "$1<wbr>"); }
   function cellObjects(data) {
     return data.rows.map(function (r) { var o = {}; data.columns.forEach(function (c, i) { o[c] = r[i]; }); return o; });
   }
@@ -268,14 +278,23 @@
       var tds = SHOWN.map(function (c) {
         var v = o[c[0]];
         if (c[0] === "cost_usd" && typeof v === "number") v = v.toFixed(5);
-        if (c[0] === "outcome") return '<td><span class="oc oc-' + esc(v) + '">' + esc(v) + "</span></td>";
-        return "<td>" + esc(v) + "</td>";
+        if (c[0] === "outcome") return '<td><span class="oc oc-' + esc(v) + '">' + brk(v) + "</span></td>";
+        if (o.damage && c[0] === "row") return '<td class="nw">' + esc(o.seq) + "</td>";
+        // a damaged record names its damage where its task would be, never as empty fields
+        if (o.damage && c[0] === "task_id") return '<td colspan="7" class="error damage">' + esc(o.damage) + "</td>";
+        if (o.damage && ["family", "world_id", "checkpoint", "policy", "seed_index", "fault"].indexOf(c[0]) >= 0) return "";
+        return '<td class="' + (typeof v === "number" ? "nw num" : "") + '">' + brk(v) + "</td>";
       }).join("");
       html.push('<tr tabindex="0" data-seq="' + o.seq + '" data-cell="' + esc(o.cell_id) + '">' + tds +
         '<td><a href="#/cell/' + o.seq + '">open</a> · <a href="#/compare/' + o.seq + '">pipelines</a></td></tr>');
     }
     tb.innerHTML = html.join("");
-    document.getElementById("count").textContent = vis.length + " of " + rows.length + " cells";
+    var damaged = rows.filter(function (o) { return o.damage; });
+    var hidden = damaged.filter(function (o) { return vis.indexOf(o) < 0; });
+    document.getElementById("count").textContent = vis.length + " of " + rows.length + " records" +
+      (damaged.length ? "; " + damaged.length + " could not be read (" + damaged[0].damage.split(":")[0] + (damaged.length > 1 ? ", …" : "") + ")" +
+        (hidden.length ? ", " + hidden.length + " of them not shown by this filter (a damaged record has no task, pipeline or outcome to match)" : "") : "");
+    document.getElementById("count").className = damaged.length ? "error" : "";
     void tb.offsetHeight; /* force layout so the figure covers building and laying out the rows */
     document.body.setAttribute("data-table-ms", (performance.now() - t0).toFixed(1));
     Array.prototype.forEach.call(document.querySelectorAll("#celltable th button"), function (b) {
@@ -304,6 +323,7 @@
       html += '<div class="tablewrap"><table id="celltable"><thead><tr>' + SHOWN.map(function (c) {
         return '<th scope="col"><button type="button" data-key="' + c[0] + '">' + esc(c[1]) + "</button></th>";
       }).join("") + '<th scope="col">view</th></tr></thead><tbody id="cellbody"></tbody></table></div>';
+      html += '<p class="legend" id="legend">outcomes: ' + OUTCOMES.map(function (k) { return '<span class="oc oc-' + k[0] + '">' + esc(k[0]) + "</span> " + esc(k[1]); }).join(" · ") + "</p>";
       main.innerHTML = html;
       fillTable(rows);
       var form = document.getElementById("filters");
@@ -453,7 +473,9 @@
       setBanner(run.simulated, run.provider_line);
       var me = rows.filter(function (o) { return o.seq === seq; })[0];
       if (!me) throw new Error("no cell " + seq);
+      if (me.damage) throw new Error(me.damage);
       var same = rows.filter(function (o) { return o.task_id === me.task_id && o.checkpoint === me.checkpoint && o.seed_index === me.seed_index; });
+      var damaged = rows.filter(function (o) { return o.damage; });
       return Promise.all(same.map(function (o) { return load("cell-" + o.seq); })).then(function (cells) {
         var html = '<h1>Pipelines side by side</h1><p>' + esc(me.task_id) + " · " + esc(me.checkpoint) + " · seed " + esc(me.seed_index) + (me.fault ? " · fault " + esc(me.fault) : "") + (run.simulated ? ' <span class="simtext">(SIMULATED provider)</span>' : "") + '</p><div class="compare">';
         cells.forEach(function (c) {
@@ -466,7 +488,9 @@
           });
           html += "</ol></section>";
         });
-        main.innerHTML = html + "</div>";
+        html += "</div>";
+        if (damaged.length) html += '<p class="error" id="comparedamage">' + esc(same.length) + " pipeline(s) shown; " + esc(damaged.length) + " record(s) of this store could not be read and a pipeline missing here may be one of them: " + damaged.map(function (o) { return esc(o.damage.split(":")[0]); }).join("; ") + "</p>";
+        main.innerHTML = html;
       });
     });
   }
