@@ -23,7 +23,9 @@ Faults (:class:`Faults`, changeable while the server runs):
   promising more, then the connection closes) and ``close`` (the connection closes with no
   response);
 * ``storm``: after ``storm_after`` more requests, the next ``storm`` requests all get HTTP 503
-  (a burst that outlasts one retry).
+  (a burst that outlasts one retry);
+* ``at``: the n-th request the server receives (1-based, retries and resumes counted) fails with
+  the given fault kind, whatever its body: ``{2: "malformed", 10: "malformed", 11: "503"}``.
 
 ``python -m tests.fake_provider [--latency S]`` serves until killed and prints its base URL.
 """
@@ -54,6 +56,7 @@ class Faults:
     first_faults: dict[str, float] = field(default_factory=dict)
     storm: int = 0
     storm_after: int = 0
+    at: dict[int, str] = field(default_factory=dict)
 
 
 def _unit(data: bytes, salt: bytes) -> float:
@@ -177,6 +180,10 @@ class FakeProvider:
         f = self.faults
         with self._lock:
             self.seen.append(body)
+            scripted = f.at.get(len(self.seen))
+            if scripted is not None:
+                self._sent.add(body)
+                return scripted
             now = time.monotonic()
             if f.rate_limit is not None:
                 n, window = f.rate_limit
@@ -202,7 +209,8 @@ class FakeProvider:
 
     def _retry_after(self) -> int:
         f = self.faults
-        assert f.rate_limit is not None
+        if f.rate_limit is None:  # a scripted 429 (``at``)
+            return 1
         with self._lock:
             oldest = self._times[0] if self._times else time.monotonic()
         return max(1, int(oldest + f.rate_limit[1] - time.monotonic() + 0.999))

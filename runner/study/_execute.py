@@ -49,6 +49,7 @@ from runner.providers import (
 )
 from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
+from runner.study._journal import read_journal
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
     AuditCall,
@@ -408,24 +409,22 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
 
 
 def replay_cache(store: Store, committed: set[str]) -> ReplayCache:
-    """The responses journaled (with their bytes) for cells that never committed: what resume
-    replays into those cells' re-runs when the request bytes are identical."""
+    """The replies journaled (with their bytes) for cells that never committed that resume may
+    replay into those cells' re-runs when the request bytes are identical: only complete,
+    well-formed successes (:func:`runner.providers.replayable`); a malformed or truncated body,
+    an HTTP error or an attempt that never ended is requested again."""
     from runner.errors import StoreError
 
     cache = ReplayCache()
-    for a in store.orphan_attempts(committed):
-        end = a.get("end") or {}
-        attempt = end.get("attempt") if isinstance(end, dict) else None
-        if not isinstance(attempt, dict) or not isinstance(attempt.get("response_sha256"), str):
-            continue
-        status = attempt.get("status")
-        if not isinstance(status, int) or not 200 <= status < 300:
+    for entry in read_journal(store, exclude=committed):
+        attempt = entry.ended
+        if attempt is None or attempt.response_sha256 is None:
             continue
         try:
-            response = store.get_blob(attempt["response_sha256"])
+            response = store.get_blob(attempt.response_sha256)
         except StoreError:
             continue  # the bytes were not kept (an older run): the request is sent again
-        cache.add(a["cell_id"], attempt, response)
+        cache.add(entry.cell_id, attempt, response)
     return cache
 
 

@@ -1,0 +1,104 @@
+"""Resuming a paid run (issue 36): replay only what succeeded, resume from the header.
+
+Every test runs ``ect run``/``ect resume`` in a child process against
+:class:`tests.fake_provider.FakeProvider` (the OpenAI-compatible side), whose replies are a
+deterministic function of the request bytes: a cell whose result digest differs from the
+undisturbed run's is the runner's doing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.canonical import loads_strict
+from tests.fake_provider import FakeProvider, Faults
+from tests.study.support import ect, make_study, result_digests, subprocess_env
+
+CELLS = 12
+KEY = "fake-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def live_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_study(tmp_path_factory.mktemp("paid-resume-study"),
+                      edits={"timeout_s = 60.0": "timeout_s = 3.0"})
+
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("key") / "api.key"
+    path.write_text(KEY + "\n", "ascii")
+    path.chmod(0o600)
+    return path
+
+
+def _run(spec: Path, store: Path, server: FakeProvider, key: Path, *extra: str,
+         limit: int = CELLS) -> Any:
+    return ect("run", "--study", str(spec), "--store", str(store), "--provider", "openai",
+               "--base-url", server.url, "--model", "gemini-2.5-flash", "--limit", str(limit),
+               "--concurrency", "1", "--credential-file", str(key), "--json", "--quiet", *extra,
+               env=subprocess_env())
+
+
+def _resume_full(store: Path, server: FakeProvider, key: Path, *extra: str) -> Any:
+    """A resume that repeats every setting (what a user had to type before the header)."""
+    return ect("resume", "--store", str(store), "--provider", "openai", "--base-url", server.url,
+               "--model", "gemini-2.5-flash", "--limit", str(CELLS), "--concurrency", "1",
+               "--credential-file", str(key), "--json", "--quiet", *extra, env=subprocess_env())
+
+
+@pytest.fixture(scope="module")
+def undisturbed(live_study: Path, key_file: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    store = tmp_path_factory.mktemp("undisturbed") / "ref.db"
+    with FakeProvider() as server:
+        done = _run(live_study, store, server, key_file)
+    assert done.returncode == 0, done.stderr
+    digests = result_digests(store)
+    assert len(digests) == CELLS
+    return digests
+
+
+def test_a_journaled_malformed_reply_is_requested_again_not_replayed(
+        live_study: Path, key_file: Path, undisturbed: dict[str, str], tmp_path: Path) -> None:
+    # The minimal case of the issue: requests 2 and 10 get the same malformed 200 body (so its
+    # blob is already in the store when request 10's attempt is journaled), request 11 (the
+    # retry of 10) a 503: the run halts in the cell of request 10. Before the fix every resume
+    # replayed the journaled malformed body and halted on the same cell without a request.
+    store = tmp_path / "malformed.db"
+    with FakeProvider(Faults(at={2: "malformed", 10: "malformed", 11: "503"})) as server:
+        halted = _run(live_study, store, server, key_file)
+        assert halted.returncode == 4, halted.stderr
+        assert "transport failure" in halted.stderr
+        before = len(server.seen)
+        assert before == 11
+        good = _orphan_successes(store)  # the halted cell's well-formed replies
+        resumed = None
+        for _ in range(3):
+            resumed = _resume_full(store, server, key_file)
+            if resumed.returncode != 4:
+                break
+        assert resumed is not None and resumed.returncode == 0, resumed.stderr
+        assert len(server.seen) > before  # the malformed reply was asked for again
+    assert result_digests(store) == undisturbed
+    summary = json.loads(resumed.stdout)
+    assert summary["replayed_attempts"] == good  # only the well-formed replies were replayed
+
+
+def _orphan_successes(store: Path) -> int:
+    """Journaled 2xx replies without a failure, of cells that never committed."""
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        committed = {loads_strict(r[0])["cell_id"]
+                     for r in conn.execute("SELECT body FROM records WHERE seq > 0")}
+        ends = [(r[0], loads_strict(r[1])["entry"]) for r in
+                conn.execute("SELECT cell_id, body FROM attempts WHERE kind = 'end'")]
+    finally:
+        conn.close()
+    return sum(1 for cell, entry in ends if cell not in committed and "attempt" in entry
+               and entry["attempt"]["status"] == 200 and entry["attempt"]["error_class"] is None)
