@@ -74,6 +74,8 @@ __all__ = [
     "ClusterLost",
     "Halted",
     "ProviderMismatch",
+    "RecordedRun",
+    "ResumeMismatch",
     "RunSettings",
     "RunSummary",
     "StoreInUse",
@@ -83,6 +85,7 @@ __all__ = [
     "check_resume_provider",
     "execute",
     "orphan_attempts",
+    "resume_command",
     "run_lock_path",
     "stop_file",
 ]
@@ -98,9 +101,11 @@ class Halted(StudyError):
     def __init__(self, reason: str, summary: RunSummary) -> None:
         self.reason = reason
         self.summary = summary
+        of = (f" (of {summary.total} in the study)" if summary.goal != summary.total else "")
+        command = summary.resume_command or f"ect resume --store {summary.store}"
         super().__init__(f"halted at a cell boundary: {reason}; "
-                         f"{summary.committed}/{summary.total} cells committed; "
-                         f"continue with `ect resume --store {summary.store}`")
+                         f"{summary.committed}/{summary.goal} cells committed{of}; "
+                         f"continue with `{command}`")
 
 
 class ClusterLost(Halted):
@@ -323,6 +328,8 @@ class RunSummary:
     replayed_attempts: int = 0
     # the cells this session aims at: ``total``, or the end row under --limit
     target: int | None = None
+    # the command that continues this run as printed (store and credential; see resume_command)
+    resume_command: str | None = None
 
     @property
     def goal(self) -> int:
@@ -350,6 +357,7 @@ class RunSummary:
             "transport_halts": list(self.transport_halts),
             "replayed_attempts": self.replayed_attempts,
             "throttle": self.throttle.to_json() if self.throttle is not None else {},
+            "resume_command": self.resume_command,
         }
 
 
@@ -622,7 +630,7 @@ _HALT_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @contextmanager
-def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[None]:
+def _sigint_flag(flag: list[str], resume: str | None = None) -> Iterator[None]:
     """While cells run, the first SIGINT or SIGTERM (what docker, systemd and CI send) asks for
     a halt at the next cell boundary; a second one aborts at once, without waiting for cells in
     flight: one line, exit 4, and the process ends as a ``kill -9`` would (every acknowledged
@@ -632,7 +640,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if flag[0]:
-            where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
+            where = f"; continue with `{resume}`" if resume else ""
             os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
                          f"flight; the store holds every committed cell{where}\n").encode())
             os._exit(4)
@@ -664,7 +672,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         if not resume and cells > 0:
             store.close()
             raise StoreNotEmpty(f"{settings.store_path} already holds {cells} cells; "
-                                f"continue it with `ect resume --store {settings.store_path}`")
+                                f"continue it with `{resume_command(settings)}`")
         if throttle is not None and resume:
             # The header is written once; a resumed session's throttle goes to the log.
             log.info("run.throttle", **throttle.to_json())
@@ -702,6 +710,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         executor_blob=raw_digest(executor_bytes),
         # the pacing of provider attempts (changes no result, so not in the lock)
         throttle=(throttle or ThrottleSettings()).to_json(),
+        # what `ect resume --store S` continues with (with the provider and the throttle)
+        run_settings=RecordedRun.of(settings, report.spec).settings_json(),
     )
     return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
@@ -738,7 +748,8 @@ def execute(
         raise PreflightFailed(report)
     started = time.monotonic()
     summary = RunSummary(store=str(settings.store_path), total=len(report.rows),
-                         provider=settings.provider.name, executor=settings.executor)
+                         provider=settings.provider.name, executor=settings.executor,
+                         resume_command=resume_command(settings))
     with _run_lock(settings.store_path), _remote_executor(settings, report) as remote:
         halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
                                  on_start=on_start, remote=remote, kill_switch=kill_switch)
@@ -771,6 +782,130 @@ def check_resume_provider(settings: RunSettings) -> None:
     if recorded != settings.provider.name:
         raise ProviderMismatch(f"{settings.store_path} was run with --provider {recorded}; "
                                f"resume it with the same provider")
+
+
+class ResumeMismatch(ProviderMismatch):
+    """``resume`` was given a setting that differs from the one the run header records (the
+    field is named; leave the option out and the recorded value is used)."""
+
+    exit_category = ExitCategory.REFUSED
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    """What a run was started with, as its header records it: the provider, the model, the
+    base URL, the ``--limit``, the concurrency and the throttle (``None``: no limit). ``ect
+    resume --store S`` continues with these; only the credential is given again."""
+
+    provider: str
+    model: str | None
+    base_url: str | None
+    limit: int | None
+    concurrency: int | None
+    requests_per_minute: int | None
+    tokens_per_minute: int | None
+    complete: bool = True  # False: a header written before it recorded the run's settings
+
+    @classmethod
+    def of(cls, settings: RunSettings, spec: StudySpec | None) -> RecordedRun:
+        """The settings a run is started with (the model its provider will use)."""
+        from runner.providers import PROVIDERS
+
+        choice = settings.provider
+        model = choice.model
+        if model is None and not choice.simulated and spec is not None:
+            model = spec.model.name
+        elif model is None and choice.name in PROVIDERS:
+            model = PROVIDERS[choice.name].default_model
+        throttle = (throttle_settings(settings, spec) if spec is not None
+                    else ThrottleSettings(settings.requests_per_minute or None,
+                                          settings.tokens_per_minute or None))
+        return cls(choice.name, model, choice.base_url, settings.limit, settings.concurrency,
+                   throttle.requests_per_minute, throttle.tokens_per_minute)
+
+    def settings_json(self) -> dict[str, JsonValue]:
+        """The header's ``run_settings`` (the provider and throttle have fields of their own)."""
+        return {"model": self.model, "base_url": self.base_url, "limit": self.limit,
+                "concurrency": self.concurrency}
+
+    @classmethod
+    def from_header(cls, header: RunHeader) -> RecordedRun:
+        def opt_int(obj: JsonObject | None, key: str) -> int | None:
+            v = (obj or {}).get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+        def opt_str(obj: JsonObject | None, key: str) -> str | None:
+            v = (obj or {}).get(key)
+            return v if isinstance(v, str) else None
+
+        rs, th = header.run_settings, header.throttle
+        return cls(header.provider, opt_str(rs, "model"), opt_str(rs, "base_url"),
+                   opt_int(rs, "limit"), opt_int(rs, "concurrency"),
+                   opt_int(th, "requests_per_minute"), opt_int(th, "tokens_per_minute"),
+                   complete=rs is not None and th is not None)
+
+    @classmethod
+    def read(cls, store_path: Path) -> RecordedRun | None:
+        """The settings ``store_path``'s header records; None when it is not a run's header."""
+        from runner.store import Store
+
+        with Store.open(store_path, readonly=True) as store:
+            try:
+                return cls.from_header(RunHeader.from_header(store.header))
+            except FormatError:
+                return None
+
+    def resolve(self, store_path: Path, given: dict[str, object]) -> dict[str, object]:
+        """The settings a resume runs with: each option in ``given`` (only those the user typed)
+        must equal the record (0 means no limit for the throttle), else it is refused, naming
+        the option; every option left out takes the recorded value. ``--limit`` is the one
+        exception: it is this session's target, so another value is allowed.
+
+        Raises:
+            ResumeMismatch: a given option differs from the record.
+        """
+        recorded: dict[str, object] = {
+            "provider": self.provider, "model": self.model, "base_url": self.base_url,
+            "limit": self.limit, "concurrency": self.concurrency,
+            "requests_per_minute": self.requests_per_minute,
+            "tokens_per_minute": self.tokens_per_minute}
+        if not self.complete:  # an older header: only the provider can be checked
+            recorded = {"provider": self.provider}
+        out = dict(recorded)
+        for name, value in given.items():
+            if name not in recorded or name == "limit":
+                out[name] = value
+                continue
+            have = recorded[name]
+            same = (value or None) == have if name in ("requests_per_minute",
+                                                       "tokens_per_minute") else value == have
+            if not same:
+                flag = "--" + name.replace("_", "-")
+                shown = "none" if have is None else have
+                if name == "provider":
+                    raise ResumeMismatch(f"{store_path} was run with --provider {shown}; resume "
+                                         "it with the same provider (or leave --provider out: "
+                                         "the run header records it)")
+                raise ResumeMismatch(f"{store_path} was run with {flag} {shown}, not {value}; "
+                                     f"leave {flag} out to continue with the recorded value")
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            if name in recorded and name not in given:
+                out[name] = recorded[name] or 0  # recorded None: no limit (not the spec's)
+        return out
+
+
+def resume_command(settings: RunSettings) -> str:
+    """The command that continues ``settings``' run as printed: the store and the credential
+    (the run header records everything else)."""
+    import shlex
+
+    parts = ["ect", "resume", "--store", shlex.quote(str(settings.store_path))]
+    choice = settings.provider
+    if choice.credential_file is not None:
+        parts += ["--credential-file", shlex.quote(choice.credential_file)]
+    elif choice.credential_env is not None:
+        parts += ["--credential-env", shlex.quote(choice.credential_env)]
+    return " ".join(parts)
 
 
 def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,
@@ -835,7 +970,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 throttle=throttle.throttle() if ctx_simulated else None,
             )
             flag = [""]
-            with _sigint_flag(flag, settings.store_path):
+            with _sigint_flag(flag, resume_command(settings)):
                 try:
                     halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
                 except BaseExceptionGroup as group:

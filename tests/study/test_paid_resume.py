@@ -9,6 +9,7 @@ undisturbed run's is the runner's doing.
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,58 @@ def _orphan_successes(store: Path) -> int:
         conn.close()
     return sum(1 for cell, entry in ends if cell not in committed and "attempt" in entry
                and entry["attempt"]["status"] == 200 and entry["attempt"]["error_class"] is None)
+
+
+def test_the_halt_line_prints_a_resume_command_that_works_as_printed(
+        live_study: Path, key_file: Path, undisturbed: dict[str, str], tmp_path: Path) -> None:
+    # A 503 storm outlasts the retry: the run halts. The halt line counts cells against the
+    # run's target (--limit 12 of the 48-row study) and the command it prints -- only the store
+    # and the credential -- continues the run with everything the header records.
+    store = tmp_path / "storm.db"
+    with FakeProvider(Faults(storm=6, storm_after=8)) as server:
+        halted = _run(live_study, store, server, key_file, "--requests-per-minute", "6000")
+        assert halted.returncode == 4, halted.stderr
+        line = halted.stderr.strip().splitlines()[-1]
+        committed = len(result_digests(store))
+        assert f"{committed}/{CELLS} cells committed (of 48 in the study)" in line, line
+        command = line.rsplit("continue with `", 1)[1].rstrip("`")
+        argv = shlex.split(command)
+        assert argv == ["ect", "resume", "--store", str(store), "--credential-file",
+                        str(key_file)], command
+        assert json.loads(halted.stdout)["resume_command"] == command
+        server.faults.storm = 0
+        resumed = ect(*argv[1:], "--json", env=subprocess_env())  # as printed (+ --json)
+        assert resumed.returncode == 0, resumed.stderr
+    assert result_digests(store) == undisturbed
+    # it continued with the recorded target, provider and throttle
+    summary = json.loads(resumed.stdout)
+    assert summary["committed"] == CELLS and summary["provider"] == "openai"
+    assert summary["throttle"] == {"requests_per_minute": 6000, "tokens_per_minute": None}
+
+
+@pytest.mark.parametrize(("flag", "value", "recorded"), [
+    ("--concurrency", "3", "--concurrency 1"),
+    ("--base-url", "http://127.0.0.1:9/v1", "--base-url http://127.0.0.1:"),
+    ("--model", "other-model", "--model gemini-2.5-flash"),
+    ("--requests-per-minute", "10", "--requests-per-minute none"),
+    ("--provider", "simulated", "--provider openai"),
+])
+def test_a_resume_option_that_differs_from_the_header_is_refused_naming_it(
+        live_study: Path, key_file: Path, tmp_path: Path, flag: str, value: str,
+        recorded: str) -> None:
+    store = tmp_path / "short.db"
+    with FakeProvider() as server:
+        assert _run(live_study, store, server, key_file, limit=1).returncode == 0
+        sent = len(server.seen)
+        extra = () if flag == "--provider" else ("--credential-file", str(key_file))
+        refused = ect("resume", "--store", str(store), flag, value, *extra, "--limit", "2",
+                      env=subprocess_env())
+        assert refused.returncode == 3, refused.stderr
+        assert recorded in refused.stderr and flag in refused.stderr, refused.stderr
+        assert len(server.seen) == sent  # nothing was sent
+        assert len(result_digests(store)) == 1
+        # the same value as recorded is accepted
+        same = ect("resume", "--store", str(store), "--concurrency", "1", "--limit", "2",
+                   "--credential-file", str(key_file), "--quiet", env=subprocess_env())
+        assert same.returncode == 0, same.stderr
+    assert len(result_digests(store)) == 2
