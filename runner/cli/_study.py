@@ -229,8 +229,11 @@ class RunPrinter:
         self.stop()
         if self.as_json:
             click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not self.quiet and (line := _failure_line(summary)) is not None:
-            click.echo(line, err=True)
+        elif not self.quiet:
+            if (line := _failure_line(summary)) is not None:
+                click.echo(line, err=True)
+            if (line := _accounting_line(summary)) is not None:
+                click.echo(line, err=True)
 
     def finished(self, summary: RunSummary) -> None:
         self.stop()
@@ -243,6 +246,18 @@ class RunPrinter:
                        err=True)
             if (line := _failure_line(summary)) is not None:
                 click.echo(line, err=True)
+            if (line := _accounting_line(summary)) is not None:
+                click.echo(line, err=True)
+
+
+def _accounting_line(summary: RunSummary) -> str | None:
+    """The attempts, retries, failures, halts and billed cost of the whole store, for a paid
+    run or any run with a retry, a failed attempt or a halt (None otherwise)."""
+    acc = summary.accounting
+    if acc is None or (summary.provider == "simulated" and not acc.retries
+                       and not acc.failed_attempts and not acc.halts):
+        return None
+    return acc.line(summary.cost_usd)
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> None:

@@ -49,7 +49,13 @@ from runner.providers import (
 )
 from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
-from runner.study._journal import read_journal
+from runner.study._journal import (
+    Accounting,
+    HaltEntry,
+    halt_entry,
+    read_journal,
+    store_accounting,
+)
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
     AuditCall,
@@ -153,17 +159,22 @@ class StoreInUse(StudyError):
 
 
 def orphan_attempts(store: Store) -> list[JsonObject]:
-    """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
-    that never committed, each record read as a :class:`CellRecord` (the store knows no record
-    shape: it is given the committed cell ids).
+    """The provider attempts (and tool retries) journaled in ``store`` (an open
+    ``runner.store.Store``) for cells that never committed, halts left out, each record read
+    as a :class:`CellRecord` (the store knows no record shape: it is given the committed cell
+    ids).
 
     Raises:
         RecordFormatError: a committed record is not a cell record.
     """
     committed = {CellRecord.from_json(rec.body, f"record {rec.seq}").cell_id
                  for rec in store.records(1)}
-    found: list[JsonObject] = store.orphan_attempts(committed)
-    return found
+    return _attempts_only(store.orphan_attempts(committed))
+
+
+def _attempts_only(entries: list[JsonObject]) -> list[JsonObject]:
+    """The journal's attempt entries without its halt entries (a halt is not an attempt)."""
+    return [a for a in entries if not (isinstance(a.get("begin"), dict) and "halt" in a["begin"])]
 
 
 def run_lock_path(store_path: Path) -> Path:
@@ -330,6 +341,8 @@ class RunSummary:
     target: int | None = None
     # the command that continues this run as printed (store and credential; see resume_command)
     resume_command: str | None = None
+    # every attempt the store's journal holds, failures, halts and billed cost (None: not read)
+    accounting: Accounting | None = None
 
     @property
     def goal(self) -> int:
@@ -358,6 +371,7 @@ class RunSummary:
             "replayed_attempts": self.replayed_attempts,
             "throttle": self.throttle.to_json() if self.throttle is not None else {},
             "resume_command": self.resume_command,
+            "accounting": self.accounting.to_json() if self.accounting is not None else None,
         }
 
 
@@ -937,7 +951,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             summary.failures.add(committed)
         replay = None
         if resume:
-            summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
+            summary.orphan_attempts = len(_attempts_only(store.orphan_attempts(cell_ids)))
             if not settings.provider.simulated:
                 replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
@@ -979,10 +993,29 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         summary.tool_calls = ctx.tool_calls[0]
         summary.tool_retries = ctx.tool_retries[0]
         summary.replayed_attempts = replay.replayed if replay is not None else 0
+        if halted:
+            _journal_halt(store, rows, summary, halted)
+        summary.accounting = store_accounting(
+            store, cell_ids | {r.cell_id for r in rows[:summary.committed]})
         store.checkpoint()
     finally:
         store.close()
     return halted
+
+
+def _journal_halt(store: Store, rows: list[ScheduleRow], summary: RunSummary,
+                  reason: str) -> None:
+    """Journal the halt (when, at which cell, why) beside the attempts: the accounting of
+    ``ect store show``, ``ect view`` and the report lists every halt of the run."""
+    from runner.providers._http import utc_now
+
+    nxt = rows[summary.committed] if summary.committed < len(rows) else None
+    transport = bool(summary.transport_halts)
+    cell = summary.transport_halts[0] if transport else (nxt.cell_id if nxt else "")
+    row = next((r.row for r in rows if r.cell_id == cell), None)
+    entry = HaltEntry(utc_now(), cell, row, "transport" if transport else "stop", reason)
+    seq = store.attempt_begin(halt_entry(entry))
+    store.attempt_end(seq, {"halt": "recorded"})
 
 
 @contextmanager

@@ -89,6 +89,38 @@ def test_a_journaled_malformed_reply_is_requested_again_not_replayed(
     assert result_digests(store) == undisturbed
     summary = json.loads(resumed.stdout)
     assert summary["replayed_attempts"] == good  # only the well-formed replies were replayed
+    _check_accounting(store, summary, sent=len(server.seen))
+
+
+def _check_accounting(store: Path, summary: dict[str, Any], *, sent: int) -> None:
+    """Every attempt, retry, failure and halt of the run, and the billed cost of the two
+    malformed 200s (billed, without usage: estimated), in the summary, `ect store show` and
+    `ect view`'s run page alike."""
+    from runner.view import StoreSource, run_summary
+
+    shown = ect("store", "show", str(store), "--json", env=subprocess_env())
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    page = run_summary(StoreSource(store), integrity=None)
+    for acc in (summary["accounting"], info["accounting"], page["accounting"]):
+        assert acc["attempts"] == sent  # every request the server saw, once
+        assert acc["failures_by_kind"] == {"server_error": 1, "unparseable": 2}
+        assert acc["failures_by_class"] == {"transport": 3, "model_output": 0}
+        assert acc["retries"] == 2  # after request 2 and after request 10
+        assert acc["unbilled_attempts"] == 1  # the 503
+        assert acc["estimated_attempts"] == 2  # the malformed 200s: billed, no usage
+        assert acc["estimated_usd"] > 0
+        assert acc["billed_attempts"] == sent - 1
+        [halt] = acc["halts"]
+        assert halt["kind"] == "transport" and "server_error" in halt["reason"]
+        assert halt["cell_id"] in acc["cells"]
+        assert acc["cells"][halt["cell_id"]]["failures"] == {"server_error": 1,
+                                                             "unparseable": 1}
+    committed = info["accounting"]["committed_usd"]
+    assert committed > 0
+    # the billed cost exceeds the committed cells' by the malformed replies (estimated) and
+    # the halted cell's first session (its replayed replies are counted once)
+    assert info["accounting"]["billed_usd"] > committed
 
 
 def _orphan_successes(store: Path) -> int:

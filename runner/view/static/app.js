@@ -190,7 +190,15 @@
       html += "<dt>stop reasons</dt><dd>" + Object.keys(r.stop_reasons).map(function (k) { return esc(k) + " " + esc(r.stop_reasons[k]); }).join(", ") + "</dd>";
       html += "<dt>outcomes</dt><dd>" + Object.keys(r.outcomes).map(function (k) { return esc(k) + " " + esc(r.outcomes[k]); }).join(", ") + "</dd>";
       var pfail = r.provider_failures || {total: 0};
-      html += '<dt>provider failures</dt><dd id="providerfailures">' + (pfail.total ? esc(pfail.total) + " in " + esc(pfail.cells) + " cell(s): " + esc(pfail.by_class.transport) + " transport, " + esc(pfail.by_class.model_output) + " model output (by role: " + Object.keys(pfail.by_role).map(function (k) { return esc(k) + " " + esc(pfail.by_role[k]); }).join(", ") + "; by pipeline: " + Object.keys(pfail.by_pipeline).map(function (k) { return esc(k) + " " + esc(pfail.by_pipeline[k]); }).join(", ") + ")" : "none") + "</dd></dl></section>";
+      html += '<dt>provider failures</dt><dd id="providerfailures">' + (pfail.total ? esc(pfail.total) + " in " + esc(pfail.cells) + " cell(s): " + esc(pfail.by_class.transport) + " transport, " + esc(pfail.by_class.model_output) + " model output (by role: " + Object.keys(pfail.by_role).map(function (k) { return esc(k) + " " + esc(pfail.by_role[k]); }).join(", ") + "; by pipeline: " + Object.keys(pfail.by_pipeline).map(function (k) { return esc(k) + " " + esc(pfail.by_pipeline[k]); }).join(", ") + ")" : "none") + "</dd>";
+      var acc = r.accounting;
+      if (acc) {
+        var kinds = Object.keys(acc.failures_by_kind).map(function (k) { return esc(k) + " " + esc(acc.failures_by_kind[k]); }).join(", ") || "none";
+        html += '<dt>every attempt</dt><dd id="accounting">' + esc(acc.attempts) + " attempts, " + esc(acc.retries) + " retries, " + esc(acc.failed_attempts) + " failed (" + kinds + "); " + esc(acc.orphan_attempts) + " of cells not committed; " + esc(acc.halts.length) + " halt(s)</dd>";
+        html += '<dt>billed</dt><dd id="billed">$' + esc(acc.billed_usd.toFixed(4)) + " for " + esc(acc.billed_attempts) + " attempt(s) that reached the model" + (acc.estimated_attempts ? ", of which $" + esc(acc.estimated_usd.toFixed(4)) + " estimated for " + esc(acc.estimated_attempts) + " reply(ies) without usage" : "") + (r.simulated ? " (SIMULATED token counts)" : "") + "; committed cells $" + esc(r.cost_usd.toFixed(4)) + "</dd>";
+        if (acc.halts.length) html += "<dt>halts</dt><dd><ul>" + acc.halts.map(function (h) { return "<li>" + esc(h.utc) + " at <code>" + esc(h.cell_id) + "</code> (" + esc(h.kind) + "): " + esc(h.reason) + "</li>"; }).join("") + "</ul></dd>";
+      }
+      html += "</dl></section>";
       html += '<section class="card" id="integrity"><h2>Integrity</h2><p>' + badge(integ.ok, "intact", "DAMAGED") + " " + esc(integ.full ? "full" : "quick") + " verification: " + esc(integ.detail) + "</p>";
       html += "<dl><dt>records</dt><dd>" + esc(integ.records) + "</dd><dt>chain head</dt><dd><code>" + esc(integ.head ? integ.head.chain : "") + "</code></dd>";
       html += "<dt>signed checkpoint</dt><dd>size " + esc(cp.size) + ", Merkle root <code>" + esc(cp.root) + "</code>, " + esc(cp.created_utc) + " (signature checked by the verification above)</dd></dl>";
