@@ -9,7 +9,12 @@ from pathlib import Path
 
 import anyio
 
-from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_closed_loop
+from runner.analysis._closed import (
+    ClosedLoopResults,
+    ProviderAccounting,
+    StoreInputs,
+    analyse_closed_loop,
+)
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
 from runner.analysis._load import load_outcomes_from_store
@@ -130,12 +135,14 @@ def closed_loop_report(
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[StratumReasons] | None = None,
     provider_failures: FailureCounts | None = None,
+    provider_accounting: ProviderAccounting | None = None,
 ) -> ClosedLoopResults:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
         inputs=inputs, simulator=simulator, simulator_source=simulator_source,
         reason_codes=reason_codes, provider_failures=provider_failures,
+        provider_accounting=provider_accounting,
     )
     write_outputs(results, Path(out_dir))
     return results
@@ -191,7 +198,24 @@ def report_from_store(
         simulator_source=source,
         reason_codes=reason_codes_by_stratum(loaded.cells),
         provider_failures=_failure_counts(loaded.cells),
+        provider_accounting=_accounting(store_path, loaded.cells, loaded.provider.simulated),
     )
+
+
+def _accounting(store_path: str | Path, cells: Sequence[CellRecord],
+                simulated: bool) -> ProviderAccounting | None:
+    """The store's attempt accounting for the report: for a real provider always, for the
+    simulated one only when it records a retry, a failed attempt or a halt (so an undisturbed
+    simulated run's report is unchanged); None for a store whose journal does not say."""
+    from runner.store import Store
+    from runner.study import store_accounting
+
+    with Store.open(Path(store_path), readonly=True) as store:
+        acc = store_accounting(store, {c.cell_id for c in cells})
+    if acc is None or (simulated and not acc.retries and not acc.failed_attempts
+                       and not acc.halts):
+        return None
+    return ProviderAccounting.of(acc, sum(c.result.outcome.cost_usd for c in cells))
 
 
 def _failure_counts(cells: Sequence[CellRecord]) -> FailureCounts:

@@ -116,6 +116,15 @@ def _check_accounting(store: Path, summary: dict[str, Any], *, sent: int) -> Non
         assert halt["cell_id"] in acc["cells"]
         assert acc["cells"][halt["cell_id"]]["failures"] == {"server_error": 1,
                                                              "unparseable": 1}
+    # the report's table reads the same journal
+    from runner.analysis._driver import _accounting
+    from runner.study import CellRecord
+    from tests.study.support import bodies
+
+    cells = [CellRecord.from_json(b, "record") for b in bodies(store)]
+    reported = _accounting(store, cells, simulated=False)
+    assert reported is not None and reported.attempts == sent and len(reported.halts) == 1
+    assert reported.committed_usd == info["accounting"]["committed_usd"]
     committed = info["accounting"]["committed_usd"]
     assert committed > 0
     # the billed cost exceeds the committed cells' by the malformed replies (estimated) and
