@@ -60,6 +60,7 @@ from runner.study._lock import (
     write_lock,
     write_schedule,
 )
+from runner.study._plan import Plan, PlanFailed, PlanRange, PlanSettings, plan_study
 from runner.study._preflight import (
     PREFLIGHT_FORMAT,
     PreflightCheck,
@@ -156,6 +157,10 @@ __all__ = [
     "LockMismatch",
     "LockedGeneration",
     "NoUsableNode",
+    "Plan",
+    "PlanFailed",
+    "PlanRange",
+    "PlanSettings",
     "PreflightCheck",
     "PreflightFailed",
     "PreflightReport",
@@ -210,6 +215,7 @@ __all__ = [
     "load_spec",
     "lock_digest",
     "orphan_attempts",
+    "plan_study",
     "read_journal",
     "read_lock",
     "read_schedule",

@@ -1,0 +1,66 @@
+"""`ect plan`: what a locked study will send, cost and take, before the first paid call."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from runner.cli._common import map_errors
+from runner.cli._params import DEFAULT_SPEC, FiniteFloatRange, ProviderName, study_file
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("plan")
+@click.option("--study", "spec", default=None, show_default=DEFAULT_SPEC,
+              type=click.Path(dir_okay=False),
+              help="The frozen study spec (its schedule and lock sit beside it).")
+@click.option("--provider", "provider_name", type=ProviderName(), default="gemini",
+              show_default=True, help="The provider the run will use (nothing is sent to it).")
+@click.option("--model", default=None, help="Model name (default: the locked model).")
+@click.option("--concurrency", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Cells in flight at once, as the run will use.")
+@click.option("--limit", default=None, type=click.IntRange(1),
+              help="Plan only the first N rows of the canonical schedule.")
+@click.option("--requests-per-minute", "requests_per_minute", default=None,
+              type=click.IntRange(0), metavar="N",
+              help="The run's request throttle (default: the spec's [provider] value; 0: none).")
+@click.option("--tokens-per-minute", "tokens_per_minute", default=None, type=click.IntRange(0),
+              metavar="N", help="The run's token throttle (default: the spec's; 0: none).")
+@click.option("--latency-s", "latency_s", default=2.0, show_default=True,
+              type=FiniteFloatRange(min=0), help="The API's typical seconds a request (an "
+                                                 "assumption the plan states).")
+@click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
+              help="Override the platform's sandbox backend.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+@map_errors()
+def plan_cmd(spec: str | None, provider_name: str, model: str | None, concurrency: int,
+             limit: int | None, requests_per_minute: int | None, tokens_per_minute: int | None,
+             latency_s: float, sandbox_backend: str | None, as_json: bool) -> None:
+    """Predict a run before paying: provider requests (by role and pipeline), tokens, dollars
+    at the spec's price table and wall time under the throttle, min/expected/max.
+
+    Runs the locked study once with the simulated provider (the real sandbox, a throwaway
+    store), so every figure is SIMULATED; nothing is sent to any API and no credential is read.
+    """
+    from pathlib import Path
+
+    from runner.cli._study import configure_logging
+    from runner.study import PlanSettings, plan_study
+
+    configure_logging(False)  # warnings only: the simulated pass's cell log is not the plan
+    path = study_file(spec, DEFAULT_SPEC, "--study")
+    plan = plan_study(PlanSettings(Path(path), provider=provider_name, model=model,
+                                   concurrency=concurrency, limit=limit,
+                                   requests_per_minute=requests_per_minute,
+                                   tokens_per_minute=tokens_per_minute, latency_s=latency_s,
+                                   sandbox_backend=sandbox_backend))
+    if as_json:
+        click.echo(json.dumps(plan.to_json(), indent=2))  # noqa: TID251 - display only
+        return
+    for line in plan.lines():
+        click.echo(line)
+
+
+COMMANDS: list[click.Command] = [plan_cmd]
