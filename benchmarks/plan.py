@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--requests-per-minute", type=int, default=120)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--pilot", type=int, default=8,
+                        help="Also plan with a live pilot of the first N cells (0: not).")
     args = parser.parse_args()
 
     from runner.study import (
@@ -66,6 +68,16 @@ def main() -> None:
                                   args.cells, requests_per_minute=args.requests_per_minute,
                                   tokens_per_minute=0), preflight=sim_report)
         with FakeProvider(Faults(latency_s=args.latency)) as server:
+            piloted = None
+            if args.pilot:
+                piloted = plan_study(PlanSettings(
+                    spec_path, provider="openai", model=spec.model.name,
+                    concurrency=args.concurrency, limit=args.cells,
+                    requests_per_minute=args.requests_per_minute, tokens_per_minute=0,
+                    latency_s=args.latency, pilot=args.pilot,
+                    pilot_store=Path(tmp) / "pilot.db",
+                    pilot_choice=ProviderChoice("openai", model=spec.model.name,
+                                                base_url=server.url)))
             store = Path(tmp) / "run.db"
             choice = ProviderChoice("openai", model=spec.model.name, base_url=server.url)
             report = run_preflight(spec_path, store, choice, probes="mandatory")
@@ -78,6 +90,9 @@ def main() -> None:
           f"{args.latency} s a reply (plan took {plan_s:.1f} s; its figures are SIMULATED)")
     print(f"  plan:           {plan.requests.expected:5.0f} requests (min {plan.requests.min:.0f}, "
           f"max {plan.requests.max:.0f}), wall {plan.wall_s.expected:6.1f} s ({plan.wall_bound})")
+    if piloted is not None:
+        print(f"  plan + pilot {args.pilot}: {piloted.requests.expected:5.0f} requests, wall "
+              f"{piloted.wall_s.expected:6.1f} s ({piloted.wall_bound})")
     rows = []
     for label, n, wall in (("simulated run", sim.provider_attempts, sim.wall_s),
                            ("fake API run", summary.provider_attempts, summary.wall_s)):
@@ -86,6 +101,10 @@ def main() -> None:
         rows.append((label, dr, dw))
         print(f"  {label:<15} {n:5d} requests ({dr:+.1%}), wall {wall:6.1f} s ({dw:+.1%}; "
               f"{n} requests x 60/{rpm} = {n * 60.0 / rpm:.1f} s: {given:+.1%})")
+    if piloted is not None:
+        n, wall = summary.provider_attempts, summary.wall_s
+        rows.append((f"fake API run (plan with a {args.pilot}-cell pilot)",
+                     piloted.requests.expected / n - 1, piloted.wall_s.expected / wall - 1))
     for label, dr, dw in rows:
         ok = abs(dr) <= TARGET and abs(dw) <= TARGET
         print(f"plan vs {label}: requests {dr:+.1%}, wall {dw:+.1%} (target within "

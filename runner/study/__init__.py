@@ -60,7 +60,14 @@ from runner.study._lock import (
     write_lock,
     write_schedule,
 )
-from runner.study._plan import Plan, PlanFailed, PlanRange, PlanSettings, plan_study
+from runner.study._plan import (
+    PilotResult,
+    Plan,
+    PlanFailed,
+    PlanRange,
+    PlanSettings,
+    plan_study,
+)
 from runner.study._preflight import (
     PREFLIGHT_FORMAT,
     PreflightCheck,
@@ -157,6 +164,7 @@ __all__ = [
     "LockMismatch",
     "LockedGeneration",
     "NoUsableNode",
+    "PilotResult",
     "Plan",
     "PlanFailed",
     "PlanRange",

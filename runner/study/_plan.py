@@ -25,7 +25,7 @@ from runner.study._preflight import PreflightFailed, ProviderChoice, run_preflig
 from runner.study._records import CellRecord
 from runner.study._spec import load_spec
 
-__all__ = ["Plan", "PlanFailed", "PlanRange", "PlanSettings", "plan_study"]
+__all__ = ["PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings", "plan_study"]
 
 TOKEN_ESTIMATE = ("ceil(bytes / 4) of each canonical request (input) and reply (output), the "
                   "simulated provider's count: no tokenizer was called")
@@ -68,6 +68,37 @@ class PlanSettings:
     tokens_per_minute: int | None = None
     latency_s: float = 2.0
     sandbox_backend: str | None = None
+    # --pilot: the first ``pilot`` cells are run live into ``pilot_store`` with ``pilot_choice``
+    # (a real run: resume it later) and the plan is rescaled from their real usage
+    pilot: int | None = None
+    pilot_store: Path | None = None
+    pilot_choice: ProviderChoice | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PilotResult:
+    """What the live pilot measured beside the simulated pass's figures for the same cells."""
+
+    cells: int
+    store: str
+    requests: int  # calls (retries not counted), as the simulated pass counts them
+    simulated_requests: int
+    input_tokens: int
+    simulated_input_tokens: int
+    output_tokens: int
+    simulated_output_tokens: int
+    latency_s: float | None  # the mean latency of its answered attempts
+    cost_usd: float  # the committed cells' cost
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"cells": self.cells, "store": self.store, "requests": self.requests,
+                "simulated_requests": self.simulated_requests,
+                "input_tokens": self.input_tokens,
+                "simulated_input_tokens": self.simulated_input_tokens,
+                "output_tokens": self.output_tokens,
+                "simulated_output_tokens": self.simulated_output_tokens,
+                "latency_s": None if self.latency_s is None else round(self.latency_s, 6),
+                "cost_usd": round(self.cost_usd, 9)}
 
 
 @dataclass
@@ -91,6 +122,7 @@ class Plan:
     wall_bound: str = ""  # what bounds the expected wall time
     simulated_pass_s: float = 0.0
     simulator: dict[str, JsonValue] = field(default_factory=dict)
+    pilot: PilotResult | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -98,7 +130,9 @@ class Plan:
             "cells": self.cells, "concurrency": self.concurrency,
             "throttle": {"requests_per_minute": self.requests_per_minute,
                          "tokens_per_minute": self.tokens_per_minute},
-            "latency_s_assumed": self.latency_s,
+            "latency_s": self.latency_s,
+            "latency_from": "the pilot" if self.pilot is not None
+                            and self.pilot.latency_s is not None else "assumed",
             "price": self.price.to_json(),
             "requests": self.requests.to_json(),
             "requests_by_role": dict(sorted(self.requests_by_role.items())),
@@ -112,6 +146,7 @@ class Plan:
             "simulated": True,
             "simulated_pass_s": round(self.simulated_pass_s, 3),
             "simulator": self.simulator,
+            "pilot": self.pilot.to_json() if self.pilot is not None else None,
         }
 
     def lines(self) -> list[str]:
@@ -123,6 +158,18 @@ class Plan:
         tpm = self.tokens_per_minute or "no limit"
         roles = ", ".join(f"{k} {v}" for k, v in sorted(self.requests_by_role.items()))
         pipes = ", ".join(f"{k} {v}" for k, v in sorted(self.requests_by_pipeline.items()))
+        pilot = []
+        if self.pilot is not None:
+            p = self.pilot
+            pilot = [f"rescaled by a live pilot of the first {p.cells} cells ({p.store}): "
+                     f"{p.requests} requests (simulated {p.simulated_requests}), "
+                     f"{p.input_tokens}/{p.output_tokens} input/output tokens (simulated "
+                     f"{p.simulated_input_tokens}/{p.simulated_output_tokens}), "
+                     f"${p.cost_usd:.4f}"
+                     + (f", {p.latency_s:.2f} s a request" if p.latency_s is not None else "")
+                     + f"; continue it with `ect resume --store {p.store} --limit N`"]
+        latency = ("measured in the pilot" if self.pilot is not None
+                   and self.pilot.latency_s is not None else "assumed")
         return [
             f"plan for {self.study}: {self.cells} cells on {self.provider}/{self.model}, "
             f"concurrency {self.concurrency}, {rpm} requests/min, {tpm} tokens/min",
@@ -136,7 +183,8 @@ class Plan:
             f"cost at ${self.price.input_per_mtok:g}/${self.price.output_per_mtok:g} per "
             f"million tokens: {rng(self.cost_usd, '.4f', '$')}",
             f"wall time: {rng(self.wall_s, '.0f')} s ({self.wall_bound}; "
-            f"{self.latency_s:g} s a request assumed)",
+            f"{self.latency_s:.2f} s a request {latency})",
+            *pilot,
         ]
 
 
@@ -184,11 +232,13 @@ def plan_study(settings: PlanSettings) -> Plan:
         by_pipeline: Counter[str] = Counter()
         tokens_in = tokens_out = 0
         min_requests = max_requests = 0.0
+        per_row: dict[int, tuple[int, int, int]] = {}  # row -> requests, input, output tokens
         with Store.open(store_path, readonly=True) as store:
             for rec in store.records(1):
                 cell = CellRecord.from_json(rec.body, f"record {rec.seq}")
                 policy = cell.schedule_row.policy
                 planner = others = 0
+                row_in = row_out = 0
                 for call in cell.audit.calls:
                     role = "unknown"
                     if call.raw:
@@ -203,8 +253,11 @@ def plan_study(settings: PlanSettings) -> Plan:
                         others += 1
                     for a in call.attempts:
                         if a.usage is not None:
-                            tokens_in += a.usage.input_tokens
-                            tokens_out += a.usage.output_tokens
+                            row_in += a.usage.input_tokens
+                            row_out += a.usage.output_tokens
+                tokens_in += row_in
+                tokens_out += row_out
+                per_row[cell.row] = (len(cell.audit.calls), row_in, row_out)
                 # the budgets: at least one planner call (and the calls a finish costs this
                 # pipeline), at most max_decisions planner calls, each with as many other calls
                 ratio = others / planner if planner else 0.0
@@ -213,7 +266,20 @@ def plan_study(settings: PlanSettings) -> Plan:
     expected = float(sum(by_role.values()))
     per_request_in = tokens_in / expected if expected else 0.0
     per_request_out = tokens_out / expected if expected else 0.0
-    requests = PlanRange(min_requests, expected, max(max_requests, expected))
+    latency_s = settings.latency_s
+    pilot = None
+    scale = 1.0
+    if settings.pilot:
+        pilot = _run_pilot(settings, per_row)
+        if pilot.simulated_requests and pilot.requests:
+            scale = pilot.requests / pilot.simulated_requests
+            per_request_in = pilot.input_tokens / pilot.requests
+            per_request_out = pilot.output_tokens / pilot.requests
+        if pilot.latency_s is not None:
+            latency_s = pilot.latency_s
+        by_role = Counter({k: round(v * scale) for k, v in by_role.items()})
+        by_pipeline = Counter({k: round(v * scale) for k, v in by_pipeline.items()})
+    requests = PlanRange(min_requests, expected * scale, max(max_requests, expected * scale))
     input_tokens = requests.scaled(per_request_in)
     output_tokens = requests.scaled(per_request_out)
     def dollars(i: float, o: float) -> float:
@@ -225,7 +291,7 @@ def plan_study(settings: PlanSettings) -> Plan:
     tool_s = summary.wall_s  # the simulated pass: tools in the sandbox, no model latency
 
     def wall(n: float, tok: float) -> tuple[float, str]:
-        bounds = [(tool_s + n * settings.latency_s / settings.concurrency,
+        bounds = [(tool_s + n * latency_s / settings.concurrency,
                    "tool calls and model latency at this concurrency")]
         if throttle.requests_per_minute:
             bounds.append((n * 60.0 / throttle.requests_per_minute, "the requests-per-minute "
@@ -245,8 +311,47 @@ def plan_study(settings: PlanSettings) -> Plan:
     return Plan(
         study=spec.name, provider=settings.provider, model=str(model), cells=summary.committed,
         concurrency=settings.concurrency, requests_per_minute=throttle.requests_per_minute,
-        tokens_per_minute=throttle.tokens_per_minute, latency_s=settings.latency_s,
+        tokens_per_minute=throttle.tokens_per_minute, latency_s=latency_s,
         price=price, requests=requests, requests_by_role=dict(by_role),
         requests_by_pipeline=dict(by_pipeline), input_tokens=input_tokens,
         output_tokens=output_tokens, cost_usd=cost, wall_s=PlanRange(w_min, w_exp, w_max),
-        wall_bound=bound, simulated_pass_s=summary.wall_s, simulator=simulator)
+        wall_bound=bound, simulated_pass_s=summary.wall_s, simulator=simulator, pilot=pilot)
+
+
+def _run_pilot(settings: PlanSettings, per_row: dict[int, tuple[int, int, int]]) -> PilotResult:
+    """Run the first ``settings.pilot`` cells live (a real run into ``pilot_store``, resumable)
+    and measure them beside the simulated pass's figures for the same rows."""
+    from runner.store import Store
+    from runner.study._workflow import run_study
+
+    assert settings.pilot is not None
+    if settings.pilot_store is None or settings.pilot_choice is None:
+        raise StudyError("--pilot needs --pilot-store and a provider to run the pilot on")
+    run = RunSettings(settings.spec_path, settings.pilot_store, settings.pilot_choice,
+                      concurrency=settings.concurrency, limit=settings.pilot,
+                      sandbox_backend=settings.sandbox_backend,
+                      requests_per_minute=settings.requests_per_minute,
+                      tokens_per_minute=settings.tokens_per_minute)
+    summary = run_study(run)
+    calls = tokens_in = tokens_out = 0
+    sim_calls = sim_in = sim_out = 0
+    latencies: list[float] = []
+    with Store.open(settings.pilot_store, readonly=True) as store:
+        for rec in store.records(1):
+            cell = CellRecord.from_json(rec.body, f"record {rec.seq}")
+            calls += len(cell.audit.calls)
+            for call in cell.audit.calls:
+                for a in call.attempts:
+                    if a.usage is not None:
+                        tokens_in += a.usage.input_tokens
+                        tokens_out += a.usage.output_tokens
+                    if a.error_class is None and a.latency_s is not None:
+                        latencies.append(a.latency_s)
+            n, i, o = per_row.get(cell.row, (0, 0, 0))
+            sim_calls, sim_in, sim_out = sim_calls + n, sim_in + i, sim_out + o
+    return PilotResult(
+        cells=summary.committed, store=str(settings.pilot_store), requests=calls,
+        simulated_requests=sim_calls, input_tokens=tokens_in, simulated_input_tokens=sim_in,
+        output_tokens=tokens_out, simulated_output_tokens=sim_out,
+        latency_s=sum(latencies) / len(latencies) if latencies else None,
+        cost_usd=summary.cost_usd)

@@ -61,3 +61,51 @@ def test_bad_plan_input_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     done = ect("plan", "--limit", "0")
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_a_pilot_runs_the_first_cells_live_and_rescales_the_plan(study: Path,
+                                                                 tmp_path: Path) -> None:
+    from tests.fake_provider import FakeProvider
+    from tests.study.support import result_digests, subprocess_env
+
+    key = tmp_path / "api.key"
+    key.write_text("fake-key-0123456789\n", "ascii")
+    key.chmod(0o600)
+    pilot = tmp_path / "pilot.db"
+    common = ("--study", str(study), "--provider", "openai", "--model", "gemini-2.5-flash",
+              "--limit", "12", "--concurrency", "2", "--requests-per-minute", "0")
+    with FakeProvider() as server:
+        plain = ect("plan", *common, "--json")
+        assert plain.returncode == 0, plain.stderr
+        done = ect("plan", *common, "--base-url", server.url, "--credential-file", str(key),
+                   "--pilot", "4", "--pilot-store", str(pilot), "--json", env=subprocess_env())
+        assert done.returncode == 0, done.stderr
+        sent = len(server.seen)
+        plan, before = json.loads(done.stdout), json.loads(plain.stdout)
+        p = plan["pilot"]
+        assert p["cells"] == 4 and len(result_digests(pilot)) == 4
+        assert p["requests"] == sent  # no fault: one attempt a call
+        assert p["simulated_requests"] >= 4
+        scale = p["requests"] / p["simulated_requests"]
+        assert plan["requests"]["expected"] == pytest.approx(
+            before["requests"]["expected"] * scale, rel=1e-6)
+        # tokens a request come from the live usage, the latency from the pilot's replies
+        assert plan["input_tokens"]["expected"] == pytest.approx(
+            plan["requests"]["expected"] * p["input_tokens"] / p["requests"], rel=1e-6)
+        assert plan["latency_from"] == "the pilot"
+        assert plan["latency_s"] == pytest.approx(p["latency_s"], rel=1e-5)
+        # the pilot is a real run: it continues with the printed kind of command
+        resumed = ect("resume", "--store", str(pilot), "--credential-file", str(key),
+                      "--limit", "6", "--quiet", env=subprocess_env())
+        assert resumed.returncode == 0, resumed.stderr
+    assert len(result_digests(pilot)) == 6
+
+
+def test_pilot_options_without_a_pilot_are_refused(study: Path, tmp_path: Path) -> None:
+    done = ect("plan", "--study", str(study), "--pilot", "2")
+    assert done.returncode == 2 and "--pilot-store" in done.stderr
+    done = ect("plan", "--study", str(study), "--base-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and "--pilot N only" in done.stderr
+    done = ect("plan", "--study", str(study), "--limit", "2", "--pilot", "3", "--pilot-store",
+               str(tmp_path / "p.db"))
+    assert done.returncode == 2 and "more than the 2 cells" in done.stderr
