@@ -161,7 +161,9 @@ class Plan:
         pilot = []
         if self.pilot is not None:
             p = self.pilot
-            pilot = [f"rescaled by a live pilot of the first {p.cells} cells ({p.store}): "
+            pilot = [f"with a live pilot of the first {p.cells} cells ({p.store}; their real "
+                     "requests replace their simulated ones, tokens a request and latency are "
+                     "theirs): "
                      f"{p.requests} requests (simulated {p.simulated_requests}), "
                      f"{p.input_tokens}/{p.output_tokens} input/output tokens (simulated "
                      f"{p.simulated_input_tokens}/{p.simulated_output_tokens}), "
@@ -176,8 +178,8 @@ class Plan:
             "SIMULATED: every figure below comes from a simulated pass over the study (the "
             "simulated planner and critic with the spec's [simulated] parameters: "
             + ", ".join(f"{k}={v}" for k, v in sorted(self.simulator.items())) + ")",
-            f"provider requests: {rng(self.requests, '.0f')} (by role: {roles}; by pipeline: "
-            f"{pipes})",
+            f"provider requests: {rng(self.requests, '.0f')} (the simulated pass by role: "
+            f"{roles}; by pipeline: {pipes})",
             f"input tokens: {rng(self.input_tokens, '.0f')}; output tokens: "
             f"{rng(self.output_tokens, '.0f')} (estimate: {TOKEN_ESTIMATE})",
             f"cost at ${self.price.input_per_mtok:g}/${self.price.output_per_mtok:g} per "
@@ -268,18 +270,18 @@ def plan_study(settings: PlanSettings) -> Plan:
     per_request_out = tokens_out / expected if expected else 0.0
     latency_s = settings.latency_s
     pilot = None
-    scale = 1.0
     if settings.pilot:
+        # The pilot's cells count as what they really sent; the other cells stay as simulated
+        # (the first cells in canonical order are one task's: a ratio taken from them would
+        # not carry over to the others). Tokens a request and the latency are the pilot's.
         pilot = _run_pilot(settings, per_row)
-        if pilot.simulated_requests and pilot.requests:
-            scale = pilot.requests / pilot.simulated_requests
+        expected += pilot.requests - pilot.simulated_requests
+        if pilot.requests:
             per_request_in = pilot.input_tokens / pilot.requests
             per_request_out = pilot.output_tokens / pilot.requests
         if pilot.latency_s is not None:
             latency_s = pilot.latency_s
-        by_role = Counter({k: round(v * scale) for k, v in by_role.items()})
-        by_pipeline = Counter({k: round(v * scale) for k, v in by_pipeline.items()})
-    requests = PlanRange(min_requests, expected * scale, max(max_requests, expected * scale))
+    requests = PlanRange(min(min_requests, expected), expected, max(max_requests, expected))
     input_tokens = requests.scaled(per_request_in)
     output_tokens = requests.scaled(per_request_out)
     def dollars(i: float, o: float) -> float:

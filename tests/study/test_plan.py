@@ -86,14 +86,14 @@ def test_a_pilot_runs_the_first_cells_live_and_rescales_the_plan(study: Path,
         assert p["cells"] == 4 and len(result_digests(pilot)) == 4
         assert p["requests"] == sent  # no fault: one attempt a call
         assert p["simulated_requests"] >= 4
-        scale = p["requests"] / p["simulated_requests"]
-        assert plan["requests"]["expected"] == pytest.approx(
-            before["requests"]["expected"] * scale, rel=1e-6)
+        # the pilot's cells count as what they really sent, the others as simulated
+        assert plan["requests"]["expected"] == (before["requests"]["expected"]
+                                                - p["simulated_requests"] + p["requests"])
         # tokens a request come from the live usage, the latency from the pilot's replies
         assert plan["input_tokens"]["expected"] == pytest.approx(
             plan["requests"]["expected"] * p["input_tokens"] / p["requests"], rel=1e-6)
         assert plan["latency_from"] == "the pilot"
-        assert plan["latency_s"] == pytest.approx(p["latency_s"], rel=1e-5)
+        assert plan["latency_s"] == pytest.approx(p["latency_s"], abs=1e-6)
         # the pilot is a real run: it continues with the printed kind of command
         resumed = ect("resume", "--store", str(pilot), "--credential-file", str(key),
                       "--limit", "6", "--quiet", env=subprocess_env())
