@@ -55,3 +55,32 @@ def test_without_accounting_the_outputs_are_unchanged() -> None:
     # the field is the only difference
     with_acc = _closed(ACCOUNTING)
     assert dataclasses.replace(with_acc, provider_accounting=None) == _closed(None)
+
+
+def test_report_shows_the_plan_beside_the_actual_figures(tmp_path) -> None:
+    from tests.analysis.test_store_report import make_store, report, write_schedule
+
+    store = make_store(tmp_path, fx.outcomes())
+    schedule = write_schedule(tmp_path)
+    plan = {"cells": 576, "pilot": None, "simulated": True,
+            "requests": {"min": 576, "expected": 1000, "max": 6912},
+            "input_tokens": {"min": 1, "expected": 2, "max": 3},
+            "output_tokens": {"min": 1, "expected": 2, "max": 3},
+            "cost_usd": {"min": 0.1, "expected": 0.2, "max": 0.3}}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    res = report(store, schedule, tmp_path / "out", "--plan", str(path))
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = {r["figure"]: r for r in data["plan_vs_actual"]["rows"]}
+    assert rows["requests"]["expected"] == 1000 and rows["requests"]["actual"] == 576
+    md = (tmp_path / "out" / "tables.md").read_text()
+    assert "## Plan vs actual" in md and "| requests | 576 | 1000 | 6912 | 576 | -42.4% |" in md
+    assert "SIMULATED pass" in md
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"cells": 576}')
+    res = report(store, schedule, tmp_path / "out2", "--plan", str(bad))
+    assert res.exit_code == 2 and "requests must be" in res.output
+    # without --plan the table is not there
+    res = report(store, schedule, tmp_path / "out3")
+    assert "plan_vs_actual" not in json.loads((tmp_path / "out3" / "results.json").read_text())
