@@ -360,6 +360,27 @@ class ProviderAccounting(Record):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PlanRow(Record):
+    """One figure of ``ect plan`` (its range) beside what the run actually did."""
+
+    figure: str
+    min: float
+    expected: float
+    max: float
+    actual: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanVsActual(Record):
+    """``ect report --plan``: the plan given (``ect plan --json``; SIMULATED unless a pilot
+    rescaled it) beside the run's actual requests, tokens and cost."""
+
+    cells: int
+    pilot: bool
+    rows: tuple[PlanRow, ...]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClosedLoopResults(Record):
     """Every closed-loop figure: ``to_json`` is results.json (``ect report``)."""
@@ -381,6 +402,8 @@ class ClosedLoopResults(Record):
     # every journaled attempt, failure, halt and the billed cost: present for a real provider's
     # store, or a simulated one with a retry, a failed attempt or a halt (else left out)
     provider_accounting: ProviderAccounting | None = field(default=None, metadata=OMIT)
+    # `ect report --plan`: the plan beside the actual figures (left out without one)
+    plan_vs_actual: PlanVsActual | None = field(default=None, metadata=OMIT)
     secondary: dict[str, SecondaryEstimate]
     intervals: dict[str, ClosedIntervals]
     unseen: Unseen
@@ -683,6 +706,7 @@ def analyse_closed_loop(
     reason_codes: Sequence[StratumReasons] | None = None,
     provider_failures: FailureCounts | None = None,
     provider_accounting: ProviderAccounting | None = None,
+    plan_vs_actual: PlanVsActual | None = None,
 ) -> ClosedLoopResults:
     """Every closed-loop figure, typed and deterministic for fixed inputs and seed.
 
@@ -755,6 +779,7 @@ def analyse_closed_loop(
         provider_failures=(ProviderFailures.of(provider_failures)
                            if provider_failures is not None else None),
         provider_accounting=provider_accounting,
+        plan_vs_actual=plan_vs_actual,
         secondary=_secondary(primary, seed, replicates),
         intervals=_closed_intervals(primary, policies, seed, replicates),
         unseen=Unseen(

@@ -650,6 +650,28 @@ def accounting_table(r: Results) -> _Table | None:
     return _Table("Provider attempts and billed cost", ["what", "value"], rows, note)
 
 
+def plan_table(r: Results) -> _Table | None:
+    """The "Plan vs actual" table (``ect report --plan``), or None without a plan."""
+    p = r.plan_vs_actual if isinstance(r, ClosedLoopResults) else None
+    if p is None:
+        return None
+
+    def fmt(figure: str, v: float) -> str:
+        return f"{v:.4f}" if figure == "cost_usd" else f"{v:.0f}"
+
+    rows = [[row.figure, fmt(row.figure, row.min), fmt(row.figure, row.expected),
+             fmt(row.figure, row.max), fmt(row.figure, row.actual),
+             f"{row.actual / row.expected - 1:+.1%}" if row.expected else "n/a"]
+            for row in p.rows]
+    note = (f"The plan (ect plan --json, {p.cells} cells) is "
+            + ("a SIMULATED pass with a live pilot's cells and usage" if p.pilot
+               else "a SIMULATED pass (the simulated planner and critic)")
+            + "; actual: every journaled attempt, the committed cells' tokens and the billed "
+              "cost.")
+    return _Table("Plan vs actual", ["figure", "plan min", "plan expected", "plan max",
+                                     "actual", "actual vs expected"], rows, note)
+
+
 def _markdown(title: str, r: Results, tables: Sequence[_Table]) -> bytes:
     out = [f"# {title}", "", f"**{r.provider_line}**", ""]
     warning = failure_warning(r)
@@ -684,6 +706,9 @@ def render_outputs(results: Results) -> dict[str, bytes]:
     accounting = accounting_table(results)
     if accounting is not None:
         tables = [*tables, accounting]
+    planned = plan_table(results)
+    if planned is not None:
+        tables = [*tables, planned]
     return {
         "results.json": results_json_bytes(results),
         "tables.md": _markdown(title, results, tables),

@@ -9,6 +9,7 @@ import json
 
 from runner.analysis import ClosedLoopResults, ProviderInfo, analyse_closed_loop, render_outputs
 from runner.analysis._closed import HaltRow, ProviderAccounting
+from runner.canonical import canonical_bytes
 from tests.analysis import _fixtures as fx
 
 REAL = ProviderInfo(name="gemini", model="gemini-2.5-flash", simulated=False)
@@ -68,7 +69,7 @@ def test_report_shows_the_plan_beside_the_actual_figures(tmp_path) -> None:
             "output_tokens": {"min": 1, "expected": 2, "max": 3},
             "cost_usd": {"min": 0.1, "expected": 0.2, "max": 0.3}}
     path = tmp_path / "plan.json"
-    path.write_text(json.dumps(plan))
+    path.write_bytes(canonical_bytes(plan))
     res = report(store, schedule, tmp_path / "out", "--plan", str(path))
     assert res.exit_code == 0, res.output
     data = json.loads((tmp_path / "out" / "results.json").read_text())
