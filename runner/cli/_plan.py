@@ -75,9 +75,12 @@ def plan_cmd(spec: str | None, provider_name: str, model: str | None, base_url: 
         if limit is not None and pilot > limit:
             die(f"--pilot {pilot} is more than the {limit} cells planned (--limit)", EXIT_USAGE)
         check_store_dir(pilot_store)
-        from runner.cli._study import _choice
+        from runner.providers import check_provider_settings
+        from runner.study import ProviderChoice
 
-        choice = _choice(provider_name, model, base_url, credential_file, credential_env)
+        check_provider_settings(provider_name, model=model, base_url=base_url,
+                                credential_given=bool(credential_file or credential_env))
+        choice = ProviderChoice(provider_name, model, base_url, credential_file, credential_env)
     plan = plan_study(PlanSettings(Path(path), provider=provider_name, model=model,
                                    concurrency=concurrency, limit=limit,
                                    requests_per_minute=requests_per_minute,
