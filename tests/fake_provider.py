@@ -18,12 +18,18 @@ Faults (:class:`Faults`, changeable while the server runs):
   with ``Retry-After`` (whole seconds until the window has room);
 * ``first_faults``: the FIRST sending of a request body (its retry is answered normally) fails
   with a fault picked from the body's hash: ``{"503": 0.05, "hang": 0.01, ...}`` -- kinds
-  ``503``, ``500``, ``hang`` (nothing is sent until the client gives up), ``malformed`` (200 with
+  ``503``, ``500``, ``429`` (with ``Retry-After``), ``hang`` (nothing is sent until the client
+  gives up), ``malformed`` (200 with
   a body that is not JSON), ``truncated`` (200 whose body stops half-way, Content-Length
   promising more, then the connection closes) and ``close`` (the connection closes with no
   response);
 * ``storm``: after ``storm_after`` more requests, the next ``storm`` requests all get HTTP 503
-  (a burst that outlasts one retry).
+  (a burst that outlasts one retry);
+* ``twice``: this fraction of the bodies a first fault hit (picked from the body's hash) get
+  HTTP 503 on their second sending too (the retry fails: under ``on_transport_failure = "halt"``
+  the run halts; the third sending, on resume, is answered normally);
+* ``at``: the n-th request the server receives (1-based, retries and resumes counted) fails with
+  the given fault kind, whatever its body: ``{2: "malformed", 10: "malformed", 11: "503"}``.
 
 ``python -m tests.fake_provider [--latency S]`` serves until killed and prints its base URL.
 """
@@ -44,7 +50,7 @@ from typing import Any
 from runner.canonical import canonical_bytes, loads_strict
 
 _VIEW_RE = re.compile(r"<ect-view format=\"([^\"]+)\">\s*(.*?)\s*</ect-view>", re.S)
-FAULT_KINDS = ("503", "500", "hang", "malformed", "truncated", "close")
+FAULT_KINDS = ("503", "500", "429", "hang", "malformed", "truncated", "close")
 
 
 @dataclass
@@ -54,6 +60,8 @@ class Faults:
     first_faults: dict[str, float] = field(default_factory=dict)
     storm: int = 0
     storm_after: int = 0
+    at: dict[int, str] = field(default_factory=dict)
+    twice: float = 0.0
 
 
 def _unit(data: bytes, salt: bytes) -> float:
@@ -145,6 +153,7 @@ class FakeProvider:
         self.stats: Counter[str] = Counter()
         self.seen: list[bytes] = []
         self._sent: set[bytes] = set()
+        self._faulted: Counter[bytes] = Counter()  # how often each body got a first fault
         self._times: deque[float] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -177,6 +186,10 @@ class FakeProvider:
         f = self.faults
         with self._lock:
             self.seen.append(body)
+            scripted = f.at.get(len(self.seen))
+            if scripted is not None:
+                self._sent.add(body)
+                return scripted
             now = time.monotonic()
             if f.rate_limit is not None:
                 n, window = f.rate_limit
@@ -192,17 +205,25 @@ class FakeProvider:
                 return "storm"
             first = body not in self._sent
             self._sent.add(body)
+            again = self._faulted[body] == 1
+            if again:
+                self._faulted[body] += 1
+        if again and f.twice and _unit(body, b"twice") < f.twice:
+            return "503"
         if first and f.first_faults:
             u, edge = _unit(body, b"fault"), 0.0
             for kind in FAULT_KINDS:
                 edge += f.first_faults.get(kind, 0.0)
                 if u < edge:
+                    with self._lock:
+                        self._faulted[body] = 1
                     return kind
         return None
 
     def _retry_after(self) -> int:
         f = self.faults
-        assert f.rate_limit is not None
+        if f.rate_limit is None:  # a scripted 429 (``at``)
+            return 1
         with self._lock:
             oldest = self._times[0] if self._times else time.monotonic()
         return max(1, int(oldest + f.rate_limit[1] - time.monotonic() + 0.999))

@@ -38,7 +38,7 @@ from runner.analysis._record import FLAT, OMIT, Record
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.errors import AnalysisError
 from runner.loop import Outcome
-from runner.study import FailureCounts, ScheduleRow, StratumReasons
+from runner.study import Accounting, FailureCounts, ScheduleRow, StratumReasons
 from runner.worlds import CLOSED_LOOP_FAULTS, TRUST_BOUNDARY_FAULT, UNSEEN_FAULTS
 
 __all__ = [
@@ -310,6 +310,77 @@ class ProviderFailures(Record):
                 ("pipeline", self.by_pipeline))
 
 
+@dataclass(frozen=True, slots=True)
+class HaltRow(Record):
+    """One halt of the run (the store's journal): when, at which cell, what kind, why."""
+
+    utc: str
+    cell_id: str
+    row: int | None
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderAccounting(Record):
+    """Every provider attempt the store's journal holds (``runner.study.Accounting``): retried
+    and failed ones and those of cells that never committed included, the halts, and the billed
+    cost of the attempts that reached the model (``estimated_usd`` of it estimated: replies
+    without usage), beside the committed cells' cost (``committed_usd``)."""
+
+    attempts: int
+    retries: int
+    failed_attempts: int
+    failures_by_class: dict[str, int]
+    failures_by_kind: dict[str, int]
+    billed_attempts: int
+    billed_usd: float
+    estimated_attempts: int
+    estimated_usd: float
+    unbilled_attempts: int
+    in_flight: int
+    orphan_attempts: int
+    orphan_usd: float
+    committed_usd: float
+    halts: tuple[HaltRow, ...]
+
+    @classmethod
+    def of(cls, acc: Accounting, committed_usd: float) -> ProviderAccounting:
+        return cls(
+            attempts=acc.attempts, retries=acc.retries, failed_attempts=acc.failed_attempts,
+            failures_by_class={c: acc.by_class.get(c, 0) for c in ("transport", "model_output")},
+            failures_by_kind=dict(sorted(acc.by_kind.items())),
+            billed_attempts=acc.billed_attempts, billed_usd=round(acc.billed_usd, 9),
+            estimated_attempts=acc.estimated_attempts,
+            estimated_usd=round(acc.estimated_usd, 9),
+            unbilled_attempts=acc.unbilled_attempts, in_flight=acc.in_flight,
+            orphan_attempts=acc.orphan_attempts, orphan_usd=round(acc.orphan_usd, 9),
+            committed_usd=round(committed_usd, 9),
+            halts=tuple(HaltRow(h.utc, h.cell_id, h.row, h.kind, h.reason) for h in acc.halts),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow(Record):
+    """One figure of ``ect plan`` (its range) beside what the run actually did."""
+
+    figure: str
+    min: float
+    expected: float
+    max: float
+    actual: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanVsActual(Record):
+    """``ect report --plan``: the plan given (``ect plan --json``; SIMULATED unless a pilot
+    rescaled it) beside the run's actual requests, tokens and cost."""
+
+    cells: int
+    pilot: bool
+    rows: tuple[PlanRow, ...]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClosedLoopResults(Record):
     """Every closed-loop figure: ``to_json`` is results.json (``ect report``)."""
@@ -328,6 +399,11 @@ class ClosedLoopResults(Record):
     choices: tuple[Choice, ...]
     reason_codes: tuple[ReasonCodeRow, ...] | None
     provider_failures: ProviderFailures | None
+    # every journaled attempt, failure, halt and the billed cost: present for a real provider's
+    # store, or a simulated one with a retry, a failed attempt or a halt (else left out)
+    provider_accounting: ProviderAccounting | None = field(default=None, metadata=OMIT)
+    # `ect report --plan`: the plan beside the actual figures (left out without one)
+    plan_vs_actual: PlanVsActual | None = field(default=None, metadata=OMIT)
     secondary: dict[str, SecondaryEstimate]
     intervals: dict[str, ClosedIntervals]
     unseen: Unseen
@@ -629,6 +705,8 @@ def analyse_closed_loop(
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[StratumReasons] | None = None,
     provider_failures: FailureCounts | None = None,
+    provider_accounting: ProviderAccounting | None = None,
+    plan_vs_actual: PlanVsActual | None = None,
 ) -> ClosedLoopResults:
     """Every closed-loop figure, typed and deterministic for fixed inputs and seed.
 
@@ -700,6 +778,8 @@ def analyse_closed_loop(
                       if reason_codes is not None else None),
         provider_failures=(ProviderFailures.of(provider_failures)
                            if provider_failures is not None else None),
+        provider_accounting=provider_accounting,
+        plan_vs_actual=plan_vs_actual,
         secondary=_secondary(primary, seed, replicates),
         intervals=_closed_intervals(primary, policies, seed, replicates),
         unseen=Unseen(

@@ -9,9 +9,21 @@ from pathlib import Path
 
 import anyio
 
-from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_closed_loop
+from runner.analysis._closed import (
+    ClosedLoopResults,
+    PlanRow,
+    PlanVsActual,
+    ProviderAccounting,
+    StoreInputs,
+    analyse_closed_loop,
+)
 from runner.analysis._common import ProviderInfo
-from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
+from runner.analysis._errors import (
+    AllModelCallsFailed,
+    PlanUnreadable,
+    ScheduleDisagrees,
+    ScheduleUnreadable,
+)
 from runner.analysis._load import load_outcomes_from_store
 from runner.analysis._report import render_outputs, write_files, write_outputs
 from runner.analysis._static import StaticResults, analyse_static
@@ -129,12 +141,15 @@ def closed_loop_report(
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[StratumReasons] | None = None,
     provider_failures: FailureCounts | None = None,
+    provider_accounting: ProviderAccounting | None = None,
+    plan_vs_actual: PlanVsActual | None = None,
 ) -> ClosedLoopResults:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
         inputs=inputs, simulator=simulator, simulator_source=simulator_source,
         reason_codes=reason_codes, provider_failures=provider_failures,
+        provider_accounting=provider_accounting, plan_vs_actual=plan_vs_actual,
     )
     write_outputs(results, Path(out_dir))
     return results
@@ -147,6 +162,7 @@ def report_from_store(
     *,
     seed: int = DEFAULT_REPORT_SEED,
     replicates: int = 10_000,
+    plan: JsonObject | None = None,
 ) -> ClosedLoopResults:
     """``ect report``: verify the store, check the inventory against the schedule, analyse, write.
 
@@ -198,7 +214,65 @@ def report_from_store(
         simulator_source=source,
         reason_codes=reason_codes_by_stratum(loaded.cells),
         provider_failures=_failure_counts(loaded.cells),
+        provider_accounting=_accounting(store_path, loaded.cells, loaded.provider.simulated),
+        plan_vs_actual=(_plan_vs_actual(plan, store_path, loaded.cells)
+                        if plan is not None else None),
     )
+
+
+def _plan_vs_actual(plan: JsonObject, store_path: str | Path,
+                    cells: Sequence[CellRecord]) -> PlanVsActual:
+    """The plan's requests, tokens and cost beside the run's: every journaled attempt (or the
+    committed cells' attempts for a store without a journal), the committed cells' tokens and
+    the billed cost (the committed cells' cost without a journal).
+
+    Raises:
+        PlanUnreadable: ``plan`` is not an ``ect plan --json`` document.
+    """
+    from runner.store import Store
+    from runner.study import store_accounting
+
+    def rng(name: str) -> tuple[float, float, float]:
+        r = plan.get(name)
+        vals = [r.get(k) for k in ("min", "expected", "max")] if isinstance(r, dict) else []
+        if len(vals) != 3 or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                                     for v in vals):
+            raise PlanUnreadable(f"plan: {name} must be {{min, expected, max}} numbers "
+                                 "(give the output of ect plan --json)")
+        return float(vals[0]), float(vals[1]), float(vals[2])  # type: ignore[arg-type]
+
+    n = plan.get("cells")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise PlanUnreadable("plan: cells must be an integer (give the output of ect plan --json)")
+    figures = {k: rng(k) for k in ("requests", "input_tokens", "output_tokens", "cost_usd")}
+    with Store.open(Path(store_path), readonly=True) as store:
+        acc = store_accounting(store, {c.cell_id for c in cells})
+    attempts = (acc.attempts if acc is not None
+                else sum(len(call.attempts) for c in cells for call in c.audit.calls))
+    cost = (acc.billed_usd if acc is not None
+            else sum(c.result.outcome.cost_usd for c in cells))
+    actual = {"requests": float(attempts),
+              "input_tokens": float(sum(c.result.input_tokens for c in cells)),
+              "output_tokens": float(sum(c.result.output_tokens for c in cells)),
+              "cost_usd": round(cost, 9)}
+    return PlanVsActual(cells=n, pilot=plan.get("pilot") is not None,
+                        rows=tuple(PlanRow(k, *figures[k], actual[k]) for k in figures))
+
+
+def _accounting(store_path: str | Path, cells: Sequence[CellRecord],
+                simulated: bool) -> ProviderAccounting | None:
+    """The store's attempt accounting for the report: for a real provider always, for the
+    simulated one only when it records a retry, a failed attempt or a halt (so an undisturbed
+    simulated run's report is unchanged); None for a store whose journal does not say."""
+    from runner.store import Store
+    from runner.study import store_accounting
+
+    with Store.open(Path(store_path), readonly=True) as store:
+        acc = store_accounting(store, {c.cell_id for c in cells})
+    if acc is None or (simulated and not acc.retries and not acc.failed_attempts
+                       and not acc.halts):
+        return None
+    return ProviderAccounting.of(acc, sum(c.result.outcome.cost_usd for c in cells))
 
 
 def _failure_counts(cells: Sequence[CellRecord]) -> FailureCounts:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AllModelCallsFailed",
     "InventoryIncomplete",
+    "PlanUnreadable",
     "ScheduleDisagrees",
     "ScheduleUnreadable",
 ]
@@ -76,3 +77,9 @@ class AllModelCallsFailed(AnalysisError):
         self.results = results
         super().__init__("every model call failed: these tables are not model measurements "
                          "(check the provider, --base-url and the credential)")
+
+
+class PlanUnreadable(AnalysisError):
+    """``ect report --plan`` was given a file that is not an ``ect plan --json`` document."""
+
+    exit_category = ExitCategory.USAGE

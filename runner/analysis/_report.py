@@ -624,6 +624,54 @@ def failure_table(r: Results) -> _Table | None:
     return _Table("Provider failures", ["counted by", "value", "failed calls"], rows, note)
 
 
+def accounting_table(r: Results) -> _Table | None:
+    """The "Provider attempts and billed cost" table (every journaled attempt, failures by
+    kind, halts and the billed cost beside the committed cells'), or None without one."""
+    a = r.provider_accounting if isinstance(r, ClosedLoopResults) else None
+    if a is None:
+        return None
+    sim = " (SIMULATED token counts)" if r.provider.simulated else ""
+    rows = [["attempts", str(a.attempts)], ["retries", str(a.retries)],
+            ["failed attempts", str(a.failed_attempts)],
+            *[[f"failed: {k}", str(n)] for k, n in a.failures_by_kind.items()],
+            ["attempts of cells not committed", str(a.orphan_attempts)],
+            ["attempts not billed (HTTP error, no response)", str(a.unbilled_attempts)],
+            ["billed attempts", str(a.billed_attempts)],
+            ["billed cost, USD" + sim, f"{a.billed_usd:.4f}"],
+            ["of which estimated (replies without usage), USD",
+             f"{a.estimated_usd:.4f} ({a.estimated_attempts} attempts)"],
+            ["committed cells' cost, USD" + sim, f"{a.committed_usd:.4f}"],
+            ["halts", str(len(a.halts))],
+            *[[f"halt {i}", f"{h.utc} at {h.cell_id} ({h.kind}): {h.reason}"]
+              for i, h in enumerate(a.halts, 1)]]
+    note = ("Every attempt of the store's journal, retried, failed and of cells that never "
+            "committed included; an attempt is billed when the API answered it 2xx or its reply "
+            "carried usage (docs/providers.md, \"Accounting\").")
+    return _Table("Provider attempts and billed cost", ["what", "value"], rows, note)
+
+
+def plan_table(r: Results) -> _Table | None:
+    """The "Plan vs actual" table (``ect report --plan``), or None without a plan."""
+    p = r.plan_vs_actual if isinstance(r, ClosedLoopResults) else None
+    if p is None:
+        return None
+
+    def fmt(figure: str, v: float) -> str:
+        return f"{v:.4f}" if figure == "cost_usd" else f"{v:.0f}"
+
+    rows = [[row.figure, fmt(row.figure, row.min), fmt(row.figure, row.expected),
+             fmt(row.figure, row.max), fmt(row.figure, row.actual),
+             f"{row.actual / row.expected - 1:+.1%}" if row.expected else "n/a"]
+            for row in p.rows]
+    note = (f"The plan (ect plan --json, {p.cells} cells) is "
+            + ("a SIMULATED pass with a live pilot's cells and usage" if p.pilot
+               else "a SIMULATED pass (the simulated planner and critic)")
+            + "; actual: every journaled attempt, the committed cells' tokens and the billed "
+              "cost.")
+    return _Table("Plan vs actual", ["figure", "plan min", "plan expected", "plan max",
+                                     "actual", "actual vs expected"], rows, note)
+
+
 def _markdown(title: str, r: Results, tables: Sequence[_Table]) -> bytes:
     out = [f"# {title}", "", f"**{r.provider_line}**", ""]
     warning = failure_warning(r)
@@ -655,6 +703,12 @@ def render_outputs(results: Results) -> dict[str, bytes]:
     failures = failure_table(results)
     if failures is not None:
         tables = [*tables, failures]
+    accounting = accounting_table(results)
+    if accounting is not None:
+        tables = [*tables, accounting]
+    planned = plan_table(results)
+    if planned is not None:
+        tables = [*tables, planned]
     return {
         "results.json": results_json_bytes(results),
         "tables.md": _markdown(title, results, tables),

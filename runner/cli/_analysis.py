@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from runner.cli._common import map_errors
+from runner.cli._common import EXIT_USAGE, die, map_errors
 from runner.cli._params import (
     DEFAULT_SCHEDULE,
     DEFAULT_STATIC_SPEC,
@@ -171,12 +171,15 @@ def _print_simulator(res: StaticResults | ClosedLoopResults) -> None:
     show_default=True,
     help="Bootstrap replicates.",
 )
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The output of `ect plan --json` for this run: shown beside the actual "
+                   "requests, tokens and cost.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print results.json on stdout instead of the summary.")
 @map_errors()
 def report_cmd(
     store_path: str, out_dir: str, schedule_path: str | None, seed: int, replicates: int,
-    as_json: bool,
+    plan_path: str | None, as_json: bool,
 ) -> None:
     """Regenerate Table 4 and the H2-H4 gates from a verified run store.
 
@@ -190,8 +193,20 @@ def report_cmd(
         schedule_path = study_file(schedule_path, DEFAULT_SCHEDULE, "--schedule")
     check_out_dir(out_dir, fresh=False)
     # a junk --schedule file is a usage error (ScheduleUnreadable's category)
+    plan = None
+    if plan_path is not None:
+        from runner.canonical import loads_strict
+        from runner.errors import FormatError
+
+        try:
+            doc = loads_strict(Path(plan_path).read_bytes())
+        except (FormatError, OSError) as e:
+            die(f"--plan {plan_path}: not the JSON of ect plan --json ({e})", EXIT_USAGE)
+        if not isinstance(doc, dict):
+            die(f"--plan {plan_path}: not the JSON of ect plan --json", EXIT_USAGE)
+        plan = doc
     res = report_from_store(store_path, schedule_path, out_dir, seed=seed,
-                            replicates=replicates)
+                            replicates=replicates, plan=plan)
     if as_json:
         click.echo((Path(out_dir) / "results.json").read_text("utf-8").rstrip("\n"))
         return

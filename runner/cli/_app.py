@@ -18,13 +18,14 @@ from runner.cli._common import run_cli
 __all__ = ["HOMES", "MODULES", "cli", "main"]
 
 MODULES = ("_verify", "_digest", "_tasks", "_sandbox", "_store", "_provider", "_study",
-           "_analysis", "_evals", "_sweep", "_demo", "_view")
+           "_plan", "_analysis", "_evals", "_sweep", "_demo", "_view")
 """The command modules of ``runner.cli``, in the order their commands are registered."""
 
 HOMES: dict[str, str] = {
     "verify": "_verify", "digest": "_digest", "tasks": "_tasks", "sandbox": "_sandbox",
     "store": "_store", "provider": "_provider", "schedule": "_study", "preflight": "_study",
     "run": "_study", "resume": "_study", "export": "_study", "replay": "_study",
+    "plan": "_plan",
     "static": "_analysis", "report": "_analysis", "evals": "_evals", "sweep": "_sweep",
     "demo": "_demo", "view": "_view",
 }

@@ -133,8 +133,12 @@ def provider_options(
                           "others, e.g. mode 0600)."),
         click.option("--credential-env", default=None, metavar="NAME",
                      cls=_table_help(lambda t: "Name of the environment variable holding the "
-                                               f"API key (e.g. {t.env_examples}); it is removed "
-                                               "from the environment once read.")),
+                                               f"API key (e.g. {t.env_examples}). Once read it is "
+                                               "removed from the environment children inherit "
+                                               "and, on Linux, wiped from /proc/PID/environ; "
+                                               "until then, and in the shell that set it, "
+                                               "processes of your user can read it. Prefer "
+                                               "--credential-file.")),
     ]
 
     def decorate(fn: _Command) -> _Command:

@@ -155,6 +155,7 @@ def show_cmd(path: Path, seq: int | None, cell_id: str | None, pretty: bool, raw
                 "orphan_attempts": _orphan_count(store),
                 "latest_checkpoint": store.latest_checkpoint(),
                 "provider_failures": _failure_counts(store),
+                "accounting": _accounting(store),
             }
         else:
             if seq >= store.count:
@@ -205,6 +206,25 @@ def _failure_counts(store: Store) -> JsonObject | None:
     except FormatError:
         return None
     return counts.to_json()
+
+
+def _accounting(store: Store) -> JsonObject | None:
+    """Every journaled provider attempt, retry, failure and halt and the billed cost, beside
+    the committed cells' cost; ``None`` for a store whose records are not cell records."""
+    from runner.errors import FormatError
+    from runner.study import CellRecord, store_accounting
+
+    try:
+        records = [CellRecord.from_json(rec.body, f"record {rec.seq}")
+                   for rec in store.records(1)]
+        acc = store_accounting(store, {r.cell_id for r in records})
+    except FormatError:
+        return None
+    if acc is None:
+        return None
+    out: JsonObject = dict(acc.to_json())
+    out["committed_usd"] = round(sum(r.result.outcome.cost_usd for r in records), 9)
+    return out
 
 
 def _record_failures(rec: Record) -> list[JsonObject] | None:

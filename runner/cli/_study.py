@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from runner.cli._common import (
     EXIT_NEGATIVE,
@@ -228,8 +229,11 @@ class RunPrinter:
         self.stop()
         if self.as_json:
             click.echo(json.dumps(summary.to_json(), indent=2))  # noqa: TID251 - display only
-        elif not self.quiet and (line := _failure_line(summary)) is not None:
-            click.echo(line, err=True)
+        elif not self.quiet:
+            if (line := _failure_line(summary)) is not None:
+                click.echo(line, err=True)
+            if (line := _accounting_line(summary)) is not None:
+                click.echo(line, err=True)
 
     def finished(self, summary: RunSummary) -> None:
         self.stop()
@@ -242,6 +246,18 @@ class RunPrinter:
                        err=True)
             if (line := _failure_line(summary)) is not None:
                 click.echo(line, err=True)
+            if (line := _accounting_line(summary)) is not None:
+                click.echo(line, err=True)
+
+
+def _accounting_line(summary: RunSummary) -> str | None:
+    """The attempts, retries, failures, halts and billed cost of the whole store, for a paid
+    run or any run with a retry, a failed attempt or a halt (None otherwise)."""
+    acc = summary.accounting
+    if acc is None or (summary.provider == "simulated" and not acc.retries
+                       and not acc.failed_attempts and not acc.halts):
+        return None
+    return acc.line(summary.cost_usd)
 
 
 def _run(settings: RunSettings, *, resume: bool, as_json: bool, quiet: bool) -> None:
@@ -352,6 +368,14 @@ def run_cmd(spec: str | None, store: str, provider_name: str, model: str | None,
     _run(settings, resume=False, as_json=as_json, quiet=quiet)
 
 
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _ray_address(executor: str, ray_address: str | None) -> str | None:
     if ray_address is not None and executor != "ray":
         die("--ray-address needs --executor ray", EXIT_USAGE)
@@ -372,7 +396,8 @@ def _recorded_spec(store: str, spec: str | None) -> str:
               help="The store of an interrupted run.")
 @click.option("--study", "spec", default=None, type=click.Path(dir_okay=False),
               help="The study spec (default: the one recorded in the store's header).")
-@_provider_options
+@provider_options(model_help="Model name (default: the one the run header records).",
+                  default_shown="the run header's")
 @_run_options
 @map_errors()
 def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | None,
@@ -384,12 +409,15 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
     """Continue an interrupted run from its verified prefix.
 
     Verifies the store in full and the lock against the files; refuses on any drift, naming
-    it. Reports provider attempts that were made but whose cell never committed.
+    it. Reports provider attempts that were made but whose cell never committed. Continues
+    with the provider, model, base URL, limit, concurrency and throttle the run header records:
+    give only the credential again (an option given must equal the record, or is refused
+    naming it; --limit may set another target).
     """
     configure_logging(log_json)
     from runner.errors import FormatError
     from runner.store import Store
-    from runner.study import RunSettings, orphan_attempts
+    from runner.study import RecordedRun, RunSettings, orphan_attempts
 
     with Store.open(store, readonly=True) as s:
         try:
@@ -401,13 +429,29 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
         cells = sorted({a["cell_id"] for a in orphans})
         click.echo(f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) "
                    f"that never committed (first: {cells[0]}); those cells run again", err=True)
+    # The run header records the provider, model, base URL, limit, concurrency and throttle:
+    # an option left out takes the recorded value, one given must equal it (only the
+    # credential is given again).
+    values: dict[str, object] = {
+        "provider": provider_name, "model": model, "base_url": base_url, "limit": limit,
+        "concurrency": concurrency, "requests_per_minute": requests_per_minute,
+        "tokens_per_minute": tokens_per_minute}
+    recorded = RecordedRun.read(Path(store))
+    if recorded is not None:
+        ctx = click.get_current_context()
+        given = {k: v for k, v in values.items()
+                 if ctx.get_parameter_source("provider_name" if k == "provider" else k)
+                 not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP, None)}
+        values = recorded.resolve(Path(store), given)
     settings = RunSettings(Path(spec_path), Path(store),
-                           _choice(provider_name, model, base_url, credential_file,
+                           _choice(str(values["provider"]), _opt_str(values["model"]),
+                                   _opt_str(values["base_url"]), credential_file,
                                    credential_env),
-                           concurrency, limit, max_cost_usd, max_calls, sandbox_backend,
+                           _opt_int(values["concurrency"]) or concurrency,
+                           _opt_int(values["limit"]), max_cost_usd, max_calls, sandbox_backend,
                            executor=executor, ray_address=_ray_address(executor, ray_address),
-                           requests_per_minute=requests_per_minute,
-                           tokens_per_minute=tokens_per_minute)
+                           requests_per_minute=_opt_int(values["requests_per_minute"]),
+                           tokens_per_minute=_opt_int(values["tokens_per_minute"]))
     _run(settings, resume=True, as_json=as_json, quiet=quiet)
 
 

@@ -2,21 +2,25 @@
 
 The secret lives in one :class:`Credential` object whose ``repr``/``str`` are redacted and which
 refuses to be pickled. A credential read from a variable is removed from ``os.environ`` at once,
-so no child process started afterwards can inherit it. Error messages name the file or the
-variable, never the value.
+so no child process started afterwards can inherit it, and on Linux its bytes are also wiped
+from the process's initial environment block (what ``/proc/PID/environ`` shows to other
+processes of the same user, which ``os.environ``/``unsetenv`` never change). Error messages name
+the file or the variable, never the value.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 from typing import NoReturn
 
 from runner.providers._errors import CredentialError
 
-__all__ = ["REDACTED", "Credential", "load_credential"]
+__all__ = ["REDACTED", "Credential", "load_credential", "wipe_initial_environment"]
 
 REDACTED = "[REDACTED]"
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -98,7 +102,47 @@ def _from_env(name: str) -> Credential:
     value = os.environ.pop(name, None)
     if value is None:
         raise CredentialError(f"environment variable {name} is not set")
+    # and out of the initial block, which /proc/PID/environ keeps showing after unsetenv
+    wipe_initial_environment(name)
     return Credential(value.strip(), source=f"env {name}")
+
+
+def wipe_initial_environment(name: str) -> bool:
+    """Overwrite every ``NAME=value`` entry of this process's initial environment block with
+    zero bytes; return whether the block was found (Linux only; False elsewhere).
+
+    ``os.environ.pop`` calls ``unsetenv``, which drops the C library's pointer to the entry but
+    leaves its bytes where the kernel put them at ``execve``; ``/proc/PID/environ`` reads those
+    bytes (``env_start``..``env_end`` in ``/proc/PID/stat``), so the value stays readable there
+    by any process of the same user for the whole run. The block is this process's own memory
+    and nothing points into it once the entry is unset (CPython copied it into ``os.environ``
+    at start-up), so it is overwritten in place. The block is touched only when its bytes are
+    exactly what ``/proc/self/environ`` shows. Call it after ``os.environ.pop(name)``.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat_line = f.read()
+        with open("/proc/self/environ", "rb") as f:
+            shown = f.read()
+        fields = stat_line[stat_line.rindex(b")") + 2:].split()
+        start, end = int(fields[50 - 3]), int(fields[51 - 3])  # proc(5): fields 50 and 51
+    except (OSError, ValueError, IndexError):
+        return False
+    if not 0 < start < end or end - start != len(shown):
+        return False
+    if ctypes.string_at(start, end - start) != shown:
+        return False
+    key = name.encode("ascii") + b"="
+    at = 0
+    while (i := shown.find(key, at)) >= 0:
+        stop = shown.find(b"\0", i)
+        stop = len(shown) if stop < 0 else stop
+        if i == 0 or shown[i - 1] == 0:
+            ctypes.memset(start + i, 0, stop - i)
+        at = stop
+    return True
 
 
 def load_credential(

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 import httpx
@@ -46,36 +45,55 @@ from runner.providers._types import (
     Usage,
 )
 
-__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "ReplayCache", "run_call",
-           "utc_now"]
+__all__ = ["CallLog", "ObserverFailed", "RecordingTransport", "ReplayCache", "replayable",
+           "run_call", "utc_now"]
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def replayable(attempt: AttemptRecord, response: bytes) -> bool:
+    """Whether a journaled attempt may stand in for sending its request again: the API answered
+    it with a 2xx status and a complete, well-formed reply (``error_class`` None, or a
+    model-output failure: the model's own answer, never retried), and ``response`` are the very
+    bytes it journaled. A malformed or truncated body, an HTTP error, a timeout or a closed
+    connection is not a reply of the model: its request is sent again (with its one retry)."""
+    return (attempt.status is not None and 200 <= attempt.status < 300
+            and (attempt.error_class is None or attempt.error_class in MODEL_OUTPUT_KINDS)
+            and attempt.response_sha256 == raw_digest(response)
+            and _status_kind(attempt.status, response) is None)
+
+
 class ReplayCache:
     """Responses a resumed run already paid for: journaled in an earlier session for cells that
     never committed, keyed by ``(cell_id, request_sha256)`` of the exact request bytes.
 
-    The recording transport takes a matching entry instead of sending the request again (the
-    attempt it records is the journaled one: same id, times and usage, so it is counted once);
-    a request whose bytes differ from every journaled one is sent. Each entry serves once.
+    Only a complete, well-formed success is kept (:func:`replayable`); :meth:`add` refuses
+    anything else and counts it in ``refused``. The recording transport takes a matching entry
+    instead of sending the request again (the attempt it records is the journaled one: same id,
+    times and usage, so it is counted once); a request whose bytes differ from every journaled
+    one is sent. Each entry serves once.
     """
 
-    def __init__(self, entries: dict[tuple[str, str], list[tuple[dict[str, Any], bytes]]]
-                 | None = None) -> None:
-        self._entries = {k: list(v) for k, v in (entries or {}).items()}
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str], list[tuple[AttemptRecord, bytes]]] = {}
         self.replayed = 0
+        self.refused = 0
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._entries.values())
 
-    def add(self, cell_id: str, attempt: dict[str, Any], response: bytes) -> None:
-        key = (cell_id, str(attempt["request_sha256"]))
-        self._entries.setdefault(key, []).append((attempt, response))
+    def add(self, cell_id: str, attempt: AttemptRecord, response: bytes) -> bool:
+        """Keep ``attempt`` for replay if it is :func:`replayable`; return whether it was."""
+        if not replayable(attempt, response):
+            self.refused += 1
+            return False
+        self._entries.setdefault((cell_id, attempt.request_sha256), []).append(
+            (attempt, response))
+        return True
 
-    def take(self, cell_id: str | None, request_sha256: str) -> tuple[dict[str, Any], bytes] | None:
+    def take(self, cell_id: str | None, request_sha256: str) -> tuple[AttemptRecord, bytes] | None:
         if cell_id is None:
             return None
         found = self._entries.get((cell_id, request_sha256))
@@ -177,16 +195,15 @@ class CallLog:
         self.slots.append(slot)
         return slot
 
-    def adopt(self, request_bytes: bytes, attempt: dict[str, Any], response: bytes,
+    def adopt(self, request_bytes: bytes, attempt: AttemptRecord, response: bytes,
               *, retry: bool) -> _Slot:
         """Record a journaled attempt of an earlier session as this call's next attempt (a
         replayed response): already journaled, so the observer is not called again."""
-        usage = attempt.get("usage")
-        slot = _Slot(len(self.slots) + 1, str(attempt["attempt_id"]), request_bytes,
-                     str(attempt["started_utc"]), self._clock(), retry,
-                     status=attempt.get("status"), response_bytes=response,
-                     ended_utc=attempt.get("ended_utc"), latency_s=attempt.get("latency_s"),
-                     usage=Usage(**usage) if isinstance(usage, dict) else None, closed=True)
+        slot = _Slot(len(self.slots) + 1, attempt.attempt_id, request_bytes,
+                     attempt.started_utc, self._clock(), retry,
+                     status=attempt.status, response_bytes=response,
+                     ended_utc=attempt.ended_utc, latency_s=attempt.latency_s,
+                     kind=attempt.error_class, usage=attempt.usage, closed=True)
         self.slots.append(slot)
         return slot
 

@@ -52,6 +52,13 @@ from runner.providers import (
 )
 from runner.providers._throttle import estimate_tokens
 from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolExecutor
+from runner.study._journal import (
+    Accounting,
+    HaltEntry,
+    halt_entry,
+    read_journal,
+    store_accounting,
+)
 from runner.study._preflight import PreflightFailed, PreflightReport, ProviderChoice, run_preflight
 from runner.study._records import (
     AuditCall,
@@ -76,6 +83,8 @@ __all__ = [
     "ClusterLost",
     "Halted",
     "ProviderMismatch",
+    "RecordedRun",
+    "ResumeMismatch",
     "RunSettings",
     "RunSummary",
     "StoreInUse",
@@ -85,6 +94,7 @@ __all__ = [
     "check_resume_provider",
     "execute",
     "orphan_attempts",
+    "resume_command",
     "run_lock_path",
     "stop_file",
 ]
@@ -100,9 +110,11 @@ class Halted(StudyError):
     def __init__(self, reason: str, summary: RunSummary) -> None:
         self.reason = reason
         self.summary = summary
+        of = (f" (of {summary.total} in the study)" if summary.goal != summary.total else "")
+        command = summary.resume_command or f"ect resume --store {summary.store}"
         super().__init__(f"halted at a cell boundary: {reason}; "
-                         f"{summary.committed}/{summary.total} cells committed; "
-                         f"continue with `ect resume --store {summary.store}`")
+                         f"{summary.committed}/{summary.goal} cells committed{of}; "
+                         f"continue with `{command}`")
 
 
 class ClusterLost(Halted):
@@ -150,17 +162,22 @@ class StoreInUse(StudyError):
 
 
 def orphan_attempts(store: Store) -> list[JsonObject]:
-    """The provider attempts journaled in ``store`` (an open ``runner.store.Store``) for cells
-    that never committed, each record read as a :class:`CellRecord` (the store knows no record
-    shape: it is given the committed cell ids).
+    """The provider attempts (and tool retries) journaled in ``store`` (an open
+    ``runner.store.Store``) for cells that never committed, halts left out, each record read
+    as a :class:`CellRecord` (the store knows no record shape: it is given the committed cell
+    ids).
 
     Raises:
         RecordFormatError: a committed record is not a cell record.
     """
     committed = {CellRecord.from_json(rec.body, f"record {rec.seq}").cell_id
                  for rec in store.records(1)}
-    found: list[JsonObject] = store.orphan_attempts(committed)
-    return found
+    return _attempts_only(store.orphan_attempts(committed))
+
+
+def _attempts_only(entries: list[JsonObject]) -> list[JsonObject]:
+    """The journal's attempt entries without its halt entries (a halt is not an attempt)."""
+    return [a for a in entries if not (isinstance(a.get("begin"), dict) and "halt" in a["begin"])]
 
 
 def run_lock_path(store_path: Path) -> Path:
@@ -367,6 +384,10 @@ class RunSummary:
     replayed_attempts: int = 0
     # the cells this session aims at: ``total``, or the end row under --limit
     target: int | None = None
+    # the command that continues this run as printed (store and credential; see resume_command)
+    resume_command: str | None = None
+    # every attempt the store's journal holds, failures, halts and billed cost (None: not read)
+    accounting: Accounting | None = None
 
     @property
     def goal(self) -> int:
@@ -394,6 +415,8 @@ class RunSummary:
             "transport_halts": list(self.transport_halts),
             "replayed_attempts": self.replayed_attempts,
             "throttle": self.throttle.to_json() if self.throttle is not None else {},
+            "resume_command": self.resume_command,
+            "accounting": self.accounting.to_json() if self.accounting is not None else None,
         }
 
 
@@ -453,24 +476,22 @@ def _make_provider_factory(spec: StudySpec, choice: ProviderChoice,
 
 
 def replay_cache(store: Store, committed: set[str]) -> ReplayCache:
-    """The responses journaled (with their bytes) for cells that never committed: what resume
-    replays into those cells' re-runs when the request bytes are identical."""
+    """The replies journaled (with their bytes) for cells that never committed that resume may
+    replay into those cells' re-runs when the request bytes are identical: only complete,
+    well-formed successes (:func:`runner.providers.replayable`); a malformed or truncated body,
+    an HTTP error or an attempt that never ended is requested again."""
     from runner.errors import StoreError
 
     cache = ReplayCache()
-    for a in store.orphan_attempts(committed):
-        end = a.get("end") or {}
-        attempt = end.get("attempt") if isinstance(end, dict) else None
-        if not isinstance(attempt, dict) or not isinstance(attempt.get("response_sha256"), str):
-            continue
-        status = attempt.get("status")
-        if not isinstance(status, int) or not 200 <= status < 300:
+    for entry in read_journal(store, exclude=committed):
+        attempt = entry.ended
+        if attempt is None or attempt.response_sha256 is None:
             continue
         try:
-            response = store.get_blob(attempt["response_sha256"])
+            response = store.get_blob(attempt.response_sha256)
         except StoreError:
             continue  # the bytes were not kept (an older run): the request is sent again
-        cache.add(a["cell_id"], attempt, response)
+        cache.add(entry.cell_id, attempt, response)
     return cache
 
 
@@ -668,7 +689,7 @@ _HALT_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @contextmanager
-def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[None]:
+def _sigint_flag(flag: list[str], resume: str | None = None) -> Iterator[None]:
     """While cells run, the first SIGINT or SIGTERM (what docker, systemd and CI send) asks for
     a halt at the next cell boundary; a second one aborts at once, without waiting for cells in
     flight: one line, exit 4, and the process ends as a ``kill -9`` would (every acknowledged
@@ -678,7 +699,7 @@ def _sigint_flag(flag: list[str], store_path: Path | None = None) -> Iterator[No
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if flag[0]:
-            where = f"; continue with `ect resume --store {store_path}`" if store_path else ""
+            where = f"; continue with `{resume}`" if resume else ""
             os.write(2, ("ect: aborted by a second interrupt without waiting for cells in "
                          f"flight; the store holds every committed cell{where}\n").encode())
             os._exit(4)
@@ -710,7 +731,7 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         if not resume and cells > 0:
             store.close()
             raise StoreNotEmpty(f"{settings.store_path} already holds {cells} cells; "
-                                f"continue it with `ect resume --store {settings.store_path}`")
+                                f"continue it with `{resume_command(settings)}`")
         if throttle is not None and resume:
             # The header is written once; a resumed session's throttle goes to the log.
             log.info("run.throttle", **throttle.to_json())
@@ -748,6 +769,8 @@ def _open_or_create_store(settings: RunSettings, report: PreflightReport, *, res
         executor_blob=raw_digest(executor_bytes),
         # the pacing of provider attempts (changes no result, so not in the lock)
         throttle=(throttle or ThrottleSettings()).to_json(),
+        # what `ect resume --store S` continues with (with the provider and the throttle)
+        run_settings=RecordedRun.of(settings, report.spec).settings_json(),
     )
     return Store.create(settings.store_path, header=header.to_json(), signing_key=key,
                         blobs=(lock_bytes, preflight_bytes, executor_bytes))
@@ -784,7 +807,8 @@ def execute(
         raise PreflightFailed(report)
     started = time.monotonic()
     summary = RunSummary(store=str(settings.store_path), total=len(report.rows),
-                         provider=settings.provider.name, executor=settings.executor)
+                         provider=settings.provider.name, executor=settings.executor,
+                         resume_command=resume_command(settings))
     with _run_lock(settings.store_path), _remote_executor(settings, report) as remote:
         halted = _execute_locked(settings, report, summary, resume=resume, on_cell=on_cell,
                                  on_start=on_start, remote=remote, kill_switch=kill_switch)
@@ -819,6 +843,130 @@ def check_resume_provider(settings: RunSettings) -> None:
                                f"resume it with the same provider")
 
 
+class ResumeMismatch(ProviderMismatch):
+    """``resume`` was given a setting that differs from the one the run header records (the
+    field is named; leave the option out and the recorded value is used)."""
+
+    exit_category = ExitCategory.REFUSED
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    """What a run was started with, as its header records it: the provider, the model, the
+    base URL, the ``--limit``, the concurrency and the throttle (``None``: no limit). ``ect
+    resume --store S`` continues with these; only the credential is given again."""
+
+    provider: str
+    model: str | None
+    base_url: str | None
+    limit: int | None
+    concurrency: int | None
+    requests_per_minute: int | None
+    tokens_per_minute: int | None
+    complete: bool = True  # False: a header written before it recorded the run's settings
+
+    @classmethod
+    def of(cls, settings: RunSettings, spec: StudySpec | None) -> RecordedRun:
+        """The settings a run is started with (the model its provider will use)."""
+        from runner.providers import PROVIDERS
+
+        choice = settings.provider
+        model = choice.model
+        if model is None and not choice.simulated and spec is not None:
+            model = spec.model.name
+        elif model is None and choice.name in PROVIDERS:
+            model = PROVIDERS[choice.name].default_model
+        throttle = (throttle_settings(settings, spec) if spec is not None
+                    else ThrottleSettings(settings.requests_per_minute or None,
+                                          settings.tokens_per_minute or None))
+        return cls(choice.name, model, choice.base_url, settings.limit, settings.concurrency,
+                   throttle.requests_per_minute, throttle.tokens_per_minute)
+
+    def settings_json(self) -> dict[str, JsonValue]:
+        """The header's ``run_settings`` (the provider and throttle have fields of their own)."""
+        return {"model": self.model, "base_url": self.base_url, "limit": self.limit,
+                "concurrency": self.concurrency}
+
+    @classmethod
+    def from_header(cls, header: RunHeader) -> RecordedRun:
+        def opt_int(obj: JsonObject | None, key: str) -> int | None:
+            v = (obj or {}).get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+        def opt_str(obj: JsonObject | None, key: str) -> str | None:
+            v = (obj or {}).get(key)
+            return v if isinstance(v, str) else None
+
+        rs, th = header.run_settings, header.throttle
+        return cls(header.provider, opt_str(rs, "model"), opt_str(rs, "base_url"),
+                   opt_int(rs, "limit"), opt_int(rs, "concurrency"),
+                   opt_int(th, "requests_per_minute"), opt_int(th, "tokens_per_minute"),
+                   complete=rs is not None and th is not None)
+
+    @classmethod
+    def read(cls, store_path: Path) -> RecordedRun | None:
+        """The settings ``store_path``'s header records; None when it is not a run's header."""
+        from runner.store import Store
+
+        with Store.open(store_path, readonly=True) as store:
+            try:
+                return cls.from_header(RunHeader.from_header(store.header))
+            except FormatError:
+                return None
+
+    def resolve(self, store_path: Path, given: dict[str, object]) -> dict[str, object]:
+        """The settings a resume runs with: each option in ``given`` (only those the user typed)
+        must equal the record (0 means no limit for the throttle), else it is refused, naming
+        the option; every option left out takes the recorded value. ``--limit`` is the one
+        exception: it is this session's target, so another value is allowed.
+
+        Raises:
+            ResumeMismatch: a given option differs from the record.
+        """
+        recorded: dict[str, object] = {
+            "provider": self.provider, "model": self.model, "base_url": self.base_url,
+            "limit": self.limit, "concurrency": self.concurrency,
+            "requests_per_minute": self.requests_per_minute,
+            "tokens_per_minute": self.tokens_per_minute}
+        if not self.complete:  # an older header: only the provider can be checked
+            recorded = {"provider": self.provider}
+        out = dict(recorded)
+        for name, value in given.items():
+            if name not in recorded or name == "limit":
+                out[name] = value
+                continue
+            have = recorded[name]
+            same = (value or None) == have if name in ("requests_per_minute",
+                                                       "tokens_per_minute") else value == have
+            if not same:
+                flag = "--" + name.replace("_", "-")
+                shown = "none" if have is None else have
+                if name == "provider":
+                    raise ResumeMismatch(f"{store_path} was run with --provider {shown}; resume "
+                                         "it with the same provider (or leave --provider out: "
+                                         "the run header records it)")
+                raise ResumeMismatch(f"{store_path} was run with {flag} {shown}, not {value}; "
+                                     f"leave {flag} out to continue with the recorded value")
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            if name in recorded and name not in given:
+                out[name] = recorded[name] or 0  # recorded None: no limit (not the spec's)
+        return out
+
+
+def resume_command(settings: RunSettings) -> str:
+    """The command that continues ``settings``' run as printed: the store and the credential
+    (the run header records everything else)."""
+    import shlex
+
+    parts = ["ect", "resume", "--store", shlex.quote(str(settings.store_path))]
+    choice = settings.provider
+    if choice.credential_file is not None:
+        parts += ["--credential-file", shlex.quote(choice.credential_file)]
+    elif choice.credential_env is not None:
+        parts += ["--credential-env", shlex.quote(choice.credential_env)]
+    return " ".join(parts)
+
+
 def _execute_locked(settings: RunSettings, report: PreflightReport, summary: RunSummary, *,
                     resume: bool,
                     on_cell: Callable[[CellRecord, RunSummary], None] | None,
@@ -848,7 +996,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             summary.failures.add(committed)
         replay = None
         if resume:
-            summary.orphan_attempts = len(store.orphan_attempts(cell_ids))
+            summary.orphan_attempts = len(_attempts_only(store.orphan_attempts(cell_ids)))
             if not settings.provider.simulated:
                 replay = replay_cache(store, cell_ids)
         end = len(rows) if settings.limit is None else min(len(rows), settings.limit)
@@ -881,7 +1029,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                 throttle=throttle.throttle() if ctx_simulated else None,
             )
             flag = [""]
-            with _sigint_flag(flag, settings.store_path):
+            with _sigint_flag(flag, resume_command(settings)):
                 try:
                     halted = anyio.run(_drive, ctx, settings, todo, summary, flag, on_cell)
                 except BaseExceptionGroup as group:
@@ -890,10 +1038,29 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         summary.tool_calls = ctx.tool_calls[0]
         summary.tool_retries = ctx.tool_retries[0]
         summary.replayed_attempts = replay.replayed if replay is not None else 0
+        if halted:
+            _journal_halt(store, rows, summary, halted)
+        summary.accounting = store_accounting(
+            store, cell_ids | {r.cell_id for r in rows[:summary.committed]})
         store.checkpoint()
     finally:
         store.close()
     return halted
+
+
+def _journal_halt(store: Store, rows: list[ScheduleRow], summary: RunSummary,
+                  reason: str) -> None:
+    """Journal the halt (when, at which cell, why) beside the attempts: the accounting of
+    ``ect store show``, ``ect view`` and the report lists every halt of the run."""
+    from runner.providers._http import utc_now
+
+    nxt = rows[summary.committed] if summary.committed < len(rows) else None
+    transport = bool(summary.transport_halts)
+    cell = summary.transport_halts[0] if transport else (nxt.cell_id if nxt else "")
+    row = next((r.row for r in rows if r.cell_id == cell), None)
+    entry = HaltEntry(utc_now(), cell, row, "transport" if transport else "stop", reason)
+    seq = store.attempt_begin(halt_entry(entry))
+    store.attempt_end(seq, {"halt": "recorded"})
 
 
 @contextmanager

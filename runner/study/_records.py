@@ -448,8 +448,9 @@ class RunHeader:
     store's own fields (``runner.store.HEADER_RESERVED``) aside and reads the rest strictly.
 
     A store written by an older ``ect run`` lacks the fields added since (``sandbox_layers``,
-    ``executor`` and ``executor_blob``; ``stop_rules``; ``throttle``): they read as ``None`` and
-    :meth:`to_json` leaves them out again, so such a header reads back as it was written.
+    ``executor`` and ``executor_blob``; ``stop_rules``; ``throttle``; ``run_settings``): they
+    read as ``None`` and :meth:`to_json` leaves them out again, so such a header reads back as
+    it was written.
     """
 
     study: str
@@ -472,13 +473,16 @@ class RunHeader:
     # the run's throttle (requests/tokens per minute, None = no limit); None for a store
     # written before the header carried it
     throttle: JsonObject | None = None
+    # what `ect resume --store S` continues with unless told otherwise (RunSettingsRecord:
+    # model, base URL, limit, concurrency); None for a store written before the header had it
+    run_settings: JsonObject | None = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "study", "lock_digest", "lock_blob", "preflight_digest", "preflight_blob",
         "schedule_rows", "spec", "provider", "simulated")
     # fields a store written by an older `ect run` may lack
     _LATER: ClassVar[tuple[str, ...]] = (
-        "sandbox_layers", "executor", "executor_blob", "stop_rules", "throttle")
+        "sandbox_layers", "executor", "executor_blob", "stop_rules", "throttle", "run_settings")
 
     def to_json(self) -> JsonObject:
         later = {
@@ -487,6 +491,7 @@ class RunHeader:
             "executor_blob": self.executor_blob,
             "stop_rules": self.stop_rules,
             "throttle": self.throttle,
+            "run_settings": self.run_settings,
         }
         return {
             "study": self.study,
@@ -520,6 +525,9 @@ class RunHeader:
             stop_rules = _object(stop_rules, f"{path}.stop_rules")
         if "throttle" in later:
             throttle = _object(throttle, f"{path}.throttle")
+        run_settings = later.get("run_settings")
+        if "run_settings" in later:
+            run_settings = _object(run_settings, f"{path}.run_settings")
         if "executor" in later:
             executor = read_str(executor, f"{path}.executor", nonempty=True)
         if "executor_blob" in later:
@@ -539,5 +547,6 @@ class RunHeader:
             executor_blob=executor_blob,
             stop_rules=stop_rules,
             throttle=throttle,
+            run_settings=run_settings,
         )
 

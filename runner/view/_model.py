@@ -121,6 +121,21 @@ def _preflight(src: StoreSource) -> PreflightReport | None:
         return None
 
 
+def _accounting(src: StoreSource, committed: set[str]) -> JsonObject | None:
+    """The store's attempt accounting (:func:`runner.study.store_accounting`); None for a store
+    that is not a run's or whose journal does not read."""
+    from runner.errors import EctError
+    from runner.store import Store
+    from runner.study import store_accounting
+
+    try:
+        with Store.open(src.path, readonly=True) as store:
+            acc = store_accounting(store, committed)
+    except (EctError, OSError):
+        return None
+    return None if acc is None else dict(acc.to_json())
+
+
 def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObject:
     """The run page: what the store was run under (its header and preflight report, read
     strictly), its progress and outcomes, and ``integrity`` (a verification of the store)."""
@@ -175,6 +190,9 @@ def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObjec
         "stop_reasons": dict(sorted(stops.items())),
         "outcomes": dict(sorted(outcomes.items())),
         "provider_failures": failures.to_json(),
+        # every journaled attempt (retried, failed, of uncommitted cells), halts, billed cost
+        "accounting": _accounting(src, {r.cell_id for r in cells.values()
+                                        if isinstance(r, CellRecord)}),
         "latest_checkpoint": (src.latest_checkpoint() or {}).get("checkpoint"),
         "integrity": _with_unreadable(integrity, cells),
     }

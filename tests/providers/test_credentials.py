@@ -139,3 +139,37 @@ def test_canary_appears_nowhere(server, credential_file, canary, caplog, monkeyp
         assert canary not in text
     for blob in blobs:
         assert canary.encode() not in blob
+
+
+_HOLDER = """
+import sys
+from runner.providers import load_credential
+credential = load_credential(env="ECT_CANARY_KEY")
+print("loaded", flush=True)
+sys.stdin.readline()
+print("still held" if credential.reveal() == sys.argv[1] else "lost", flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/PID/environ is Linux's")
+def test_env_credential_is_gone_from_the_process_environment_block(canary):
+    # os.environ.pop (unsetenv) leaves the bytes in the initial environment block, which
+    # /proc/PID/environ shows to every process of the same user for the whole run.
+    env = {**os.environ, "ECT_CANARY_KEY": canary, "ECT_AFTER": "kept"}
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, canary], env=env, text=True,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+                          ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            assert proc.stdout.readline().strip() == "loaded"
+            with open(f"/proc/{proc.pid}/environ", "rb") as f:
+                block = f.read()
+            assert canary.encode() not in block
+            assert b"ECT_CANARY_KEY" not in block
+            assert b"ECT_AFTER=kept" in block  # the other entries are untouched
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "still held"
+        finally:
+            proc.kill()

@@ -146,6 +146,7 @@ def _orphan_replies(store: Path) -> int:
     finally:
         conn.close()
     return sum(1 for cell, body in ends if cell not in committed
+               and "attempt" in body["entry"]  # not a halt entry
                and body["entry"]["attempt"]["status"] == 200
                and body["entry"]["attempt"]["response_sha256"] is not None)
 

@@ -1,0 +1,293 @@
+"""The attempt journal read as typed entries (docs/store.md, docs/providers.md).
+
+The store journals, before anything is sent, every provider attempt of every cell (committed
+or not), every tool call re-run on another node and every halt of a run; it knows no field of
+an entry beyond its ``cell_id``. :func:`read_journal` reads each entry back as a
+:class:`JournalEntry` whose provider attempt is an :class:`runner.providers.AttemptRecord`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runner.canonical import JsonObject, JsonValue
+from runner.errors import EctError, FormatError
+from runner.providers import AttemptRecord, PriceTable, Usage
+
+if TYPE_CHECKING:
+    from runner.store import Store
+
+__all__ = ["Accounting", "CellAccount", "HaltEntry", "JournalEntry", "account", "halt_entry",
+           "read_journal", "store_accounting"]
+
+
+@dataclass(frozen=True, slots=True)
+class HaltEntry:
+    """A run that halted: when (UTC), at which cell (the first one not committed), why, and the
+    kind of halt (``transport``: a transport failure survived its retry; ``stop``: a STOP file,
+    a ceiling, an interrupt or a lost cluster)."""
+
+    utc: str
+    cell_id: str
+    row: int | None
+    kind: str
+    reason: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"utc": self.utc, "cell_id": self.cell_id, "row": self.row, "kind": self.kind,
+                "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, obj: object, path: str) -> HaltEntry:
+        if not isinstance(obj, dict) or set(obj) != {"utc", "cell_id", "row", "kind", "reason"}:
+            raise FormatError(f"{path}: not a halt entry")
+        utc, cell_id, row, kind, reason = (obj["utc"], obj["cell_id"], obj["row"], obj["kind"],
+                                           obj["reason"])
+        if not (isinstance(utc, str) and isinstance(cell_id, str) and isinstance(kind, str)
+                and isinstance(reason, str)
+                and (row is None or (isinstance(row, int) and not isinstance(row, bool)))):
+            raise FormatError(f"{path}: a halt entry's fields are mistyped")
+        return cls(utc, cell_id, row, kind, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One journaled event: a provider attempt (``begun`` set; ``ended`` None while it was in
+    flight when the run stopped), a tool call re-run on another node (``tool_retry``) or a
+    halt (``halt``)."""
+
+    seq: int
+    cell_id: str
+    row: int | None
+    begun: AttemptRecord | None = None
+    ended: AttemptRecord | None = None
+    tool_retry: bool = False
+    halt: HaltEntry | None = None
+
+    @property
+    def is_attempt(self) -> bool:
+        return self.begun is not None
+
+
+def halt_entry(halt: HaltEntry) -> JsonObject:
+    """The journal entry a halt is written as (begun and ended at once)."""
+    return {"cell_id": halt.cell_id, "row": halt.row, "halt": halt.to_json()}
+
+
+def _row(obj: dict[str, Any]) -> int | None:
+    row = obj.get("row")
+    return row if isinstance(row, int) and not isinstance(row, bool) else None
+
+
+def read_journal(store: Store, *, exclude: Collection[str] = ()) -> list[JournalEntry]:
+    """Every journal entry of ``store`` in begin order, except those of the cells in
+    ``exclude``.
+
+    Raises:
+        RecordFormatError: an entry's attempt is not an attempt record (the path names it).
+    """
+    done = set(exclude)
+    out: list[JournalEntry] = []
+    for raw in store.attempts():
+        cell_id = str(raw["cell_id"])
+        if cell_id in done:
+            continue
+        begin, end = raw["begin"], raw["end"]
+        path = f"attempt {raw['attempt_seq']}"
+        if not isinstance(begin, dict):
+            raise FormatError(f"{path}: not an object")
+        if "halt" in begin:
+            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+                                    halt=HaltEntry.from_json(begin["halt"], f"{path}.halt")))
+        elif "tool_retry" in begin:
+            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin), tool_retry=True))
+        else:
+            ended = (AttemptRecord.from_json(end["attempt"], f"{path}.end.attempt")
+                     if isinstance(end, dict) and "attempt" in end else None)
+            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+                                    begun=AttemptRecord.from_json(begin.get("attempt"),
+                                                                  f"{path}.attempt"),
+                                    ended=ended))
+    return out
+
+
+# --- accounting ---------------------------------------------------------------------------
+
+
+@dataclass
+class CellAccount:
+    """One cell's provider attempts, as the journal holds them (committed or not)."""
+
+    attempts: int = 0
+    retries: int = 0
+    failures: Counter[str] = field(default_factory=Counter)  # by kind, per failed attempt
+    billed_usd: float = 0.0
+    estimated_usd: float = 0.0  # the part of billed_usd estimated (no usage in the reply)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"attempts": self.attempts, "retries": self.retries,
+                "failures": dict(sorted(self.failures.items())),
+                "billed_usd": round(self.billed_usd, 9),
+                "estimated_usd": round(self.estimated_usd, 9)}
+
+
+@dataclass
+class Accounting:
+    """Every provider attempt a store's journal holds -- of committed cells and of cells that
+    never committed, retried and failed ones included -- and every halt, with what the attempts
+    that reached the model are billed.
+
+    An attempt *reached the model* when the API answered it with a 2xx status or its reply
+    carried usage; its cost is the price table times its usage, or, for a 2xx reply without
+    usage (a truncated or malformed body), an estimate: the usage of an attempt of the same
+    request bytes that has one, else the mean usage of the attempts that have one
+    (``estimated_attempts``/``estimated_usd``). An HTTP error (429, 5xx, 4xx), a timeout before
+    any response, a closed connection or an attempt in flight when the run stopped is counted
+    as not billed (``unbilled_attempts``, ``in_flight``): the APIs this runner talks to do not
+    bill those.
+    """
+
+    attempts: int = 0
+    retries: int = 0
+    by_class: Counter[str] = field(default_factory=Counter)  # failed attempts
+    by_kind: Counter[str] = field(default_factory=Counter)
+    billed_attempts: int = 0
+    billed_usd: float = 0.0
+    estimated_attempts: int = 0
+    estimated_usd: float = 0.0
+    unbilled_attempts: int = 0
+    in_flight: int = 0
+    orphan_attempts: int = 0  # attempts of cells that never committed
+    orphan_usd: float = 0.0  # what those cost (billed, estimates included)
+    tool_retries: int = 0
+    halts: list[HaltEntry] = field(default_factory=list)
+    cells: dict[str, CellAccount] = field(default_factory=dict)
+
+    @property
+    def failed_attempts(self) -> int:
+        return sum(self.by_class.values())
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The accounting as JSON; ``cells`` lists only the cells with a retry or a failure."""
+        return {
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "failed_attempts": self.failed_attempts,
+            "failures_by_class": {c: self.by_class.get(c, 0)
+                                  for c in ("transport", "model_output")},
+            "failures_by_kind": dict(sorted(self.by_kind.items())),
+            "billed_attempts": self.billed_attempts,
+            "billed_usd": round(self.billed_usd, 9),
+            "estimated_attempts": self.estimated_attempts,
+            "estimated_usd": round(self.estimated_usd, 9),
+            "unbilled_attempts": self.unbilled_attempts,
+            "in_flight": self.in_flight,
+            "orphan_attempts": self.orphan_attempts,
+            "orphan_usd": round(self.orphan_usd, 9),
+            "tool_retries": self.tool_retries,
+            "halts": [h.to_json() for h in self.halts],
+            "cells": {c: a.to_json() for c, a in sorted(self.cells.items())
+                      if a.retries or a.failures},
+        }
+
+    def line(self, committed_usd: float) -> str:
+        """One line for a person: attempts, retries, failures, halts and the billed cost beside
+        the committed cells' cost."""
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items())) or "none"
+        est = (f", of which ${self.estimated_usd:.4f} estimated for {self.estimated_attempts} "
+               "reply(ies) without usage" if self.estimated_attempts else "")
+        return (f"provider attempts: {self.attempts} ({self.retries} retries; "
+                f"{self.failed_attempts} failed: {kinds}); {len(self.halts)} halt(s); billed "
+                f"${self.billed_usd:.4f} for {self.billed_attempts} attempt(s) that reached the "
+                f"model{est}; committed cells' cost ${committed_usd:.4f}")
+
+
+def _price_of(usage: Usage, price: PriceTable) -> float:
+    return price.cost_usd(usage)
+
+
+def account(entries: list[JournalEntry], price: PriceTable,
+            committed: Collection[str] = ()) -> Accounting:
+    """The :class:`Accounting` of a journal's entries under ``price``; ``committed`` names the
+    cells whose records are committed (the others' attempts are counted as orphans)."""
+    from runner.providers import failure_class
+
+    done = set(committed)
+    acc = Accounting()
+    usage_of: dict[str, Usage] = {}
+    with_usage: list[Usage] = []
+    for e in entries:
+        if e.ended is not None and e.ended.usage is not None:
+            usage_of.setdefault(e.ended.request_sha256, e.ended.usage)
+            with_usage.append(e.ended.usage)
+    mean = (Usage(round(sum(u.input_tokens for u in with_usage) / len(with_usage)),
+                  round(sum(u.output_tokens for u in with_usage) / len(with_usage)),
+                  0) if with_usage else None)
+    if mean is not None:
+        mean = Usage(mean.input_tokens, mean.output_tokens,
+                     mean.input_tokens + mean.output_tokens)
+    for e in entries:
+        if e.halt is not None:
+            acc.halts.append(e.halt)
+            continue
+        if e.tool_retry:
+            acc.tool_retries += 1
+            continue
+        begun = e.begun
+        assert begun is not None
+        cell = acc.cells.setdefault(e.cell_id, CellAccount())
+        acc.attempts += 1
+        cell.attempts += 1
+        orphan = e.cell_id not in done
+        if orphan:
+            acc.orphan_attempts += 1
+        if begun.retry:
+            acc.retries += 1
+            cell.retries += 1
+        a = e.ended
+        if a is None:
+            acc.in_flight += 1
+            continue
+        if a.error_class is not None:
+            acc.by_class[failure_class(a.error_class)] += 1
+            acc.by_kind[a.error_class] += 1
+            cell.failures[a.error_class] += 1
+        reached = a.usage is not None or (a.status is not None and 200 <= a.status < 300)
+        if not reached:
+            acc.unbilled_attempts += 1
+            continue
+        acc.billed_attempts += 1
+        usage = a.usage
+        estimated = usage is None
+        if usage is None:
+            usage = usage_of.get(a.request_sha256, mean)
+        cost = _price_of(usage, price) if usage is not None else 0.0
+        acc.billed_usd += cost
+        cell.billed_usd += cost
+        if orphan:
+            acc.orphan_usd += cost
+        if estimated:
+            acc.estimated_attempts += 1
+            acc.estimated_usd += cost
+            cell.estimated_usd += cost
+    return acc
+
+
+def store_accounting(store: Store, committed: Collection[str]) -> Accounting | None:
+    """The accounting of a run store, priced with the lock it was run under (its header's
+    ``lock_blob``); None for a store that is not a run's (no run header or no lock blob)."""
+    from runner.canonical import loads_strict
+    from runner.study._lock import StudyLock
+    from runner.study._records import RunHeader
+
+    try:
+        header = RunHeader.from_header(store.header)
+        lock = StudyLock.from_json(loads_strict(store.get_blob(header.lock_blob)), "lock")
+    except EctError:
+        return None
+    g = lock.generation
+    return account(read_journal(store), PriceTable(g.price_input_per_mtok,
+                                                   g.price_output_per_mtok), committed)
