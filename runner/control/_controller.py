@@ -84,7 +84,7 @@ from runner.control._errors import KillSwitchEngaged, UnmeteredUsage
 from runner.control._guards import Guard
 from runner.control._handoff import build_handoff
 from runner.control._killswitch import CostAlert, KillSwitch
-from runner.control._ledger import Claim, IdempotencyLedger
+from runner.control._ledger import NOT_STORABLE, Claim, IdempotencyLedger
 from runner.control._result import _NO_OUTPUT, RunResult
 from runner.control._rules import StoppingRule
 from runner.control._types import (
@@ -194,6 +194,19 @@ class UnknownOutcome(Condition):
     @property
     def name(self) -> str:
         return f"unknown_outcome[{self.key}]"
+
+
+@dataclass(frozen=True, eq=False)
+class ResultNotStored(Condition):
+    """``needs_human``: another run already made this side-effect call (the key is done), but
+    its result had no canonical encoding, so only "done, result not storable" was recorded:
+    the call is not run again, and the run cannot go on with a result it does not have."""
+
+    key: str
+
+    @property
+    def name(self) -> str:
+        return f"result_not_stored[{self.key}]"
 
 
 @dataclass(frozen=True, eq=False)
@@ -465,8 +478,6 @@ class RunController:
                   cost_usd: float = 0.0) -> Verdict:
         """Account for one model call and judge the action it proposed."""
         self._running(state)
-        if isinstance(action, Turn):
-            tokens, cost_usd, action = tokens + action.tokens, cost_usd + action.cost_usd, action.action
         _check_usage(tokens, cost_usd)
         turn = None
         if isinstance(action, Turn):
@@ -534,8 +545,15 @@ class RunController:
 
     def _deduplicated(self, state: RunState, point: Checkpoint, call: ToolCall,
                       key: str) -> Verdict:
-        self._observe(point)
         earlier = state._idempotency[key][1]
+        if isinstance(earlier.data, dict) and set(earlier.data) == {NOT_STORABLE}:
+            stop = Stop(StopReason.NEEDS_HUMAN, ResultNotStored(key),
+                        f"{call.tool} with idempotency key {key!r} already happened, but its "
+                        f"result could not be stored ({earlier.data[NOT_STORABLE]})", state.step,
+                        question=f"{call.tool} with key {key!r} is done and will not run again; "
+                                 "what should the run use as its result?")
+            return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+        self._observe(point)
         state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
                                       dict(call.args), earlier,
                                       f"idempotency key {key!r} already executed",
