@@ -409,7 +409,7 @@ class RunController:
         or asks for a human ends the run; otherwise the missing predicate names."""
         missing: list[str] = []
         for rule in self.rules:
-            report = rule.evaluate(state)
+            report: PredicateReport = _call(f"{rule.name}.evaluate", rule.evaluate, state)
             state.reports[rule.name] = report
             if report.escalate is not None:
                 return self._end(state, Stop(StopReason.NEEDS_HUMAN, rule,
@@ -691,7 +691,10 @@ class RunController:
         state.proposal = finish.output
         checks: list[tuple[Condition, PredicateReport]] = []
         for rule in self.rules:
-            rep = rule.evaluate(state)
+            try:  # an evaluator returning neither bool nor report raises TypeError
+                rep: PredicateReport = _call(f"{rule.name}.evaluate", rule.evaluate, state)
+            except _Failed as f:
+                return self._fail(state, f)
             state.reports[rule.name] = rep
             checks.append((rule, rep))
         if report is not None:

@@ -472,3 +472,18 @@ def test_a_daemon_worker_passes_exceptions_and_context_back() -> None:
                                              "t failed fatally: KeyError: 'boom'")
     ok = ctl.run("t", lambda s: Turn(Finish(1), tokens=1), execute)
     assert ok.completed  # validate ran in the worker with the caller's context
+
+
+@pytest.mark.parametrize("at", ["before_model", "finish"])
+def test_a_rule_evaluator_returning_a_wrong_type_ends_typed_naming_the_rule(at: str) -> None:
+    """A rule's evaluate returning neither bool nor report raised TypeError out of run()."""
+    from runner.control import StoppingRule
+
+    rule = StoppingRule("grounded", evaluate=lambda s: 5 if (at == "before_model"
+                                                             or s.proposal is not None) else True)
+    ctl = RunController(Budget(max_steps=3, max_tokens=100), rules=[rule])
+    res = ctl.run("t", lambda s: Turn(Finish(1), tokens=1), lambda call: None)
+    assert (res.reason, res.stop.kind, res.stop.detail) == (
+        StopReason.INTERNAL_ERROR, "UserCodeError",
+        "grounded.evaluate raised TypeError: a check must return bool or PredicateReport, got int")
+    assert res.handoff is not None
