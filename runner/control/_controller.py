@@ -604,9 +604,9 @@ class RunController:
                                      "(resolve(key, result) if it did, resolve(key) if not) "
                                      "and resume the run.")
                 return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
-            stop = self._flag(state)  # re-read while waiting: a STOP file ends the wait
-            if stop is not None:
-                return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+            flagged = self._flag(state)  # re-read while waiting: a STOP file ends the wait
+            if flagged is not None:
+                return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, flagged))
             left = _left(state)
             if left is not None and left <= 0 and self._time is not None:
                 stop = self._time.expired(point, f"waiting for {key!r} held by "

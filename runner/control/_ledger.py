@@ -225,7 +225,7 @@ CREATE TABLE claims (key TEXT PRIMARY KEY, call BLOB NOT NULL, owner TEXT NOT NU
 """
 # Older files are upgraded in place on first use: /1 (no claims) gains the claims table, /2 the
 # claim owner's process identity (``proc``: boot id and start time, against pid reuse).
-_IDEM_UPGRADE = {
+_IDEM_UPGRADE: dict[str, tuple[str, ...]] = {
     "ect.idempotency-ledger/1": (_IDEM_SCHEMA.split(";")[1],),
     "ect.idempotency-ledger/2": ("ALTER TABLE claims ADD COLUMN proc TEXT NOT NULL DEFAULT ''",),  # pragma: no mutate (SQL)
 }
