@@ -487,3 +487,66 @@ def test_a_rule_evaluator_returning_a_wrong_type_ends_typed_naming_the_rule(at: 
         StopReason.INTERNAL_ERROR, "UserCodeError",
         "grounded.evaluate raised TypeError: a check must return bool or PredicateReport, got int")
     assert res.handoff is not None
+
+
+# -- promises about processes, run across processes --------------------------------------------
+_SPENDER = """
+import json, sys
+from runner.control import Budget, DailySpendCeiling, KillSwitch, RunController, ToolCall, ToolLimits, ToolResult, Turn
+ks = KillSwitch(ledger=sys.argv[1], max_spend_per_day_usd=1.0, step_reserve_usd=0.1)
+ctl = RunController(Budget(max_steps=20, max_cost_usd=5.0, tool_limits=ToolLimits(default=20)),
+                    validate=lambda s, o: False, kill_switch=ks)
+try:
+    res = ctl.run("t", lambda s: Turn(ToolCall("t", {"n": s.step}), cost_usd=0.1),
+                  lambda call: ToolResult.success({"x": call.args["n"]}))
+    print(json.dumps({"steps": res.steps, "cost": res.cost_usd, "admitted": True}))
+except DailySpendCeiling:  # the day was spent before this process started
+    print(json.dumps({"steps": 0, "cost": 0.0, "admitted": False}))
+"""
+
+
+@pytest.mark.child_process
+def test_four_processes_under_a_daily_ceiling_pay_exactly_what_it_allows(tmp_path: Path) -> None:
+    """Four processes, $1.00 a day, $0.10 a step: ten steps are paid for, whoever ran them."""
+    ledger = str(tmp_path / "day.sqlite")
+    procs = [_child(_SPENDER, ledger) for _ in range(4)]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert sum(o["steps"] for o in outs) == 10 and round(sum(o["cost"] for o in outs), 6) == 1.0
+    assert KillSwitch(ledger=ledger, max_spend_per_day_usd=1.0).usage() == {
+        "runs": sum(o["admitted"] for o in outs), "spend_usd": 1.0, "reserved_usd": 0.0}
+
+
+_STOPPABLE = """
+import json, os, sys, time
+from runner.control import Budget, KillSwitch, RunController, ToolCall, ToolLimits, ToolResult, Turn
+stop_file, started = sys.argv[1], sys.argv[2]
+def execute(call):
+    open(started, "w").close()
+    time.sleep(0.05)
+    return ToolResult.success({"n": call.args["n"]})
+ctl = RunController(Budget(max_steps=10_000, max_tokens=10**9, tool_limits=ToolLimits(default=10_000)),
+                    validate=lambda s, o: False, kill_switch=KillSwitch(disable_file=stop_file))
+res = ctl.run("t", lambda s: Turn(ToolCall("t", {"n": s.step}), tokens=1), execute)
+print(json.dumps({"reason": res.reason, "kind": res.stop.kind, "handoff": res.handoff is not None}))
+"""
+
+
+@pytest.mark.child_process
+def test_a_stop_file_touched_by_another_process_ends_a_running_run(tmp_path: Path) -> None:
+    stop_file, started = tmp_path / "STOP", tmp_path / "started"
+    proc = _child(_STOPPABLE, str(stop_file), str(started))
+    try:
+        _until(started.exists, "the run's first tool call")
+        stop_file.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert json.loads(out.strip().splitlines()[-1]) == {
+        "reason": "policy_block", "kind": "KillSwitchStop", "handoff": True}
