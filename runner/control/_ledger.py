@@ -250,9 +250,12 @@ class Claim:
         return f"run {self.run_id} (process {self.pid} on {self.host})"
 
 
+_PROC = Path("/proc")  # Linux: process states and start times (absent elsewhere)
+
+
 def _boot_id() -> str:
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text("ascii").strip()
+        return (_PROC / "sys/kernel/random/boot_id").read_bytes().decode().strip()
     except OSError:
         return ""
 
@@ -262,11 +265,11 @@ def _proc_state(pid: int) -> tuple[str, str] | None:
     or None when there is no such process. The command name is in parentheses and may hold
     spaces or parentheses itself, so the fields are read after the last ``)``."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text("utf-8", "replace")
+        data = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
-    fields = text.rpartition(")")[2].split()
-    return fields[0], fields[19]  # fields 3 (state) and 22 (starttime) of proc(5)
+    fields = data.rpartition(b")")[2].split()
+    return fields[0].decode(), fields[19].decode()  # fields 3 (state), 22 (starttime): proc(5)
 
 
 def process_identity(pid: int) -> str:
@@ -282,9 +285,9 @@ def _alive(host: str, pid: int, identity: str = "") -> bool:
     (its start time differs from the one recorded with the claim)."""
     if host != socket.gethostname():
         return True  # another machine's process: only its lease expiry tells
-    if Path("/proc/self/stat").exists():
+    if (_PROC / "self").exists():
         found = _proc_state(pid)
-        if found is None or found[0] in ("Z", "X", "x"):  # gone, zombie or dead
+        if found is None or found[0] == "Z":  # gone, or a zombie (killed, not yet reaped)
             return False
         return not identity or identity == f"{_boot_id()}:{found[1]}"
     try:  # no /proc: a signal 0 tells whether the pid exists (a zombie counts as alive)
@@ -443,13 +446,13 @@ class IdempotencyLedger:
             row = con.execute(sql, (key,)).fetchone()
             if row is None:
                 raise LedgerError(f"idempotency ledger {self.path}: no claim of {key!r} to resolve")
-            live = (not row[5] and row[4] >= time.time()
-                    and _alive(str(row[2]), int(row[3]), str(row[6])))
-            if live and not force:
-                owner = Claim(key, str(row[1]), str(row[2]), int(row[3]), float(row[4]), False)
+            # no mutate: the lease's expiry to the microsecond (>= or >) cannot be tested
+            live = not row[5] and row[4] >= time.time()  # pragma: no mutate
+            if live and not force and _alive(str(row[2]), int(row[3]), str(row[6])):
                 raise LedgerError(f"idempotency ledger {self.path}: {key!r} is still in flight "
-                                  f"under a live owner, {owner.describe()}: wait for it, or "
-                                  "resolve(key, force=True) once you know it stopped")
+                                  f"under a live owner, run {row[1]} (process {row[3]} on "
+                                  f"{row[2]}): wait for it, or resolve(key, force=True) once "
+                                  "you know it stopped")
             if result is not None:
                 con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
                             (key, bytes(row[0]), _body(result), row[1], time.time()))
