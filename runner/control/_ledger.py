@@ -309,7 +309,7 @@ def not_storable(result: ToolResult) -> ToolResult:
     cost = result.cost_usd
     finite = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost)
     what = f"{type(result.data).__name__}: {reprlib.repr(result.data)}"
-    return ToolResult.success({NOT_STORABLE: what}, cost_usd=cost if finite and cost >= 0 else 0.0)
+    return ToolResult.success({NOT_STORABLE: what}, cost_usd=max(float(cost), 0.0) if finite else 0.0)
 
 
 def _body(result: ToolResult) -> bytes:

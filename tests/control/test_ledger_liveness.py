@@ -55,6 +55,19 @@ def test_the_process_state_and_start_time_are_read_from_proc(
     assert process_identity(os.getpid()) != process_identity(sleeper.pid)  # started later
 
 
+def test_a_command_name_with_parentheses_and_spaces_is_read_past(tmp_path: Path) -> None:
+    odd = tmp_path / "s) 1 2 3"  # the command name is "s) 1 2 3": fields follow the last ")"
+    odd.symlink_to("/bin/sleep")
+    proc = subprocess.Popen([str(odd), "120"])
+    try:
+        fields = _stat_fields(proc.pid)
+        assert Path(f"/proc/{proc.pid}/comm").read_text().strip() == "s) 1 2 3"
+        assert _proc_state(proc.pid) == (fields[0], fields[19]) and fields[0] in "RS"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_live_owner_is_alive_and_a_zombie_or_reaped_one_is_not(
         sleeper: subprocess.Popen[bytes]) -> None:
     ident = process_identity(sleeper.pid)
@@ -73,6 +86,8 @@ def test_without_proc_only_the_pid_is_checked(sleeper: subprocess.Popen[bytes], 
     monkeypatch.setattr(ledger_module, "_PROC", tmp_path / "no-proc")
     assert _boot_id() == "" and process_identity(sleeper.pid) == ""
     assert _alive(HOST, sleeper.pid, "any:identity")
+    with pytest.raises(subprocess.TimeoutExpired):  # asking sent signal 0, nothing that ends it
+        sleeper.wait(timeout=0.5)
     _zombie(sleeper)
     assert _alive(HOST, sleeper.pid)  # a zombie's pid still exists: documented
     sleeper.wait()
