@@ -186,8 +186,8 @@ class Interrupted(Condition):
 @dataclass(frozen=True, eq=False)
 class UnknownOutcome(Condition):
     """``needs_human``: an earlier attempt of a side-effect call with this idempotency key ended
-    mid-call (its process died, its lease expired, it was cancelled): nobody knows whether the
-    side effect happened, so it is not run again until a person resolves the key."""
+    mid-call (its process died, its lease expired, its tool raised, it was cancelled): nobody
+    knows whether the side effect happened, so it is not run again until a person resolves it."""
 
     key: str
 

@@ -237,7 +237,8 @@ ClaimOutcome = Literal["claimed", "done", "in_flight", "unknown"]
 class Claim:
     """An attempt of a side-effect call that holds its idempotency key: in flight until it
     records its result (done) or its failure (the key is free again); ``unknown`` once its
-    process died mid-call, its lease expired, or it was cancelled or interrupted mid-call."""
+    process died mid-call (a zombie counts as dead), its lease expired, its tool raised, or it
+    was cancelled or interrupted mid-call."""
 
     key: str
     run_id: str
@@ -330,9 +331,9 @@ class IdempotencyLedger:
       a lease expiry ``claim_ttl_s`` ahead). Another attempt with the key waits for it;
     - **done**: the call succeeded and its result is recorded; any later attempt with the same
       arguments gets that result instead of running the tool (other arguments are refused);
-    - **unknown**: the attempt's process died mid-call, its lease expired, or the call was
-      cancelled or interrupted before its result came back: nobody knows whether the side
-      effect happened. A later attempt stops ``needs_human``; a person checks and calls
+    - **unknown**: the attempt's process died mid-call, its lease expired, its tool raised, or
+      the call was cancelled or interrupted before its result came back: nobody knows whether
+      the side effect happened. A later attempt stops ``needs_human``; a person checks and calls
       :meth:`resolve` (with the result when it happened, without when it did not).
 
     Pass it as ``RunController(..., idempotency=IdempotencyLedger(path))``.
