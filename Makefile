@@ -91,12 +91,14 @@ clean-venv:
 # module at a time adds up. `mutmut results` lists survivors, `mutmut show NAME` one diff. CI
 # runs a bounded, deterministic subset instead (tests/control/test_mutation.py).
 # `make mutate`: mutmut's operators over runner/control, then the extra operators mutmut lacks
-# (statement deletion, and/or swaps, case-insensitive comparisons; tests/control/extra_mutation.py).
+# (statement deletion, and/or swaps, case-insensitive comparisons; tests/control/extra_mutation.py),
+# then the nine hand-written maintainer bugs the bundled evals must catch (tests/control/maintainer_bugs.py).
 # MUTANTS narrows mutmut (name globs), EXTRA_MODULES the extra run (e.g. EXTRA_MODULES='_guards').
 mutate: install-test
 	nice -n 10 $(VPY) -m mutmut run --max-children 2 $(MUTANTS)
 	$(VPY) -m tests.control.mutation
 	nice -n 10 $(VPY) -m tests.control.extra_mutation -v $(EXTRA_MODULES)
+	nice -n 10 $(VPY) -m tests.control.maintainer_bugs
 
 # The sandbox on Debian 12's stock kernel (6.1, Landlock ABI 2) with cgroup v2, in a VM (opt-in,
 # long: not in .ci/run). Builds a Debian 12 root filesystem from Debian's packages (mmdebstrap),

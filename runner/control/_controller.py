@@ -44,7 +44,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import dataclasses
 import inspect
+import math
 import os
 import signal
 import sys
@@ -58,6 +61,8 @@ from enum import StrEnum
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from runner.canonical import canonical_bytes
@@ -79,7 +84,7 @@ from runner.control._errors import KillSwitchEngaged, UnmeteredUsage
 from runner.control._guards import Guard
 from runner.control._handoff import build_handoff
 from runner.control._killswitch import CostAlert, KillSwitch
-from runner.control._ledger import Claim, IdempotencyLedger
+from runner.control._ledger import NOT_STORABLE, Claim, IdempotencyLedger
 from runner.control._result import _NO_OUTPUT, RunResult
 from runner.control._rules import StoppingRule
 from runner.control._types import (
@@ -181,14 +186,27 @@ class Interrupted(Condition):
 @dataclass(frozen=True, eq=False)
 class UnknownOutcome(Condition):
     """``needs_human``: an earlier attempt of a side-effect call with this idempotency key ended
-    mid-call (its process died, its lease expired, it was cancelled): nobody knows whether the
-    side effect happened, so it is not run again until a person resolves the key."""
+    mid-call (its process died, its lease expired, its tool raised, it was cancelled): nobody
+    knows whether the side effect happened, so it is not run again until a person resolves it."""
 
     key: str
 
     @property
     def name(self) -> str:
         return f"unknown_outcome[{self.key}]"
+
+
+@dataclass(frozen=True, eq=False)
+class ResultNotStored(Condition):
+    """``needs_human``: another run already made this side-effect call (the key is done), but
+    its result had no canonical encoding, so only "done, result not storable" was recorded:
+    the call is not run again, and the run cannot go on with a result it does not have."""
+
+    key: str
+
+    @property
+    def name(self) -> str:
+        return f"result_not_stored[{self.key}]"
 
 
 @dataclass(frozen=True, eq=False)
@@ -340,7 +358,8 @@ class RunController:
         if ks is not None and not state._alerted and ks.alert_due(state.cost_usd):
             state._alerted = True
             assert ks.cost_alert_usd is not None
-            ks.on_cost_alert(CostAlert(state.run_id, _usd(state.cost_usd), ks.cost_alert_usd))
+            _call("on_cost_alert", ks.on_cost_alert,
+                  CostAlert(state.run_id, _usd(state.cost_usd), ks.cost_alert_usd))
 
     def _settle(self, state: RunState) -> None:
         """Release the step's lease and add what was spent since the last settlement."""
@@ -390,7 +409,7 @@ class RunController:
         or asks for a human ends the run; otherwise the missing predicate names."""
         missing: list[str] = []
         for rule in self.rules:
-            report = rule.evaluate(state)
+            report: PredicateReport = _call(f"{rule.name}.evaluate", rule.evaluate, state)
             state.reports[rule.name] = report
             if report.escalate is not None:
                 return self._end(state, Stop(StopReason.NEEDS_HUMAN, rule,
@@ -459,19 +478,28 @@ class RunController:
                   cost_usd: float = 0.0) -> Verdict:
         """Account for one model call and judge the action it proposed."""
         self._running(state)
+        _check_usage(tokens, cost_usd)
+        turn = None
         if isinstance(action, Turn):
-            tokens, cost_usd, action = tokens + action.tokens, cost_usd + action.cost_usd, action.action
+            turn, action = action, action.action
         if not isinstance(action, ToolCall | Finish | Escalate | Invalid):
             raise TypeError(f"decide must return an Action or Turn, got {type(action).__name__}")
-        if tokens < 0 or cost_usd < 0:
-            raise ValueError("tokens and cost must be >= 0")
+        bad: list[str] = []
+        if turn is not None:  # what decide reported: a value it may not report is refused
+            bad = _bad_usage(turn.tokens, turn.cost_usd, "Turn")
+            if not any(b.startswith("Turn.tokens") for b in bad):
+                tokens += turn.tokens
+            if not any(b.startswith("Turn.cost_usd") for b in bad):
+                cost_usd = add_usd(cost_usd, turn.cost_usd)
         state.step += 1
         state.tokens += tokens
         state.cost_usd = add_usd(state.cost_usd, cost_usd)
         state.last_action = action
         state.usage.append((tokens, cost_usd))
-        self._alert(state)
         try:
+            if bad:  # refused, never counted: the run ends naming the field
+                raise _Failed(ContractViolation("decide"), f"decide returned {bad[0]}")
+            self._alert(state)
             return self._judge(state, action)
         except _Failed as f:
             return Verdict(VerdictKind.STOP, stop=self._fail(state, f))
@@ -517,8 +545,15 @@ class RunController:
 
     def _deduplicated(self, state: RunState, point: Checkpoint, call: ToolCall,
                       key: str) -> Verdict:
-        self._observe(point)
         earlier = state._idempotency[key][1]
+        if isinstance(earlier.data, dict) and set(earlier.data) == {NOT_STORABLE}:
+            stop = Stop(StopReason.NEEDS_HUMAN, ResultNotStored(key),
+                        f"{call.tool} with idempotency key {key!r} already happened, but its "
+                        f"result could not be stored ({earlier.data[NOT_STORABLE]})", state.step,
+                        question=f"{call.tool} with key {key!r} is done and will not run again; "
+                                 "what should the run use as its result?")
+            return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+        self._observe(point)
         state.trace.append(StepRecord(state.step, "deduplicated", call.tool,
                                       dict(call.args), earlier,
                                       f"idempotency key {key!r} already executed",
@@ -569,6 +604,9 @@ class RunController:
                                      "(resolve(key, result) if it did, resolve(key) if not) "
                                      "and resume the run.")
                 return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
+            flagged = self._flag(state)  # re-read while waiting: a STOP file ends the wait
+            if flagged is not None:
+                return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, flagged))
             left = _left(state)
             if left is not None and left <= 0 and self._time is not None:
                 stop = self._time.expired(point, f"waiting for {key!r} held by "
@@ -576,6 +614,28 @@ class RunController:
                 return Verdict(VerdictKind.STOP, call=call, stop=self._end(state, stop))
             time.sleep(pause if left is None else min(pause, left))
             pause = min(pause * 1.5, 0.25)
+
+    def _crashed(self, state: RunState, call: ToolCall, e: Exception) -> ToolResult:
+        """A tool that raised is a fatal failure; if it was a side-effect call holding a claim,
+        the side effect may have happened before it raised (the charge went through, then the
+        reply timed out): its key becomes unknown, as when the controller's own deadline cuts a
+        call off, and is never freed for a retry."""
+        key = self.guard.idempotency_key(call) if self.guard is not None else None
+        owner = state._claims.pop(key, None) if key is not None else None
+        if key is not None and owner is not None and self.idempotency is not None:
+            with contextlib.suppress(ControlError):  # unwritable: the claim stays held
+                self.idempotency.abandon(key, owner)
+        return ToolResult.failure(_first_line(e), fatal=True)
+
+    def _release_claims(self, state: RunState) -> None:
+        """Free every claim this run holds: its calls never ran (an async ``execute`` given to
+        ``run`` returned a coroutine that was closed unawaited)."""
+        ledger = self.idempotency
+        for key, owner in list(state._claims.items()):
+            del state._claims[key]
+            if ledger is not None:
+                with contextlib.suppress(ControlError):
+                    ledger.release(key, owner)
 
     def _settle_claims(self, state: RunState) -> None:
         """A call whose claim is still held when the run ends never reported back (cancelled at
@@ -631,7 +691,10 @@ class RunController:
         state.proposal = finish.output
         checks: list[tuple[Condition, PredicateReport]] = []
         for rule in self.rules:
-            rep = rule.evaluate(state)
+            try:  # an evaluator returning neither bool nor report raises TypeError
+                rep: PredicateReport = _call(f"{rule.name}.evaluate", rule.evaluate, state)
+            except _Failed as f:
+                return self._fail(state, f)
             state.reports[rule.name] = rep
             checks.append((rule, rep))
         if report is not None:
@@ -668,18 +731,21 @@ class RunController:
         self._running(state)
         if not isinstance(result, ToolResult):
             result = ToolResult.success(result)
+        bad = _bad_usage(0, result.cost_usd, "ToolResult")
+        if bad:  # refused, never counted (a negative cost would buy budget)
+            result = dataclasses.replace(result, cost_usd=0.0)
         state.tool_calls += 1
         state.calls_by_tool[call.tool] = state.calls_by_tool.get(call.tool, 0) + 1
         if not result.ok:
             state.failed_by_tool[call.tool] = state.failed_by_tool.get(call.tool, 0) + 1
         state.cost_usd = add_usd(state.cost_usd, result.cost_usd)
-        self._alert(state)
         try:
-            return self._after_tool(state, call, result)
+            return self._after_tool(state, call, result, bad)
         except _Failed as f:
             return self._fail(state, f)
 
-    def _after_tool(self, state: RunState, call: ToolCall, result: ToolResult) -> Stop | None:
+    def _after_tool(self, state: RunState, call: ToolCall, result: ToolResult,
+                    bad: list[str]) -> Stop | None:
         key = self.guard.idempotency_key(call) if self.guard is not None else None
         owner = state._claims.pop(key, None) if key is not None else None
         if key is not None and result.ok:
@@ -700,6 +766,9 @@ class RunController:
                                       idempotency_key=call.idempotency_key,
                                       seconds=None if started is None or not self.budget.timed
                                       else round(self.clock() - started, 6)))
+        if bad:  # the call's outcome is recorded above; the run ends naming the field
+            raise _Failed(ContractViolation("execute"), f"execute returned {bad[0]}")
+        self._alert(state)
         self._invalidate_facts(state, call)
         if self.fold is not None:
             _call("fold", self.fold, state, call, result)
@@ -726,11 +795,13 @@ class RunController:
         asked about a finish) and check the token/cost ceilings: an overrun ends the run
         ``token_budget``, whatever the judge said."""
         self._running(state)
-        if tokens < 0 or cost_usd < 0:
-            raise ValueError("tokens and cost must be >= 0")
+        _check_usage(tokens, cost_usd)
         state.tokens += tokens
         state.cost_usd = add_usd(state.cost_usd, cost_usd)
-        self._alert(state)
+        try:
+            self._alert(state)
+        except _Failed as f:
+            return self._fail(state, f)
         # no mutate: the spend ceilings treat every phase but before_model alike (None too)
         stop = self._spend.check(Checkpoint(Phase.ON_ACTION, state))  # pragma: no mutate
         return self._end(state, stop) if stop is not None else None
@@ -875,6 +946,9 @@ class RunController:
                 if state.stop is None:
                     self._end(state, _interrupted(state, "sigterm" if isinstance(e, _Terminated)
                                                   else "ctrl-c"))
+            except _Misuse:  # the awaitable was closed unawaited: its call never ran
+                self._release_claims(state)
+                raise
             finally:
                 self._settle(state)
         return self.result(state, _resume=self._resumer(state, decide, execute))
@@ -891,7 +965,7 @@ class RunController:
             try:
                 raw = execute(verdict.call)
             except Exception as e:  # a crashing tool is a fatal tool failure
-                raw = _crashed(e)
+                raw = self._crashed(state, verdict.call, e)
             self.on_tool_result(state, verdict.call, _sync(raw, "execute"))
         elif verdict.kind is VerdictKind.CHECK_FINISH:
             assert verdict.finish is not None
@@ -954,7 +1028,7 @@ class RunController:
         async def invoke(what: str, fn: Callable[..., Any], *args: Any) -> Any:
             # no mutate: a coroutine function sent to a thread returns its coroutine, awaited below
             if threaded and not inspect.iscoroutinefunction(fn):  # pragma: no mutate
-                value = await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+                value = await _in_daemon_thread(fn, *args)
             else:
                 value = fn(*args)
             if not from_async:  # run() refuses async callables, deadline or not
@@ -1003,7 +1077,7 @@ class RunController:
                         except _Misuse:
                             raise
                         except Exception as e:  # a crashing tool is a fatal tool failure
-                            raw = _crashed(e)
+                            raw = self._crashed(state, call, e)
                         if scope.cancelled_caught:
                             assert limit is not None
                             self._end(state, Stop(StopReason.TIME_BUDGET,
@@ -1054,6 +1128,52 @@ class RunController:
             return self._run_sync(state, decide, execute)
 
         return resume
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a daemon thread, awaited; a deadline abandons it. anyio's own worker
+    threads are not daemons, so a hung sync tool abandoned at a deadline would keep the process
+    alive until it returned; a daemon thread lets the process exit once the caller is done."""
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    out: list[tuple[bool, Any]] = []
+    ctx = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            out.append((True, ctx.run(fn, *args)))
+        except BaseException as e:  # handed to the awaiting task, raised there
+            out.append((False, e))
+        with contextlib.suppress(Exception):  # abandoned: the event loop may be gone
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=work, name="runner.control worker", daemon=True).start()
+    await done.wait()
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _bad_usage(tokens: Any, cost_usd: Any, owner: str) -> list[str]:
+    """What is wrong with reported usage: tokens must be a whole number >= 0, a cost a finite
+    number >= 0 (a negative cost would buy budget back; NaN and infinity compare false)."""
+    bad = []
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        bad.append(f"{owner}.tokens={tokens!r}: it must be a whole number >= 0")
+    if (isinstance(cost_usd, bool) or not isinstance(cost_usd, int | float)
+            or not math.isfinite(cost_usd) or cost_usd < 0):
+        bad.append(f"{owner}.cost_usd={cost_usd!r}: it must be a finite number >= 0")
+    return bad
+
+
+def _check_usage(tokens: Any, cost_usd: Any) -> None:
+    """The step API's own usage arguments (the caller's, not a callback's): misuse raises."""
+    if (isinstance(tokens, bool) or not isinstance(tokens, int) or isinstance(cost_usd, bool)
+            or not isinstance(cost_usd, int | float) or not math.isfinite(cost_usd)):
+        raise ValueError("tokens must be a whole number and cost_usd a finite number")
+    if tokens < 0 or cost_usd < 0:
+        raise ValueError("tokens and cost must be >= 0")
 
 
 def _left(state: RunState) -> float | None:
@@ -1120,10 +1240,6 @@ def _action_json(action: Any) -> dict[str, Any] | None:
     if isinstance(action, Invalid):
         return {"invalid": action.detail}
     return None
-
-
-def _crashed(e: Exception) -> ToolResult:
-    return ToolResult.failure(_first_line(e), fatal=True)
 
 
 class _Misuse(TypeError):

@@ -26,10 +26,21 @@ Case fields (unknown fields are refused)::
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
     no_progress    {"repeats"?, "empty_results"?, "stalled"?}
     tool_failure   {"consecutive"?}
-    kill_switch    optional {"max_spend_per_day_usd", "step_reserve_usd"?}: the run is admitted
-                   by a kill switch with a fresh ledger (a new temporary file every run)
-    expect_spend   optional, with kill_switch: {"spend_usd", "reserved_usd"} the ledger holds
-                   for the day after the run (what was spent, what is still reserved)
+    kill_switch    optional {"max_spend_per_day_usd"?, "step_reserve_usd"?,
+                   "engage_after_calls"?}: the run is admitted by a kill switch (with a daily
+                   spend ceiling: on a fresh ledger, a new temporary file every run); with
+                   engage_after_calls N its disable flag is raised when the N-th tool call
+                   returns (the run must stop at its next check, before another model call)
+    expect_spend   optional, with a daily spend ceiling: {"spend_usd", "reserved_usd"} the
+                   ledger holds for the day after the run (what was spent, what is still
+                   reserved)
+    expect_handoff optional, not with goal_met: {"question"?, "found"?, "done"?, "asked"?}
+                   fields the handoff package must hold exactly (``HandoffPackage.to_json``)
+    calibrated_rule optional {"name", "require": [keys], "confidence_key", "target_error_rate",
+                   "labelled": [{"confidence", "correct"}, ...]}: an early-stop rule that
+                   holds once the run state's ``confidence_key`` reaches the threshold
+                   ``Calibration.measure`` chooses on the labelled runs (each firing saves half
+                   of a 4-step run); its output is the required keys' values
     finish_check   {"require": [keys]}: the output must be an object whose listed keys equal the
                    values tools put into the run state (ok tool results that are objects are
                    merged into the state); or {"verdicts": [bool, ...]}: replay recorded
@@ -41,9 +52,16 @@ Case fields (unknown fields are refused)::
                     at a deadline)
     agent          {"turns": [{"call": {"tool", "args"?, "idempotency_key"?}} | {"finish": value}
                     | {"escalate": question, "found"?: [...]} | {"invalid": detail}
-                    | {"raise": message}, each optionally with "tokens", "cost_usd" and
-                    "delay_s" (the model call takes that long)]}
+                    | {"raise": message}, each optionally with "tokens", "cost_usd",
+                    "delay_s" (the model call takes that long) and "elapsed_s" (the case's
+                    clock moves on that much, with no real wait)]}
                    or {"import": "package.module:decide"}: your own agent's ``decide``
+
+Time in a case is the controller's clock, the case's own: it starts at 0 and advances only by
+the scripted ``delay_s`` (waited for real, cancelled at a deadline) and ``elapsed_s`` (not
+waited: the model call is said to take that long), so a time budget is judged exactly (two
+30-second model calls use a 60-second budget to the second). Deadlines still cancel work in
+flight in real time. With an agent of your own, its real time counts as well.
 
 Whatever the case expects, a run that did not end ``goal_met`` must carry no output (reading it
 raises ``NoFinalOutput``) and must carry a handoff package; a case fails otherwise.
@@ -55,6 +73,7 @@ import copy
 import functools
 import importlib
 import tempfile
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +83,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes, load_strict_file
 from runner.control._budget import Budget, ToolLimits
+from runner.control._calibration import Calibration, LabelledRun, RunCost
 from runner.control._conditions import NoProgressDetector, ToolFailure
 from runner.control._controller import RunController
 from runner.control._errors import EvalCaseError, NoFinalOutput, UnmeteredUsage
@@ -83,7 +103,7 @@ from runner.control._types import (
     Turn,
     display,
 )
-from runner.errors import FormatError
+from runner.errors import ControlError, FormatError
 
 __all__ = [
     "BUNDLED_EVALS",
@@ -160,6 +180,29 @@ class _Reader:
         return float(x)
 
 
+class _CaseClock:
+    """The controller's clock in a case (its controller is built with it): the seconds the case
+    says have passed, the scripted ``delay_s`` and ``elapsed_s`` (``advance``), exactly, so a
+    time budget's boundary is judged to the second whatever the machine's load; with an agent
+    of your own (``real``), plus the real seconds since the run started, which its calls take.
+    Real deadlines still cancel work in flight. ``restart`` before every run."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        self._start: float | None = None
+
+    def restart(self, *, real: bool) -> None:
+        self.offset = 0.0
+        self._start = time.monotonic() if real else None
+
+    def __call__(self) -> float:
+        real = 0.0 if self._start is None else time.monotonic() - self._start
+        return self.offset + real
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 @dataclass(frozen=True)
 class EvalCase:
     """A parsed eval case. ``raw`` keeps the JSON object it came from."""
@@ -183,6 +226,9 @@ class EvalCase:
     turn_delays: tuple[float, ...] = ()  # per turn: how long the model call takes
     kill_switch: dict[str, float] | None = None  # KillSwitch arguments (a fresh ledger per run)
     expect_spend: dict[str, float] | None = None  # the day's {spend_usd, reserved_usd} after
+    turn_elapsed: tuple[float, ...] = ()  # per turn: seconds the case's clock moves on
+    expect_handoff: dict[str, Any] | None = None  # handoff fields that must match exactly
+    clock: _CaseClock = field(default_factory=_CaseClock)  # the controller's clock
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
@@ -191,7 +237,7 @@ class EvalCase:
                     {"description", "expect_output", "budget", "guard", "no_progress",
                      "tool_failure", "finish_check", "rules", "tools", "expect_steps",
                      "expect_tools", "expect_not_run", "expect_kind", "kill_switch",
-                     "expect_spend"})
+                     "expect_spend", "expect_handoff", "calibrated_rule"})
         if top["format"] != EVAL_FORMAT:
             raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
         case_id = r.typed(top["id"], "$.id", str, "a string")
@@ -208,19 +254,21 @@ class EvalCase:
             if expect is not StopReason.GOAL_MET:
                 raise r.fail("$.expect_output", "only a goal_met case has an output to check")
             expect_output = eo
-        controller = _controller(r, top)
+        clock = _CaseClock()
+        controller = _controller(r, top, clock)
         agent = r.obj(top["agent"], "$.agent", set(), {"turns", "import"})
         if len(agent) != 1:
             raise r.fail("$.agent", "needs exactly one of 'turns' or 'import'")
         agent_import = None
         turns: tuple[Turn | str, ...] = ()
         turn_delays: tuple[float, ...] = ()
+        turn_elapsed: tuple[float, ...] = ()
         if "import" in agent:
             agent_import = r.typed(agent["import"], "$.agent.import", str, "a string")
             if agent_import.count(":") != 1:
                 raise r.fail("$.agent.import", "must be 'package.module:function'")
         else:
-            turns, turn_delays = _turns(r, agent)
+            turns, turn_delays, turn_elapsed = _turns(r, agent)
         tools, delays = _tools(r, top.get("tools", {}))
         steps = (r.count(top["expect_steps"], "$.expect_steps")
                  if "expect_steps" in top else None)
@@ -232,18 +280,36 @@ class EvalCase:
                 if "expect_kind" in top else None)
         switch = None
         if "kill_switch" in top:
-            k = r.obj(top["kill_switch"], "$.kill_switch", {"max_spend_per_day_usd"},
-                      {"step_reserve_usd"})
-            switch = {f: _positive(r, k[f], f"$.kill_switch.{f}") for f in k}
+            k = r.obj(top["kill_switch"], "$.kill_switch", set(),
+                      {"max_spend_per_day_usd", "step_reserve_usd", "engage_after_calls"})
+            if not k:
+                raise r.fail("$.kill_switch", "needs max_spend_per_day_usd or engage_after_calls")
+            if "step_reserve_usd" in k and "max_spend_per_day_usd" not in k:
+                raise r.fail("$.kill_switch.step_reserve_usd", "needs max_spend_per_day_usd")
+            switch = {f: (float(r.count(v, f"$.kill_switch.{f}")) if f == "engage_after_calls"
+                          else _positive(r, v, f"$.kill_switch.{f}")) for f, v in k.items()}
         spend = None
         if "expect_spend" in top:
-            if switch is None:
-                raise r.fail("$.expect_spend", "needs a kill_switch (its ledger holds the spend)")
+            if switch is None or "max_spend_per_day_usd" not in switch:
+                raise r.fail("$.expect_spend", "needs a kill_switch with max_spend_per_day_usd "
+                             "(its ledger holds the spend)")
             e = r.obj(top["expect_spend"], "$.expect_spend", {"spend_usd", "reserved_usd"}, set())
             spend = {f: r.number(e[f], f"$.expect_spend.{f}") for f in e}
+        handoff = None
+        if "expect_handoff" in top:
+            if expect is StopReason.GOAL_MET:
+                raise r.fail("$.expect_handoff", "a goal_met run has no handoff")
+            handoff = r.obj(top["expect_handoff"], "$.expect_handoff", set(),
+                            {"question", "found", "done", "asked"})
+            for f in ("question", "asked"):
+                if f in handoff:
+                    r.typed(handoff[f], f"$.expect_handoff.{f}", str, "a string")
+            for f in ("found", "done"):
+                if f in handoff:
+                    handoff[f] = list(r.str_list(handoff[f], f"$.expect_handoff.{f}"))
         return cls(case_id, source, description, task, expect, expect_output, controller,
                    turns, tools, top, steps, ran, not_run, kind, agent_import, delays,
-                   turn_delays, switch, spend)
+                   turn_delays, switch, spend, turn_elapsed, handoff, clock)
 
 
 MAX_EVAL_STEPS = 10_000
@@ -268,7 +334,7 @@ def _at_most_s(r: _Reader, x: float, path: str) -> float:
     return x
 
 
-def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
+def _controller(r: _Reader, top: dict[str, Any], clock: _CaseClock) -> RunController:
     b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
               {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s",
                "tool_timeouts"})
@@ -356,6 +422,8 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
             {k: _known(k) for k in keys},
             output=_known_values(keys) if early else None,
         ))
+    if "calibrated_rule" in top:
+        rules.append(_calibrated(r, top["calibrated_rule"]))
     validate: Any = None
     if "finish_check" in top:
         fc = r.obj(top["finish_check"], "$.finish_check", set(), {"require", "verdicts"})
@@ -372,9 +440,44 @@ def _controller(r: _Reader, top: dict[str, Any]) -> RunController:
         raise r.fail("$", "needs finish_check or rules (a finish must be checked)")
     try:
         return RunController(budget, guard=guard, rules=rules, validate=validate,
-                             no_progress=no_progress, tool_failure=tool_failure, fold=_merge)
+                             no_progress=no_progress, tool_failure=tool_failure, fold=_merge,
+                             clock=clock)
     except ValueError as e:
         raise r.fail("$", str(e)) from None
+
+
+def _calibrated(r: _Reader, spec: Any) -> StoppingRule:
+    p = "$.calibrated_rule"
+    c = r.obj(spec, p, {"name", "require", "confidence_key", "target_error_rate", "labelled"},
+              set())
+    keys = r.str_list(c["require"], p + ".require")
+    key = r.typed(c["confidence_key"], p + ".confidence_key", str, "a string")
+    full, at_signal = RunCost(4, 0.04, 4.0), RunCost(2, 0.02, 2.0)
+    labelled = []
+    for i, run in enumerate(r.typed(c["labelled"], p + ".labelled", list, "a list")):
+        q = f"{p}.labelled[{i}]"
+        x = r.obj(run, q, {"confidence", "correct"}, set())
+        try:
+            labelled.append(LabelledRun(f"l{i}", r.number(x["confidence"], q + ".confidence"),
+                                        r.typed(x["correct"], q + ".correct", bool, "a boolean"),
+                                        full, at_signal))
+        except ValueError as e:
+            raise r.fail(q, str(e)) from None
+    try:
+        cal = Calibration.measure(labelled, model_version="eval",
+                                  target_error_rate=r.number(c["target_error_rate"],
+                                                             p + ".target_error_rate"),
+                                  savings_by="steps")
+        return cal.stopping_rule(model_version="eval",
+                                 confidence=lambda s: _confidence(s.data.get(key)),
+                                 output=_known_values(keys),
+                                 name=r.typed(c["name"], p + ".name", str, "a string"))
+    except (ValueError, ControlError) as e:
+        raise r.fail(p, str(e)) from None
+
+
+def _confidence(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _positive(r: _Reader, value: Any, path: str) -> float:
@@ -421,27 +524,30 @@ def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
         state.data.update(result.data)
 
 
-def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple[float, ...]]:
+def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple[float, ...],
+                                                   tuple[float, ...]]:
     raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
     if not raw:
         raise r.fail("$.agent.turns", "must not be empty")
     out: list[Turn | str] = []
     delays: list[float] = []
+    elapsed: list[float] = []
     for i, t in enumerate(raw):
         p = f"$.agent.turns[{i}]"
         if not isinstance(t, dict):
             raise r.fail(p, "must be an object")
         delays.append(r.number(t.get("delay_s", 0), p + ".delay_s"))
+        elapsed.append(r.number(t.get("elapsed_s", 0), p + ".elapsed_s"))
         kinds = [k for k in ("call", "finish", "escalate", "invalid", "raise") if k in t]
         if len(kinds) != 1:
             raise r.fail(p, "needs exactly one of call, finish, escalate, invalid, raise")
         kind = kinds[0]
         if kind == "raise":
-            r.obj(t, p, {"raise"}, {"delay_s"})
+            r.obj(t, p, {"raise"}, {"delay_s", "elapsed_s"})
             out.append(r.typed(t["raise"], p + ".raise", str, "a string"))
             continue
-        r.obj(t, p, {kind}, {"tokens", "cost_usd", "delay_s", "found"} if kind == "escalate"
-              else {"tokens", "cost_usd", "delay_s"})
+        r.obj(t, p, {kind}, {"tokens", "cost_usd", "delay_s", "elapsed_s", "found"}
+              if kind == "escalate" else {"tokens", "cost_usd", "delay_s", "elapsed_s"})
         action: Action
         if kind == "call":
             c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
@@ -460,7 +566,7 @@ def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple
             action = Invalid(r.typed(t["invalid"], p + ".invalid", str, "a string"))
         out.append(Turn(action, r.count(t.get("tokens", 0), p + ".tokens"),
                         r.number(t.get("cost_usd", 0), p + ".cost_usd")))
-    return tuple(out), tuple(delays)
+    return tuple(out), tuple(delays), tuple(elapsed)
 
 
 def _tools(r: _Reader, tools: Any) -> tuple[dict[str, tuple[ToolResult, ...]],
@@ -546,10 +652,12 @@ class EvalReport:
         return f"{self.passed} passed, {self.failed} failed"
 
 
-def _scripted(turns: tuple[Turn | str, ...],
-              delays: tuple[float, ...] = ()) -> Callable[[RunState], Awaitable[Turn]]:
-    it = iter(zip(turns, delays or (0.0,) * len(turns), strict=True))
-    last: list[tuple[Turn | str, float]] = []
+def _scripted(turns: tuple[Turn | str, ...], delays: tuple[float, ...] = (),
+              elapsed: tuple[float, ...] = (), clock: _CaseClock | None = None,
+              ) -> Callable[[RunState], Awaitable[Turn]]:
+    n = len(turns)
+    it = iter(zip(turns, delays or (0.0,) * n, elapsed or (0.0,) * n, strict=True))
+    last: list[tuple[Turn | str, float, float]] = []
 
     async def decide(state: RunState) -> Turn:
         import anyio
@@ -557,9 +665,11 @@ def _scripted(turns: tuple[Turn | str, ...],
         nxt = next(it, None)
         if nxt is not None:
             last[:] = [nxt]
-        turn, wait = last[0]
+        turn, wait, took = last[0]
         if wait:  # a slow model call (cancelled at the deadline)
             await anyio.sleep(wait)
+        if clock is not None:
+            clock.advance(wait + took)
         if isinstance(turn, str):
             raise RuntimeError(turn)
         return turn
@@ -584,9 +694,10 @@ def _served(table: dict[str, tuple[Any, ...]]) -> Callable[[str], Any]:
 
 
 def _tool_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tuple[float, ...]],
-                 ran: list[str]) -> Callable[[ToolCall], Any]:
+                 ran: list[str], clock: _CaseClock | None = None,
+                 engage: Callable[[int], None] | None = None) -> Callable[[ToolCall], Any]:
     """The case's scripted tools: each call waits its scripted delay (cancelled at a deadline),
-    then counts as run and gets its scripted result."""
+    then counts as run and gets its scripted result (``engage`` hears how many have run)."""
     result, delay = _served(tools), _served(delays)  # delays names the same tools as tools
 
     async def execute(call: ToolCall) -> ToolResult:
@@ -595,7 +706,11 @@ def _tool_runner(tools: dict[str, tuple[ToolResult, ...]], delays: dict[str, tup
         wait: float | None = delay(call.tool)
         if wait:  # None (no such tool) or 0: no wait
             await anyio.sleep(wait)
+            if clock is not None:
+                clock.advance(wait)
         ran.append(call.tool)
+        if engage is not None:
+            engage(len(ran))
         res: ToolResult | None = result(call.tool)
         return ToolResult.failure(f"no such tool: {call.tool}") if res is None else res
 
@@ -636,42 +751,60 @@ def _check_output(expect: dict[str, Any], output: Any) -> tuple[bool, str]:
 
 
 def _run(case: EvalCase, decide: Callable[[RunState], Any], ran: list[str],
-         controller: RunController) -> Any:
+         controller: RunController, clock: _CaseClock,
+         engage: Callable[[int], None] | None) -> Any:
     # every case has a deadline (MAX_EVAL_SECONDS at most), so arun drives the loop under a
     # cancel scope and awaits the async tools; a sync decide runs in a worker thread it can
     # abandon (run() refuses async callables)
     import anyio
 
-    execute = _tool_runner(case.tool_results, case.delays, ran)
+    execute = _tool_runner(case.tool_results, case.delays, ran, clock, engage)
     return anyio.run(functools.partial(controller.arun, case.task, decide, execute,
                                        run_id=case.case_id))
 
 
-def _with_switch(case: EvalCase, ledger: Path) -> tuple[RunController, KillSwitch | None]:
-    """The case's controller, admitted by the case's kill switch on a fresh ledger."""
-    if case.kill_switch is None:
-        return case.controller, None
-    switch = KillSwitch(ledger=ledger,
-                        max_spend_per_day_usd=case.kill_switch["max_spend_per_day_usd"],
-                        step_reserve_usd=case.kill_switch.get("step_reserve_usd"))
+_EVAL_FLAG = "ECT_EVAL_KILL_SWITCH"
+
+
+def _with_switch(case: EvalCase, ledger: Path,
+                 ) -> tuple[RunController, KillSwitch | None, Callable[[int], None] | None]:
+    """The case's controller, admitted by the case's kill switch (a daily ceiling on a fresh
+    ledger; a flag the tools raise once ``engage_after_calls`` calls have run)."""
+    k = case.kill_switch
+    if k is None:
+        return case.controller, None, None
+    flags: dict[str, str] = {}
+    after = k.get("engage_after_calls")
+    cap = k.get("max_spend_per_day_usd")
+    switch = KillSwitch(ledger=ledger if cap is not None else None, max_spend_per_day_usd=cap,
+                        step_reserve_usd=k.get("step_reserve_usd"),
+                        disable_env=_EVAL_FLAG if after is not None else None, environ=flags)
+
+    def engage(calls: int) -> None:
+        if after is not None and calls >= after:
+            flags[_EVAL_FLAG] = "1"
+
     controller = copy.copy(case.controller)
     controller.kill_switch = switch
-    return controller, switch
+    return controller, switch, engage
 
 
 def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None) -> CaseResult:
     """Run one case (fresh controller state every call) with its scripted agent, the agent it
     imports, or ``decide`` (your own agent) when given; the tools are the case's scripted ones.
     """
+    clock = case.clock
+    clock.restart(real=decide is not None or case.agent_import is not None)
     if decide is None:
         decide = (import_agent(case.agent_import) if case.agent_import is not None
-                  else _scripted(case.turns, case.turn_delays))
+                  else _scripted(case.turns, case.turn_delays, case.turn_elapsed, clock))
     ran: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ect-eval-") as home, warnings.catch_warnings():
         warnings.simplefilter("ignore", UnmeteredUsage)  # a scripted turn's usage is the case's
-        controller, switch = _with_switch(case, Path(home) / "ledger.sqlite")
-        result = _run(case, decide, ran, controller)
-        day = switch.usage() if switch is not None else None
+        controller, switch, engage = _with_switch(case, Path(home) / "ledger.sqlite")
+        result = _run(case, decide, ran, controller, clock, engage)
+        day = (switch.usage() if switch is not None and case.kill_switch is not None
+               and "max_spend_per_day_usd" in case.kill_switch else None)
     output_ok: bool | None = None
     detail = ""
     if case.expect_output is not None:
@@ -703,6 +836,12 @@ def run_case(case: EvalCase, *, decide: Callable[[RunState], Any] | None = None)
         if got != case.expect_spend:
             problems.append(f"the day's ledger holds {display(got)}, expected "
                             f"{display(case.expect_spend)}")
+    if case.expect_handoff is not None and result.handoff is not None:
+        held = result.handoff.to_json()
+        for f, want in sorted(case.expect_handoff.items()):
+            if held[f] != want:
+                problems.append(f"the handoff's {f} is {display(held[f])}, expected "
+                                f"{display(want)}")
     if case.expect_kind is not None and result.stop.kind != case.expect_kind:
         problems.append(f"stopped by {result.stop.kind}, expected {case.expect_kind}")
     return CaseResult(case.case_id, case.source, case.expect_stop, result.reason,

@@ -9,7 +9,9 @@ Money is stored in integer micro-dollars so concurrent additions never drift.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import reprlib
 import socket
 import sqlite3
 import time
@@ -28,7 +30,7 @@ from runner.errors import FormatError
 __all__ = ["KILL_SWITCH_LEDGER_FORMAT", "Claim", "IdempotencyLedger", "Lease", "SpendLedger"]
 
 KILL_SWITCH_LEDGER_FORMAT = "ect.control-ledger/2"
-_IDEM_FORMAT = "ect.idempotency-ledger/2"
+_IDEM_FORMAT = "ect.idempotency-ledger/3"
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Lease:
 
 
 def _connect(path: Path, fmt: str, schema: str, *, create: bool,
-             upgrade: tuple[str, str] | None = None) -> sqlite3.Connection:
+             upgrade: dict[str, tuple[str, ...]] | None = None) -> sqlite3.Connection:
     if not create and not path.exists():
         raise FileNotFoundError(str(path))  # pragma: no mutate (callers catch it; text unread)
     try:
@@ -65,8 +67,9 @@ def _connect(path: Path, fmt: str, schema: str, *, create: bool,
                     con.execute(stmt)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)",  # pragma: no mutate (SQL)
                         (fmt,))
-        elif upgrade is not None and row[0] == upgrade[0]:  # an older format: add what is new
-            con.execute(upgrade[1])
+        elif upgrade is not None and row[0] in upgrade:  # an older format: add what is new
+            for stmt in upgrade[row[0]]:
+                con.execute(stmt)
             con.execute("UPDATE meta SET value = ? WHERE key = 'format'",  # pragma: no mutate (SQL)
                         (fmt,))
         elif row[0] != fmt:
@@ -83,7 +86,7 @@ def _connect(path: Path, fmt: str, schema: str, *, create: bool,
 
 @contextlib.contextmanager
 def _txn(path: Path, fmt: str, schema: str, *, create: bool = True,
-         upgrade: tuple[str, str] | None = None) -> Iterator[sqlite3.Connection]:
+         upgrade: dict[str, tuple[str, ...]] | None = None) -> Iterator[sqlite3.Connection]:
     """One atomic read-check-write on the ledger (``BEGIN IMMEDIATE`` ... ``COMMIT``)."""
     con = _connect(path, fmt, schema, create=create, upgrade=upgrade)
     try:
@@ -176,7 +179,14 @@ class SpendLedger:
             return Lease(cur.lastrowid, day, run_id, amount / _MICRO), left / _MICRO
 
     def settle(self, lease: Lease | None, day: str, spent_usd: float) -> None:
-        """Release ``lease`` (if any) and add what the step really spent."""
+        """Release ``lease`` (if any) and add what the step really spent.
+
+        Raises:
+            ValueError: ``spent_usd`` is negative or not a finite number (never credited).
+        """
+        if (isinstance(spent_usd, bool) or not isinstance(spent_usd, int | float)
+                or not math.isfinite(spent_usd) or spent_usd < 0):
+            raise ValueError(f"spend must be a finite number >= 0, got {spent_usd!r}")
         spent = _micro(spent_usd)
         if lease is None and spent <= 0:
             return
@@ -210,10 +220,15 @@ CREATE TABLE keys (key TEXT PRIMARY KEY, call BLOB NOT NULL, result BLOB NOT NUL
                    run_id TEXT NOT NULL, created REAL NOT NULL);
 CREATE TABLE claims (key TEXT PRIMARY KEY, call BLOB NOT NULL, owner TEXT NOT NULL,
                      run_id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
-                     expires REAL NOT NULL, unknown INTEGER NOT NULL)
+                     expires REAL NOT NULL, unknown INTEGER NOT NULL,
+                     proc TEXT NOT NULL DEFAULT '')
 """
-# ect.idempotency-ledger/1 files (no claims) gain the claims table on first use
-_IDEM_UPGRADE = ("ect.idempotency-ledger/1", _IDEM_SCHEMA.split(";")[1])
+# Older files are upgraded in place on first use: /1 (no claims) gains the claims table, /2 the
+# claim owner's process identity (``proc``: boot id and start time, against pid reuse).
+_IDEM_UPGRADE: dict[str, tuple[str, ...]] = {
+    "ect.idempotency-ledger/1": (_IDEM_SCHEMA.split(";")[1],),
+    "ect.idempotency-ledger/2": ("ALTER TABLE claims ADD COLUMN proc TEXT NOT NULL DEFAULT ''",),  # pragma: no mutate (SQL)
+}
 
 ClaimOutcome = Literal["claimed", "done", "in_flight", "unknown"]
 
@@ -222,7 +237,8 @@ ClaimOutcome = Literal["claimed", "done", "in_flight", "unknown"]
 class Claim:
     """An attempt of a side-effect call that holds its idempotency key: in flight until it
     records its result (done) or its failure (the key is free again); ``unknown`` once its
-    process died mid-call, its lease expired, or it was cancelled or interrupted mid-call."""
+    process died mid-call (a zombie counts as dead), its lease expired, its tool raised, or it
+    was cancelled or interrupted mid-call."""
 
     key: str
     run_id: str
@@ -235,17 +251,73 @@ class Claim:
         return f"run {self.run_id} (process {self.pid} on {self.host})"
 
 
-def _alive(host: str, pid: int) -> bool:
-    """False only when the process is known to be gone (same host, no such process)."""
+_PROC = Path("/proc")  # Linux: process states and start times (absent elsewhere)
+
+
+def _boot_id() -> str:
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_bytes().decode().strip()
+    except OSError:
+        return ""
+
+
+def _proc_state(pid: int) -> tuple[str, str] | None:
+    """(state letter, start time in clock ticks since boot) of ``pid`` from ``/proc/PID/stat``,
+    or None when there is no such process. The command name is in parentheses and may hold
+    spaces or parentheses itself, so the fields are read after the last ``)``."""
+    try:
+        data = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    fields = data.rpartition(b")")[2].split()
+    return fields[0].decode(), fields[19].decode()  # fields 3 (state), 22 (starttime): proc(5)
+
+
+def process_identity(pid: int) -> str:
+    """``boot id:start time`` of a live process ("" where ``/proc`` does not tell): two
+    processes with one pid never share it, so a reused pid is not mistaken for the owner."""
+    found = _proc_state(pid)
+    return f"{_boot_id()}:{found[1]}" if found is not None else ""
+
+
+def _alive(host: str, pid: int, identity: str = "") -> bool:
+    """False only when the process is known to be gone: same host, and no such process, or a
+    zombie (killed, not yet reaped: it runs nothing), or another process that reuses the pid
+    (its start time differs from the one recorded with the claim)."""
     if host != socket.gethostname():
         return True  # another machine's process: only its lease expiry tells
-    try:
+    if (_PROC / "self").exists():
+        found = _proc_state(pid)
+        if found is None or found[0] == "Z":  # gone, or a zombie (killed, not yet reaped)
+            return False
+        return not identity or identity == f"{_boot_id()}:{found[1]}"
+    try:  # no /proc: a signal 0 tells whether the pid exists (a zombie counts as alive)
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists (another user's process)
         pass
     return True
+
+
+NOT_STORABLE = "result_not_storable"
+
+
+def not_storable(result: ToolResult) -> ToolResult:
+    """What is recorded for a successful result with no canonical JSON encoding: a success whose
+    data is ``{"result_not_storable": "<type and the start of its repr>"}`` (and its cost when
+    that is a finite number). A later attempt gets this instead of running the call again."""
+    cost = result.cost_usd
+    finite = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost)
+    what = f"{type(result.data).__name__}: {reprlib.repr(result.data)}"
+    return ToolResult.success({NOT_STORABLE: what}, cost_usd=max(float(cost), 0.0) if finite else 0.0)
+
+
+def _body(result: ToolResult) -> bytes:
+    try:
+        return canonical_bytes(result.to_json())
+    except FormatError:
+        return canonical_bytes(not_storable(result).to_json())
 
 
 class IdempotencyLedger:
@@ -259,9 +331,9 @@ class IdempotencyLedger:
       a lease expiry ``claim_ttl_s`` ahead). Another attempt with the key waits for it;
     - **done**: the call succeeded and its result is recorded; any later attempt with the same
       arguments gets that result instead of running the tool (other arguments are refused);
-    - **unknown**: the attempt's process died mid-call, its lease expired, or the call was
-      cancelled or interrupted before its result came back: nobody knows whether the side
-      effect happened. A later attempt stops ``needs_human``; a person checks and calls
+    - **unknown**: the attempt's process died mid-call, its lease expired, its tool raised, or
+      the call was cancelled or interrupted before its result came back: nobody knows whether
+      the side effect happened. A later attempt stops ``needs_human``; a person checks and calls
       :meth:`resolve` (with the result when it happened, without when it did not).
 
     Pass it as ``RunController(..., idempotency=IdempotencyLedger(path))``.
@@ -307,33 +379,33 @@ class IdempotencyLedger:
                               (key,)).fetchone()
             if row is not None:
                 return "done", (bytes(row[0]), self._result(key, bytes(row[1])))
-            sql = "SELECT owner, run_id, host, pid, expires, unknown FROM claims WHERE key = ?"  # pragma: no mutate (SQL)
+            sql = "SELECT owner, run_id, host, pid, expires, unknown, proc FROM claims WHERE key = ?"  # pragma: no mutate (SQL)
             held = con.execute(sql, (key,)).fetchone()
             if held is None:
-                con.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0)",  # pragma: no mutate (SQL)
+                con.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",  # pragma: no mutate (SQL)
                             (key, call, owner, run_id, socket.gethostname(), os.getpid(),
-                             time.time() + self.claim_ttl_s))
+                             time.time() + self.claim_ttl_s, process_identity(os.getpid())))
                 return "claimed", None
             if held[0] == owner:
                 return "claimed", None
             # no mutate: the lease's expiry to the microsecond (< or <=) cannot be tested
             expired = held[4] < time.time()  # pragma: no mutate
-            gone = bool(held[5]) or expired or not _alive(held[2], int(held[3]))
+            gone = bool(held[5]) or expired or not _alive(held[2], int(held[3]), str(held[6]))
             if gone and not held[5]:
                 con.execute("UPDATE claims SET unknown = 1 WHERE key = ?", (key,))  # pragma: no mutate (SQL)
             found = Claim(key, str(held[1]), str(held[2]), int(held[3]), float(held[4]), gone)
             return ("unknown" if gone else "in_flight"), found
 
     def put(self, key: str, call: bytes, result: ToolResult, run_id: str) -> None:
-        """Record a successful call (the first record of a key wins) and end its claim."""
-        try:
-            body = canonical_bytes(result.to_json())
-        except FormatError:
-            body = None  # a result that is not JSON cannot be shared across runs
+        """Record a successful call (the first record of a key wins) and end its claim.
+
+        A result that has no canonical JSON encoding (a ``datetime``, an integer beyond 2**53,
+        NaN) is recorded as done all the same, with :func:`not_storable` in its place: the
+        side effect happened, so no later attempt may run it again."""
+        body = _body(result)
         with self._txn() as con:
-            if body is not None:
-                con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
-                            (key, call, body, run_id, time.time()))
+            con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
+                        (key, call, body, run_id, time.time()))
             con.execute("DELETE FROM claims WHERE key = ?", (key,))  # pragma: no mutate (SQL)
 
     def release(self, key: str, owner: str) -> None:
@@ -359,17 +431,30 @@ class IdempotencyLedger:
         return [Claim(str(r[0]), str(r[1]), str(r[2]), int(r[3]), float(r[4]), bool(r[5]))
                 for r in rows]
 
-    def resolve(self, key: str, result: ToolResult | None = None) -> None:
+    def resolve(self, key: str, result: ToolResult | None = None, *,
+                force: bool = False) -> None:
         """A person's decision about a key whose outcome was unknown: with ``result`` the side
         effect happened (it is recorded as done, with the claimed call's arguments); without,
-        it did not (the key is free, a retry runs the call)."""
+        it did not (the key is free, a retry runs the call).
+
+        Raises:
+            LedgerError: no claim of ``key``; or its attempt is still in flight under a live
+                owner (its process runs, its lease has not expired) and ``force`` is not set:
+                resolving it then would let a retry pay again while the first attempt pays.
+        """
         with self._txn() as con:
-            row = con.execute("SELECT call, run_id FROM claims WHERE key = ?",  # pragma: no mutate (SQL)
-                              (key,)).fetchone()
+            sql = "SELECT call, run_id, host, pid, expires, unknown, proc FROM claims WHERE key = ?"  # pragma: no mutate (SQL)
+            row = con.execute(sql, (key,)).fetchone()
             if row is None:
                 raise LedgerError(f"idempotency ledger {self.path}: no claim of {key!r} to resolve")
+            # no mutate: the lease's expiry to the microsecond (>= or >) cannot be tested
+            live = not row[5] and row[4] >= time.time()  # pragma: no mutate
+            if live and not force and _alive(str(row[2]), int(row[3]), str(row[6])):
+                raise LedgerError(f"idempotency ledger {self.path}: {key!r} is still in flight "
+                                  f"under a live owner, run {row[1]} (process {row[3]} on "
+                                  f"{row[2]}): wait for it, or resolve(key, force=True) once "
+                                  "you know it stopped")
             if result is not None:
                 con.execute("INSERT OR IGNORE INTO keys VALUES (?, ?, ?, ?, ?)",  # pragma: no mutate (SQL)
-                            (key, bytes(row[0]), canonical_bytes(result.to_json()), row[1],
-                             time.time()))
+                            (key, bytes(row[0]), _body(result), row[1], time.time()))
             con.execute("DELETE FROM claims WHERE key = ?", (key,))  # pragma: no mutate (SQL)

@@ -23,7 +23,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 # The modules CI mutates: the stopping rules, guards, ledger (with its idempotency claims) and
-# result: 633 mutants, 121 s on an idle two-core machine (measured 2026-12-02; the six-module
+# result: 633 mutants, 121 s on an idle two-core machine (measured 2026-12-02; issue 38 grew
+# _ledger from 184 to 426 mutants, about 875 in all, not yet timed on an idle machine; the six-module
 # subset with _budget and _killswitch, 1,088 mutants, took 197 s, which with the suite's other
 # new tests put .ci/run past its 15-minute budget). `make mutate` covers all of runner/control;
 # docs/control.md "Mutation testing" has its last score.
@@ -34,7 +35,8 @@ CI_MODULES = tuple(f"runner/control/{m}.py" for m in (
 # reach it, so a mutant runs only those.
 CI_TESTS = ("tests/control", "--ignore=tests/control/test_mutants.py",
             "--ignore=tests/control/test_mutation.py",
-            "--ignore=tests/control/test_extra_mutation.py")
+            "--ignore=tests/control/test_extra_mutation.py",
+            "--ignore=tests/control/test_maintainer_bugs.py")
 
 # Status names as mutmut 3 records them (exit code of the test run against each mutant).
 _KILLED = {1, 3}

@@ -3,6 +3,8 @@ reservation and a settlement (to the micro-dollar), and that reading never creat
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -34,10 +36,10 @@ def test_each_ledger_records_its_format_and_refuses_the_other(tmp_path: Path) ->
         assert idem.get(key) == (b"call", result)
     with sqlite3.connect(tmp_path / "i.sqlite") as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
-            "ect.idempotency-ledger/2",)
+            "ect.idempotency-ledger/3",)
     with pytest.raises(LedgerError) as e:
         SpendLedger(tmp_path / "i.sqlite").usage(DAY)
-    assert str(e.value) == (f"ledger {tmp_path / 'i.sqlite'} is a ect.idempotency-ledger/2 file, "
+    assert str(e.value) == (f"ledger {tmp_path / 'i.sqlite'} is a ect.idempotency-ledger/3 file, "
                             "not ect.control-ledger/2")
 
 
@@ -187,7 +189,13 @@ def test_a_person_resolves_an_unknown_key(tmp_path: Path) -> None:
     idem.resolve("k", paid)  # it happened
     assert idem.get("k") == (b"the call", paid) and idem.claims() == []
     idem.claim("j", b"call", "r-1", "a")
-    idem.resolve("j")  # it did not happen: free again
+    with pytest.raises(LedgerError) as e:  # in flight under a live owner (this process)
+        idem.resolve("j")
+    assert str(e.value) == (
+        f"idempotency ledger {path}: 'j' is still in flight under a live owner, run r-1 "
+        f"(process {os.getpid()} on {socket.gethostname()}): wait for it, or "
+        "resolve(key, force=True) once you know it stopped")
+    idem.resolve("j", force=True)  # a person knows it did not happen: free again
     assert idem.get("j") is None and idem.claim("j", b"call", "r-2", "b") == ("claimed", None)
     with pytest.raises(LedgerError) as e:
         idem.resolve("nothing")
@@ -208,14 +216,19 @@ def test_an_idempotency_ledger_of_the_first_format_is_upgraded(tmp_path: Path) -
     assert idem.claim("j", b"call", "r-1", "a") == ("claimed", None)  # claims work
     with sqlite3.connect(path) as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
-            "ect.idempotency-ledger/2",)
+            "ect.idempotency-ledger/3",)
 
 
-def test_a_result_that_is_not_json_is_not_shared_but_ends_the_claim(tmp_path: Path) -> None:
+def test_a_result_that_is_not_json_is_recorded_as_done_and_ends_the_claim(tmp_path: Path) -> None:
+    """Issue 38, defect 1: a result with no canonical encoding was not recorded at all, so the
+    key was free again and a repeated run paid twice. It is recorded as done, not storable."""
     idem = IdempotencyLedger(tmp_path / "i.sqlite")
     idem.claim("k", b"call", "r-1", "a")
-    idem.put("k", b"call", ToolResult.success(object()), "r-1")
-    assert idem.get("k") is None and idem.claims() == []
+    idem.put("k", b"call", ToolResult.success({"txn": 2**60}, cost_usd=0.5), "r-1")
+    assert idem.claims() == []
+    assert idem.get("k") == (b"call", ToolResult.success(
+        {"result_not_storable": "dict: {'txn': 1152921504606846976}"}, cost_usd=0.5))
+    assert idem.claim("k", b"call", "r-2", "b")[0] == "done"
 
 
 def test_a_bad_entry_met_by_a_claim_is_named(tmp_path: Path) -> None:
