@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 
+from runner.analysis._audit import VerifiedCompletion, verified_completions
 from runner.analysis._closed import ClosedLoopResults, StoreInputs, analyse_closed_loop
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import AllModelCallsFailed, ScheduleDisagrees, ScheduleUnreadable
@@ -130,12 +131,13 @@ def closed_loop_report(
     simulator_source: str = "not given to the analysis",
     reason_codes: Sequence[StratumReasons] | None = None,
     provider_failures: FailureCounts | None = None,
+    verified: Sequence[VerifiedCompletion] | None = None,
 ) -> ClosedLoopResults:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
         inputs=inputs, simulator=simulator, simulator_source=simulator_source,
-        reason_codes=reason_codes, provider_failures=provider_failures,
+        reason_codes=reason_codes, provider_failures=provider_failures, verified=verified,
     )
     write_outputs(results, Path(out_dir))
     return results
@@ -191,6 +193,7 @@ def report_from_store(
         simulator_source=source,
         reason_codes=reason_codes_by_stratum(loaded.cells),
         provider_failures=_failure_counts(loaded.cells),
+        verified=verified_completions(loaded.cells),
     )
 
 

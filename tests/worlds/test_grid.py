@@ -234,7 +234,7 @@ def test_no_static_snapshot_claims_a_gold_value_its_evidence_does_not_give() -> 
     gold value only where what it cites gives it (the closed-loop drafts' rule), except F7,
     whose point is a claim citing a receipt the trace does not hold. Before, F2/F3/F4 kept the
     clean certificate's gold values over a changed ledger, so the postconditions arm (values
-    against gold, evidence ignored) was right on every one of them by construction."""
+    against gold, evidence ignored) accepted every one of them (unsafe) by construction."""
     from runner.ect import values_match
     from tests.worlds.test_drafts import _derivable
     leaks: Counter[str] = Counter()
