@@ -211,7 +211,7 @@ CHOICES: tuple[Choice, ...] = (
         "nothing computed from the evidence (a reason's detail, which can carry a replayed or "
         "expected value, stays in the decision record and never reaches the planner); no "
         "richer directive is offered",
-        paper="(paraphrased; the paper's text is not stored here) ECT's continue gives the "
+        paper="(paraphrased; the source paper's text is not stored here) ECT's continue gives the "
         "planner the reason codes and the missing slots.",
         applies_to=("closed_loop",),
     ),
@@ -236,8 +236,8 @@ CHOICES: tuple[Choice, ...] = (
         "are kept and each value is what its cited receipts now give (the closed-loop drafts' "
         "rule), so no snapshot claims a gold value its evidence does not give; "
         "docs/protocol.md says per fault how each snapshot is built",
-        paper="(paraphrased; the paper's text is not stored here) the postconditions arm is a "
-        "non-deployable oracle reference; the paper's Table 2 gives it 144/288 unsafe "
+        paper="(paraphrased; the source paper's text is not stored here) the postconditions arm is a "
+        "non-deployable oracle reference; the source paper's Table 2 gives it 144/288 unsafe "
         "completions, exactly F2, F3, F4 and F7 on 36 tasks each.",
         applies_to=("static",),
     ),
