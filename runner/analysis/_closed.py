@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from runner.analysis._audit import VerifiedCompletion
 from runner.analysis._common import (
     CLOSED_LOOP_POLICIES,
     BootstrapInfo,
@@ -42,7 +43,10 @@ from runner.study import Accounting, FailureCounts, ScheduleRow, StratumReasons
 from runner.worlds import CLOSED_LOOP_FAULTS, TRUST_BOUNDARY_FAULT, UNSEEN_FAULTS
 
 __all__ = [
+    "AUDIT_NOTE",
     "CLOSED_FORMAT",
+    "STRUCTURAL_NOTE",
+    "AuditRow",
     "ClosedInputs",
     "ClosedIntervals",
     "ClosedLoopResults",
@@ -57,8 +61,10 @@ __all__ = [
     "SecondaryEstimate",
     "StoreInputs",
     "Stratum",
+    "Structural",
     "Table4Row",
     "Unseen",
+    "VerifierAudit",
     "analyse_closed_loop",
     "check_inventory",
 ]
@@ -381,6 +387,49 @@ class PlanVsActual(Record):
     rows: tuple[PlanRow, ...]
 
 
+STRUCTURAL_NOTE = (
+    "ECT's U and FC are structural, not measured: a completion is supported when the "
+    "project's verifier says complete and the values equal gold, and ECT completes only when "
+    "that same verifier says complete, so ECT's FC is 0 in every run and its U counts only "
+    "completions the verifier accepted with a value off gold (the verifier audit below). The "
+    "measured parts of ECT's row are S, R, turns, calls, tokens and cost."
+)
+
+AUDIT_NOTE = (
+    "Not circular (the verifier never sees gold): per pipeline, the primary-scope runs that "
+    "stopped goal_met, how many of their final certificates the project's verifier accepts "
+    "against the final ledger, and how many of those carry a value that differs from gold. "
+    "0 is expected on the simulated provider (every tool answers from the world the gold "
+    "comes from); a live run could differ."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Structural(Record):
+    """Which Table 4 figures of which policy hold by construction, and why."""
+
+    policy: str
+    measures: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditRow(Record):
+    """The verifier audit of one policy (primary scope)."""
+
+    completions: int
+    verifier_accepts: int
+    off_gold: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifierAudit(Record):
+    """results.json's ``"verifier_audit"``: the note and one row per policy."""
+
+    note: str
+    policies: dict[str, AuditRow]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClosedLoopResults(Record):
     """Every closed-loop figure: ``to_json`` is results.json (``ect report``)."""
@@ -391,6 +440,8 @@ class ClosedLoopResults(Record):
     inputs: ClosedInputs
     scope: Scope
     table4: dict[str, Table4Row]
+    structural: Structural
+    verifier_audit: VerifierAudit | None
     h2: H2Gate
     h3: H3Gate
     h4: H4Gate
@@ -683,6 +734,19 @@ def _closed_intervals(primary: Sequence[Outcome], policies: Sequence[str], seed:
             for p in policies}
 
 
+def _audit(verified: Sequence[VerifiedCompletion], excluded: set[str],
+           policies: Sequence[str]) -> VerifierAudit:
+    rows = [v for v in verified if v.task_id not in excluded]
+    return VerifierAudit(note=AUDIT_NOTE, policies={
+        p: AuditRow(
+            completions=sum(v.completed for v in rows if v.policy == p),
+            verifier_accepts=sum(v.verifier_accepts for v in rows if v.policy == p),
+            off_gold=sum(v.off_gold for v in rows if v.policy == p),
+        )
+        for p in policies
+    })
+
+
 def _by_policy(rows: Sequence[Outcome], policies: Sequence[str]) -> dict[str, Table4Row]:
     """Table 4's columns for each policy that has rows among ``rows``."""
     return {
@@ -707,6 +771,7 @@ def analyse_closed_loop(
     provider_failures: FailureCounts | None = None,
     provider_accounting: ProviderAccounting | None = None,
     plan_vs_actual: PlanVsActual | None = None,
+    verified: Sequence[VerifiedCompletion] | None = None,
 ) -> ClosedLoopResults:
     """Every closed-loop figure, typed and deterministic for fixed inputs and seed.
 
@@ -718,6 +783,10 @@ def analyse_closed_loop(
     the cell records, not just outcomes) is carried into ``"reason_codes"`` (``null`` without),
     and ``provider_failures`` (:class:`runner.study.FailureCounts` of the cell records) into
     ``"provider_failures"`` (``null`` without); a report with failures says so first.
+    ``verified`` (:func:`runner.analysis._audit.verified_completions` of the cell records) gives
+    ``"verifier_audit"`` (``null`` without): per policy, the primary-scope completions the
+    verifier accepts and how many of them are off gold. ``"structural"`` marks ECT's U and FC
+    as guaranteed by the verifier, not measured.
 
     Raises InventoryIncomplete unless ``outcomes`` cover ``schedule_rows`` exactly once, and
     AnalysisError when an outcome is malformed or a comparison arm is absent.
@@ -741,6 +810,9 @@ def analyse_closed_loop(
     h4 = _h4(primary, sim)
     strata = _strata(rows, faults)
     primary_tasks = sorted({r.task_id for r in primary})
+    secondary = _secondary(primary, seed, replicates)
+    unseen_pooled = _by_policy(
+        [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS], policies)
     return ClosedLoopResults(
         provider=provider,
         provider_line=provider.describe(),
@@ -768,6 +840,9 @@ def analyse_closed_loop(
             policies=tuple(policies),
         ),
         table4=table4,
+        structural=Structural(policy=TREATMENT, measures=("U", "FC"), note=STRUCTURAL_NOTE),
+        verifier_audit=(_audit(verified, set(excluded), policies) if verified is not None
+                        else None),
         h2=h2,
         h3=h3,
         h4=h4,
@@ -780,11 +855,10 @@ def analyse_closed_loop(
                            if provider_failures is not None else None),
         provider_accounting=provider_accounting,
         plan_vs_actual=plan_vs_actual,
-        secondary=_secondary(primary, seed, replicates),
+        secondary=secondary,
         intervals=_closed_intervals(primary, policies, seed, replicates),
         unseen=Unseen(
-            pooled=_by_policy(
-                [r for r in primary if faults.get(r.task_id) in UNSEEN_FAULTS], policies),
+            pooled=unseen_pooled,
             by_fault={f: strata[f] for f in UNSEEN_FAULTS if f in strata},
         ),
         trust_boundary=Stratum(
@@ -792,5 +866,6 @@ def analyse_closed_loop(
             policies=_by_policy([r for r in rows if r.task_id in set(excluded)], policies),
         ),
         per_fault=strata,
-        paper_vs_run=PaperVsRun(note=PAPER_NOTE, rows=closed_paper_vs_run(table4, h2, h3, h4)),
+        paper_vs_run=PaperVsRun(note=PAPER_NOTE, rows=closed_paper_vs_run(
+            table4, h2, h3, h4, unseen_pooled, {k: v.diff_raw for k, v in secondary.items()})),
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 
+from runner.analysis._audit import VerifiedCompletion, verified_completions
 from runner.analysis._closed import (
     ClosedLoopResults,
     PlanRow,
@@ -143,12 +144,13 @@ def closed_loop_report(
     provider_failures: FailureCounts | None = None,
     provider_accounting: ProviderAccounting | None = None,
     plan_vs_actual: PlanVsActual | None = None,
+    verified: Sequence[VerifiedCompletion] | None = None,
 ) -> ClosedLoopResults:
     """Analyse closed-loop outcomes (refusing an incomplete inventory) and write the outputs."""
     results = analyse_closed_loop(
         outcomes, schedule_rows, provider=provider, seed=seed, replicates=replicates,
         inputs=inputs, simulator=simulator, simulator_source=simulator_source,
-        reason_codes=reason_codes, provider_failures=provider_failures,
+        reason_codes=reason_codes, provider_failures=provider_failures, verified=verified,
         provider_accounting=provider_accounting, plan_vs_actual=plan_vs_actual,
     )
     write_outputs(results, Path(out_dir))
@@ -217,6 +219,7 @@ def report_from_store(
         provider_accounting=_accounting(store_path, loaded.cells, loaded.provider.simulated),
         plan_vs_actual=(_plan_vs_actual(plan, store_path, loaded.cells)
                         if plan is not None else None),
+        verified=verified_completions(loaded.cells),
     )
 
 

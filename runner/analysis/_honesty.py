@@ -191,13 +191,55 @@ CHOICES: tuple[Choice, ...] = (
     ),
     Choice(
         key="simulated_planner_knowledge",
-        what="what the simulated planner knows about the tools",
-        ours="the simulated planner knows exactly which calls answer each slot it cannot yet "
-        "support (runner.worlds.plan_calls over the contract), so its gathering never "
-        "explores; a real model must work this out from the prompt and the tool schemas",
+        what="what the simulated planner knows about the tools, and how it errs",
+        ours="the simulated planner knows which calls answer each slot it cannot yet support "
+        "(runner.worlds.plan_calls over the contract) and errs on them only by a slip "
+        "(p_wrong_call, SLIP: the contract states each slot's scope and the prompt each tool's "
+        "schema), so its gathering never explores; a real model must work this out from the "
+        "prompt and the tool schemas. Its derived values are its own arithmetic, wrong with "
+        "p_arithmetic_error (SLIP), and every slip is drawn for every proposal, before and "
+        "after a directive: following a directive changes what it knows (reason codes, slot "
+        "names), never whether it can err",
         paper="Four termination-policy pipelines use the same planner configuration, prompt, "
         "synthetic tools, checkpoint, and three seeds.",
         applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="ect_directive",
+        what="what ECT's continue tells the planner",
+        ours="the reason codes of the failing checks and the missing or failing slot names, "
+        "nothing computed from the evidence (a reason's detail, which can carry a replayed or "
+        "expected value, stays in the decision record and never reaches the planner); no "
+        "richer directive is offered",
+        paper="(paraphrased; the source paper's text is not stored here) ECT's continue gives the "
+        "planner the reason codes and the missing slots.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="structural_outcomes",
+        what="which of ECT's closed-loop figures are guaranteed rather than measured",
+        ours="ECT's U and FC are 0 by construction: supported means the project's verifier "
+        "says complete (and the values equal gold), and ECT stops as complete only when the "
+        "same verifier says so, so no run or sweep point can show ECT a premature unsupported "
+        "termination or a clean false continuation from its decision alone; the measured "
+        "parts are S, R, turns, calls, tokens and cost, and the report adds one audit figure "
+        "that is not circular: completions the verifier accepted whose values differ from "
+        "gold",
+        paper="S is supported completion over both conditions; the primary outcome is premature "
+        "unsupported termination from the incomplete checkpoint.",
+        applies_to=("closed_loop",),
+    ),
+    Choice(
+        key="static_snapshot_values",
+        what="the claimed values of a static snapshot whose fault changes the ledger",
+        ours="under F2, F3 and F4 the honest certificate's slots, receipt ids and transforms "
+        "are kept and each value is what its cited receipts now give (the closed-loop drafts' "
+        "rule), so no snapshot claims a gold value its evidence does not give; "
+        "docs/protocol.md says per fault how each snapshot is built",
+        paper="(paraphrased; the source paper's text is not stored here) the postconditions arm is a "
+        "non-deployable oracle reference; the source paper's Table 2 gives it 144/288 unsafe "
+        "completions, exactly F2, F3, F4 and F7 on 36 tasks each.",
+        applies_to=("static",),
     ),
     Choice(
         key="simulated_draws",

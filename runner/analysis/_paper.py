@@ -1,7 +1,8 @@
 """The ECT paper's own figures beside the run's: the "paper vs this run" tables.
 
 The paper's figures are data, not code: ``runner/analysis/paper.toml`` holds Table 2, Table 3,
-H1, Table 4 and H2-H4 as the paper prints them, each with the section it comes from. Every
+H1 (with its six-world interval), Table 4, H2-H4, the unseen-fault strata and the per-trajectory
+cost deltas as the paper prints them, each with the section it comes from. Every
 results.json carries ``"paper_vs_run"`` (rows of table, row, measure, the paper's figure, this
 run's, the section), and tables.md and report.html render it, so a reader sees where this run
 (on the simulated provider: the simulator's parameters) departs from the paper.
@@ -130,6 +131,8 @@ def static_paper_vs_run(table2: Mapping[str, Table2Row], table3: Sequence[Table3
              h1.mcnemar_p),
         _row("H1", sec, "ECT vs critic core", "UCR difference, pp [95% task-cluster]",
              _est(p1["diff_pp"], p1["ci_pp"]), _est(h1.diff_pp, h1.ci_pp)),
+        _row("H1", sec, "ECT vs critic core", "world-cluster sensitivity interval (6 worlds), pp",
+             _ci(p1["world_ci_pp"]), _ci(h1.world_ci_pp)),
         _row("H1", sec, "ECT vs critic core", "gate", _gate(bool(p1["passed"])), h1.outcome),
     ]
     return tuple(out)
@@ -139,9 +142,28 @@ def _est(x: float, ci: Sequence[float]) -> str:
     return f"{x:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
-def closed_paper_vs_run(table4: Mapping[str, Table4Row], h2: H2Gate, h3: H3Gate, h4: H4Gate
+def _ci(ci: Sequence[float]) -> str:
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+# The secondary estimates the paper gives per trajectory (ECT minus controller), in its order,
+# with how each is printed.
+_SECONDARY: tuple[tuple[str, str, str], ...] = (
+    ("turns", "decision turns", "{:+.2f}"),
+    ("tool_calls", "tool calls", "{:+.3f}"),
+    ("tokens", "tokens (input + output)", "{:+,.0f}"),
+    ("latency_s", "provider seconds", "{:+.2f}"),
+    ("cost_usd", "estimated cost (USD)", "{:+.5f}"),
+)
+
+
+def closed_paper_vs_run(table4: Mapping[str, Table4Row], h2: H2Gate, h3: H3Gate, h4: H4Gate,
+                        unseen: Mapping[str, Table4Row] | None = None,
+                        secondary: Mapping[str, float] | None = None,
                         ) -> tuple[PaperRow, ...]:
-    """Table 4 and H2-H4: the paper's figures beside this run's."""
+    """Table 4, H2-H4, the unseen-fault strata (``unseen``: the pooled U1-U3 rows per policy)
+    and the per-trajectory cost deltas (``secondary``: ECT minus controller per measure): the
+    paper's figures beside this run's."""
     paper = paper_figures()
     out: list[PaperRow] = []
     t4, sec = paper["table4"], paper["table4"]["section"]
@@ -181,4 +203,20 @@ def closed_paper_vs_run(table4: Mapping[str, Table4Row], h2: H2Gate, h3: H3Gate,
              h4.recovered_then_supported),
         _row("H4", sec, "ECT", "gate", _gate(bool(p4["passed"])), h4.outcome),
     ]
+    pu, sec = paper["unseen"], paper["unseen"]["section"]
+    for policy, p in pu["policies"].items():
+        v = (unseen or {}).get(policy)
+        if v is None:
+            continue
+        label = POLICY_LABELS.get(policy, policy)
+        for key in ("U", "S"):
+            n, den = v.count(key)
+            out.append(_row("Unseen U1-U3", sec, label, f"{key}/{den}",
+                            f"{p[key]}/{p[key + '_den']}", f"{n}/{den}"))
+    ps, sec = paper["secondary"], paper["secondary"]["section"]
+    for key, label, fmt in _SECONDARY:
+        if secondary is None or key not in secondary:
+            continue
+        out.append(_row("Cost per trajectory", sec, "ECT minus controller", label,
+                        fmt.format(ps[key]), fmt.format(secondary[key])))
     return tuple(out)

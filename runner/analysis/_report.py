@@ -336,8 +336,14 @@ def _table4(r: ClosedLoopResults) -> _Table:
     anyp = t4.get("ect") or next(iter(t4.values()))
     head = ["Policy", f"U/{anyp.U_den}", f"S/{anyp.S_den}", f"FC/{anyp.FC_den}",
             f"R/{anyp.R_den}", "Turns", "Calls", "Tokens", "Cost USD"]
+    st = r.structural
+
+    def mark(p: str, measure: str, n: int) -> str:
+        return f"{n} (structural)" if p == st.policy and measure in st.measures else str(n)
+
     rows = [
-        [_label(p), str(v.U), str(v.S), str(v.FC), str(v.R), f"{v.mean_turns:.2f}",
+        [_label(p), mark(p, "U", v.U), mark(p, "S", v.S), mark(p, "FC", v.FC),
+         mark(p, "R", v.R), f"{v.mean_turns:.2f}",
          f"{v.mean_calls:.2f}", f"{v.mean_tokens:.0f}", f"{v.mean_cost_usd:.5f}"]
         for p, v in _ordered(t4, CLOSED_LOOP_POLICIES)
     ]
@@ -347,9 +353,21 @@ def _table4(r: ClosedLoopResults) -> _Table:
         f"trajectories (trust-boundary tasks {', '.join(sc.excluded_trust_boundary_tasks) or 'none'} "
         "excluded). U premature unsupported termination on incomplete checkpoints; S supported "
         "completion over both conditions; FC clean false continuation; R successful recovery on "
-        "incomplete checkpoints. Turns, calls, tokens and cost are per-trajectory means."
+        "incomplete checkpoints. Turns, calls, tokens and cost are per-trajectory means. "
+        + st.note
     )
     return _Table("Table 4: closed-loop primary scope", head, rows, note)
+
+
+def _audit_tables(r: ClosedLoopResults) -> list[_Table]:
+    a = r.verifier_audit
+    if a is None:
+        return []
+    rows = [[_label(p), str(v.completions), str(v.verifier_accepts), str(v.off_gold)]
+            for p, v in _ordered(a.policies, CLOSED_LOOP_POLICIES)]
+    return [_Table("Verifier audit: accepted completions whose values differ from gold",
+                   ["Policy", "completions (goal_met)", "the verifier accepts",
+                    "of which a value differs from gold"], rows, a.note)]
 
 
 def _paired_gate_row(name: str, h: H2Gate) -> list[str]:
@@ -427,6 +445,7 @@ def _reason_code_tables(r: ClosedLoopResults) -> list[_Table]:
 def _closed_tables(r: ClosedLoopResults) -> list[_Table]:
     return [
         _table4(r),
+        *_audit_tables(r),
         _gates_table(r),
         _secondary_table(r),
         _strata_table(r),

@@ -533,6 +533,10 @@ def sweep_markdown(r: SweepResult) -> bytes:
         "",
         *sweep_table(r),
         "",
+        "ECT's U is structural (0 by construction: the verifier is both ECT's stop rule and "
+        "half of \"supported\"), so H2 moves only with the controller's U; each point's "
+        "report gives the measured parts (S, R, turns, tokens, cost) and the verifier audit.",
+        "",
         "Each point's full report: `points/pNNN/report/` (tables.md, report.html).",
         "",
     ]

@@ -17,7 +17,8 @@ one per cell with :func:`make_pipeline`.
 - ``ect``: :func:`runner.ect.verify_json` on the trusted contract, the ledger and the raw
   proposal; complete iff it says complete; ``evidence.conflicting_receipts`` -> needs_human;
   a repeated last call with no call budget left -> stuck (the recovery-availability rule);
-  otherwise continue, with the reason codes and the missing slots as the directive.
+  otherwise continue, with the reason codes and the missing slots as the directive (never a
+  reason's detail, which can carry a replayed value).
 
 Every provider failure or unparseable verdict maps to ``continue`` (no directive).
 """
@@ -36,6 +37,8 @@ from runner.policies._static import critic_core_fast_path
 from runner.providers import AttemptObserver, GenerationConfig, Provider, ProviderResult
 
 __all__ = [
+    "ECT_DIRECTIVE_FOOTER",
+    "ECT_DIRECTIVE_HEADER",
     "PIPELINES",
     "STUCK_RECOVERY_DIRECTIVE",
     "Pipeline",
@@ -204,22 +207,36 @@ class FullTracePipeline(_CriticBacked):
         return await self._ask("full_trace", state, action)
 
 
+ECT_DIRECTIVE_HEADER = (
+    "The ECT verifier returned continue: the certificate does not yet support completion."
+)
+ECT_DIRECTIVE_FOOTER = (
+    "Obtain successful, in-scope evidence for these slots if it is missing, then finish again "
+    "citing only recorded receipts, with a permitted transform and the value it replays to."
+)
+
+
 def ect_directive(reasons: tuple[Reason, ...], missing_slots: tuple[str, ...]) -> str:
-    """The directive ECT's ``continue`` gives the planner: reason codes and missing slots."""
+    """The directive ECT's ``continue`` gives the planner: reason codes and slot names only.
+
+    As the paper has it: the codes of the failing checks and the missing or failing slots,
+    nothing computed from the evidence (a reason's ``detail`` can carry a replayed or expected
+    value, so it is never forwarded; the decision record keeps it for the audit). Each
+    ``(code, slot)`` pair appears once, in the verifier's order.
+    """
+    pairs: list[tuple[str, str | None]] = []
+    for r in reasons:
+        if (r.code, r.slot) not in pairs:
+            pairs.append((r.code, r.slot))
     lines = [
-        "The ECT verifier returned continue: the certificate does not yet support completion.",
+        ECT_DIRECTIVE_HEADER,
         f"Missing or unsupported slots: {', '.join(missing_slots) if missing_slots else 'none'}.",
         "Reasons:",
     ]
-    for r in reasons[:12]:
-        where = f" [slot {r.slot}]" if r.slot else ""
-        lines.append(f"- {r.code}{where}: {r.detail[:160]}")
-    if len(reasons) > 12:
-        lines.append(f"- ... and {len(reasons) - 12} more")
-    lines.append(
-        "Obtain successful, in-scope evidence for these slots if it is missing, then finish again "
-        "citing only recorded receipts, with a permitted transform and the value it replays to."
-    )
+    lines += [f"- {code}" + (f" [slot {slot}]" if slot else "") for code, slot in pairs[:12]]
+    if len(pairs) > 12:
+        lines.append(f"- ... and {len(pairs) - 12} more")
+    lines.append(ECT_DIRECTIVE_FOOTER)
     return "\n".join(lines)
 
 

@@ -13,24 +13,36 @@ receipt, an altered value, a wrong transform parameter). At each decision it wor
 *missing calls*: for the slots :func:`runner.worlds.propose_certificate` cannot yet support
 (no claim, or fewer cited receipts than the contract's cardinality minimum), the
 calls of :func:`runner.worlds.plan_calls`, minus identical calls already made whose receipts all
-succeeded and validated. Then, drawing from ``rng`` in this order:
+succeeded and validated. Every uniform a reply may use is drawn up front, in a fixed order,
+whatever the parameters (:class:`_Draws`): a behaviour happens when its own draw is below its
+rate, so raising a rate adds that behaviour on the same draws and changes no other. Then:
 
 1. with ``p_invalid_output``: a prose reply with no function call (an InvalidAction);
 2. if receipts conflict (two valid receipts with one scope key and different values): escalate
    with ``p_escalate_on_conflict``;
 3. whether it follows the directive in the view (``p_follow_directive``; only if there is one).
-   Following means it will not finish prematurely, does not fall back on its draft, and
-   synthesises carefully on this decision;
+   A directive tells it what the verifier or critic found (ECT's: reason codes and slot names
+   only); following means it will not finish prematurely and does not fall back on its draft.
+   It never stops the planner slipping: every slip below applies to every proposal, before and
+   after a directive;
 4. if calls are missing and the budget allows a call: finish anyway with ``p_premature_finish``
    (unless following), submitting its draft (``p_reuse_draft``, when there is a draft) or else a
    *fluent* certificate that fills every slot from whatever receipts look closest; otherwise
-   make the first missing call, replaced by a repeat of the last call with ``p_repeat_call`` or
-   with a scope-shifted copy (date +1 day, or a sibling entity) with ``p_wrong_scope_call``;
+   make the first missing call, replaced by a repeat of the last call with ``p_repeat_call``,
+   else by a call that does not answer the slot (``p_wrong_call``: the next attribute of the
+   tool schemas' enum, the other level of a listing, a listing instead of ``get_parent``), else
+   by a scope-shifted copy (date +1 day, or a sibling entity) with ``p_wrong_scope_call``;
 5. nothing missing (or no call budget left): unless following, submit the draft with
-   ``p_reuse_draft`` (when there is one); else finish with
-   :func:`runner.worlds.propose_certificate` (slots it cannot support are filled fluently),
-   then, unless following, corrupt one claimed value with ``p_corrupt_value`` and cite a
-   receipt id that is not in the ledger with ``p_cite_missing_receipt``.
+   ``p_reuse_draft`` (when there is one); else compose a certificate: the receipts and
+   transform of :func:`runner.worlds.propose_certificate` (slots it cannot support are filled
+   fluently), each derived value (any op but ``identity``) by the planner's own arithmetic,
+   wrong with ``p_arithmetic_error`` per slot; then one claimed value corrupted with
+   ``p_corrupt_value`` and a receipt id that is not in the ledger cited with
+   ``p_cite_missing_receipt``. A fluent premature certificate is composed the same way.
+
+What the planner knows about which calls answer a slot is stated by one parameter:
+``p_wrong_call``. It reads the contract's scope and the tool schemas (both in the prompt) and
+otherwise knows the answering calls exactly, so a wrong call is a slip (SLIP rule).
 
 A submitted draft keeps the draft's claims as they are and takes the current ledger digest from
 the view (as the planner prompt tells a model to). The planner never looks at the draft's
@@ -52,8 +64,8 @@ without a claim or a claim without evidence, and even then approves with
 
 Defaults (the values ``schedules/v2.toml`` states, with the reasoning beside each) were chosen
 from two plain rules, not fitted to any table: a *slip* -- an action that contradicts what the
-agent or critic can itself see (a wrong-scope or repeated call, a corrupted value, a cited id
-that is not there, a prose reply, accepting a problem it noticed, rejecting a proposal in which
+agent or critic can itself see (a wrong-scope, wrong or repeated call, a miscomputed or corrupted
+value, a cited id that is not there, a prose reply, accepting a problem it noticed, rejecting a proposal in which
 it found none) -- happens once in twenty (0.05); a *disposition* that nothing in the view
 settles (finish now or gather more, submit the draft or compose anew, follow the directive,
 escalate a conflict, redo the arithmetic, call a repeat stuck) is a coin flip (0.5). The
@@ -136,6 +148,8 @@ class PlannerBehaviour(_Params):
     p_corrupt_value: float = _SLIP
     p_cite_missing_receipt: float = _SLIP
     p_repeat_call: float = _SLIP
+    p_wrong_call: float = _SLIP
+    p_arithmetic_error: float = _SLIP
     p_follow_directive: float = _COIN
     p_escalate_on_conflict: float = _COIN
     p_invalid_output: float = _SLIP
@@ -285,7 +299,20 @@ def _fluent_claim(slot: str, spec: SlotSpec, ledger: Ledger) -> dict[str, Any]:
     }
 
 
-def _certificate(contract: Contract, ledger: Ledger) -> dict[str, Any]:
+def _certificate(
+    contract: Contract, ledger: Ledger, draws: _Draws, p: PlannerBehaviour
+) -> dict[str, Any]:
+    """The certificate the planner composes, with its own arithmetic and slips.
+
+    Which receipts to cite and which transform to use come from
+    :func:`runner.worlds.propose_certificate` (slots it cannot support are filled fluently). The
+    value of a derived claim (any op but ``identity``) is the planner's own arithmetic: wrong
+    (:func:`_corrupt` of the right value) when the slot's arithmetic draw is below
+    ``p_arithmetic_error``. Then one claim's value is corrupted (``p_corrupt_value``) and one
+    claim cites an unrecorded receipt id (``p_cite_missing_receipt``). Every slip compares its
+    own draw with its own rate, so a higher rate only adds slips to the same draws; a value that
+    slips twice is corrupted once (two slips never cancel out).
+    """
     claims: dict[str, dict[str, Any]] = {}
     try:
         proposed = propose_certificate(contract, ledger)
@@ -296,12 +323,28 @@ def _certificate(contract: Contract, ledger: Ledger) -> dict[str, Any]:
     for slot, spec in contract.slots.items():
         if slot not in claims:
             claims[slot] = _fluent_claim(slot, spec, ledger)
+    required = list(contract.descriptor.required_slots)
+    out = [claims[s] for s in required]
+    wrong = {
+        i for i, c in enumerate(out)
+        if c.get("transform", {}).get("op") != "identity"
+        and draws.arithmetic[i % len(draws.arithmetic)] < p.p_arithmetic_error
+    }
+    if out and draws.corrupt < p.p_corrupt_value:
+        wrong.add(_pick(draws.corrupt_pick, len(out)))
+    for i in sorted(wrong):
+        out[i] = {**out[i], "value": _corrupt(out[i]["value"])}
+    if out and draws.cite_missing < p.p_cite_missing_receipt:
+        i = _pick(draws.cite_pick, len(out))
+        known = {r.receipt_id for r in ledger.receipts}
+        forged = next(f"r-unrecorded-{n}" for n in range(len(known) + 1) if f"r-unrecorded-{n}" not in known)
+        out[i] = {**out[i], "evidence": [*out[i]["evidence"][:-1], forged]}
     return {
         "format": CERTIFICATE_FORMAT,
         "task_id": contract.task_id,
         "descriptor_digest": descriptor_digest(contract.descriptor),
         "ledger_digest": ledger_digest(ledger),
-        "claims": [claims[s] for s in contract.descriptor.required_slots],
+        "claims": out,
     }
 
 
@@ -319,11 +362,16 @@ def _corrupt(value: Any) -> Any:
     return 0
 
 
+def _pick(u: float, n: int) -> int:
+    """An index in ``range(n)`` from one uniform draw."""
+    return min(int(u * n), n - 1)
+
+
 def _shift_date(day: str) -> str:
     return (date.fromisoformat(day) + timedelta(days=1)).isoformat()
 
 
-def _wrong_scope(args: dict[str, Any], ledger: Ledger, rng: random.Random) -> dict[str, Any]:
+def _wrong_scope(args: dict[str, Any], ledger: Ledger, u: float) -> dict[str, Any]:
     out = dict(args)
     dated = [k for k in ("date", "start", "end") if is_iso_date(out.get(k))]
     if dated:
@@ -333,8 +381,56 @@ def _wrong_scope(args: dict[str, Any], ledger: Ledger, rng: random.Random) -> di
     if isinstance(out.get("entity"), str):
         others = sorted({r.scope.entity for r in ledger.receipts if r.scope.entity} - {out["entity"]})
         if others:
-            out["entity"] = others[rng.randrange(len(others))]
+            out["entity"] = others[_pick(u, len(others))]
     return out
+
+
+_ATTRIBUTES = ("units", "revenue", "returns")  # the tool schemas' attribute enum
+_LEVELS = ("region", "store")
+
+
+def _wrong_call(tool_id: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A call that does not answer the slot it was meant for: the next attribute of the tool
+    schemas' enum (same entity and dates), the other level of ``list_entities``, or a listing
+    instead of ``get_parent``."""
+    out = dict(args)
+    if out.get("attribute") in _ATTRIBUTES:
+        out["attribute"] = _ATTRIBUTES[(_ATTRIBUTES.index(out["attribute"]) + 1) % len(_ATTRIBUTES)]
+        return tool_id, out
+    if tool_id == "list_entities" and out.get("level") in _LEVELS:
+        out["level"] = _LEVELS[(_LEVELS.index(out["level"]) + 1) % len(_LEVELS)]
+        return tool_id, out
+    if tool_id == "get_parent":
+        return "list_entities", {"level": "region"}
+    return tool_id, out
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """Every uniform one planner reply may use, drawn up front in a fixed order whatever the
+    parameters (coupled draws: a behaviour happens when its own draw is below its rate, so
+    raising one rate adds that behaviour to the same draws and changes no other draw)."""
+
+    invalid: float
+    escalate: float
+    follow: float
+    premature: float
+    reuse: float
+    repeat: float
+    wrong_call: float
+    wrong_scope: float
+    scope_pick: float
+    corrupt: float
+    corrupt_pick: float
+    cite_missing: float
+    cite_pick: float
+    arithmetic: tuple[float, ...]  # one per required slot, in the descriptor's order
+
+    @classmethod
+    def draw(cls, rng: random.Random, slots: int) -> _Draws:
+        names = [f.name for f in fields(cls) if f.name != "arithmetic"]
+        scalars = {name: rng.random() for name in names}  # in the fields' (fixed) order
+        return cls(**scalars, arithmetic=tuple(rng.random() for _ in range(max(slots, 1))))
 
 
 def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
@@ -349,40 +445,34 @@ def _plan(view: Any, rng: random.Random, p: PlannerBehaviour) -> SimulatedReply:
     except Exception:
         return _text_reply("The task view is malformed; I cannot plan.")
 
-    if rng.random() < p.p_invalid_output:
+    d = _Draws.draw(rng, len(contract.descriptor.required_slots))
+    if d.invalid < p.p_invalid_output:
         return _text_reply("I believe the task is complete.")
-    if _conflicting(ledger) and rng.random() < p.p_escalate_on_conflict:
+    if _conflicting(ledger) and d.escalate < p.p_escalate_on_conflict:
         return _call_reply(
             ESCALATE_TOOL, {"question": "Two receipts for the same scope disagree; which is right?"}
         )
-    following = bool(directive) and rng.random() < p.p_follow_directive
+    # Following a directive changes what the planner does with what it knows (it does not
+    # finish early, does not fall back on its draft); it never stops it from slipping.
+    following = bool(directive) and d.follow < p.p_follow_directive
     missing = _missing_calls(contract, ledger, trace)
     if missing and calls_left > 0:
-        if not following and rng.random() < p.p_premature_finish:
-            if draft is not None and rng.random() < p.p_reuse_draft:
+        if not following and d.premature < p.p_premature_finish:
+            if draft is not None and d.reuse < p.p_reuse_draft:
                 return _call_reply(FINISH_TOOL, {"certificate": _from_draft(draft, ledger)})
-            return _call_reply(FINISH_TOOL, {"certificate": _strip_format(_certificate(contract, ledger))})
+            return _call_reply(FINISH_TOOL, {"certificate": _strip_format(_certificate(contract, ledger, d, p))})
         tool_id, args = missing[0]
-        if trace and rng.random() < p.p_repeat_call:
+        if trace and d.repeat < p.p_repeat_call:
             tool_id, args = str(trace[-1]["tool_id"]), dict(trace[-1]["args"])
-        elif rng.random() < p.p_wrong_scope_call:
-            args = _wrong_scope(args, ledger, rng)
+        elif d.wrong_call < p.p_wrong_call:
+            tool_id, args = _wrong_call(tool_id, args)
+        elif d.wrong_scope < p.p_wrong_scope_call:
+            args = _wrong_scope(args, ledger, d.scope_pick)
         return _call_reply(tool_id, args)
 
-    if not following and draft is not None and rng.random() < p.p_reuse_draft:
+    if not following and draft is not None and d.reuse < p.p_reuse_draft:
         return _call_reply(FINISH_TOOL, {"certificate": _from_draft(draft, ledger)})
-    cert = _certificate(contract, ledger)
-    if not following and cert["claims"]:
-        if rng.random() < p.p_corrupt_value:
-            i = rng.randrange(len(cert["claims"]))
-            cert["claims"][i] = {**cert["claims"][i], "value": _corrupt(cert["claims"][i]["value"])}
-        if rng.random() < p.p_cite_missing_receipt:
-            i = rng.randrange(len(cert["claims"]))
-            known = {r.receipt_id for r in ledger.receipts}
-            forged = next(f"r-unrecorded-{n}" for n in range(len(known) + 1) if f"r-unrecorded-{n}" not in known)
-            claim = cert["claims"][i]
-            cert["claims"][i] = {**claim, "evidence": [*claim["evidence"][:-1], forged]}
-    return _call_reply(FINISH_TOOL, {"certificate": _strip_format(cert)})
+    return _call_reply(FINISH_TOOL, {"certificate": _strip_format(_certificate(contract, ledger, d, p))})
 
 
 def _from_draft(draft: dict[str, Any], ledger: Ledger) -> dict[str, Any]:

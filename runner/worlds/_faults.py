@@ -38,6 +38,7 @@ from runner.worlds._staging import (
     _stale,
     _wrong_params,
     naive_certificate,
+    observed_value,
 )
 from runner.worlds._tasks import Task, execute_calls
 from runner.worlds._world import build_world
@@ -126,14 +127,22 @@ class Fault:
 
 def _last_call_replaced(task: Task, clean: StaticParts, step: Step) -> StaticParts:
     """The clean snapshot with its last planned call (which fetches metric evidence) replaced by
-    ``step``: retraced, its ledger rebuilt and the clean certificate rebound to it."""
+    ``step``: retraced, its ledger rebuilt, and the clean certificate's claims kept (the same
+    slots, receipt ids and transforms) with each value recomputed from what its cited receipts
+    now give (:func:`observed_value`, the rule of the closed-loop drafts): the snapshot a real
+    agent could have written from this trace, never a gold value its evidence does not give."""
     steps: list[Step] = [(t, a, None) for t, a in plan_calls(task.contract)]
     steps[-1] = step
     trace = _retrace(task.world_id, steps)
     ledger = ledger_from_trace(task.task_id, trace)
-    return dataclasses.replace(
-        clean, trace=trace, ledger=ledger, certificate=_rebind(clean.certificate, ledger)
+    by_id = {r.receipt_id: r for r in ledger.receipts}
+    claims = tuple(
+        dataclasses.replace(c, value=observed_value(
+            c.transform, [by_id[e] for e in c.evidence if e in by_id]))
+        for c in clean.certificate.claims
     )
+    certificate = dataclasses.replace(_rebind(clean.certificate, ledger), claims=claims)
+    return dataclasses.replace(clean, trace=trace, ledger=ledger, certificate=certificate)
 
 
 def _last_call(task: Task) -> Call:

@@ -49,6 +49,11 @@ def test_ect_static_reproduces_table2_and_h1_shapes(study: tuple[Path, Any]) -> 
     u_ect = next(e for e in paper["rows"]
                  if e["table"] == "Table 2" and e["row"] == "ECT" and e["measure"] == "U/288")
     assert (u_ect["paper"], u_ect["run"]) == (0, data["table2"]["ect"]["unsafe"])
+    # H1's six-world sensitivity interval (in paper.toml), the paper's beside the run's.
+    world = next(e for e in paper["rows"] if e["table"] == "H1"
+                 and e["measure"].startswith("world-cluster sensitivity interval"))
+    lo, hi = data["h1"]["world_ci_pp"]
+    assert (world["paper"], world["run"]) == ("[-87.50, -87.50]", f"[{lo:+.2f}, {hi:+.2f}]")
     assert all(e["section"].startswith("Static Results and Ablations") for e in paper["rows"])
     for name in ("tables.md", "report.html"):
         assert "Paper vs this run" in (out / name).read_text()

@@ -120,9 +120,15 @@ def test_report_from_store_gives_the_known_tables(full: tuple[Path, Path], tmp_p
     }
     assert data["inputs"]["store_records"] == 577 and data["inputs"]["schedule_rows"] == 576
     assert data["inputs"]["replicates"] == 500
-    assert (
-        "| ECT | 0 | 109 | 0 | 22 | 2.00 | 0.50 |" in (tmp_path / "out" / "tables.md").read_text()
-    )
+    tables = (tmp_path / "out" / "tables.md").read_text()
+    # ECT's U and FC are marked as guaranteed by the verifier, not measured.
+    assert "| ECT | 0 (structural) | 109 | 0 (structural) | 22 | 2.00 | 0.50 |" in tables
+    assert "| Controller | 33 |" in tables
+    assert data["structural"] == {"policy": "ect", "measures": ["U", "FC"],
+                                  "note": data["structural"]["note"]}
+    assert "structural, not measured" in data["structural"]["note"]
+    # Hand-made records have no gold to audit against: no audit figure rather than a partial one.
+    assert data["verifier_audit"] is None and "Verifier audit" not in tables
 
 
 def test_report_twice_is_byte_identical(full: tuple[Path, Path], tmp_path: Path) -> None:
@@ -264,7 +270,23 @@ def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path:
     assert 'class="gate neutral"' in outputs[2] and 'class="gate pass"' not in outputs[2]
     # The paper's Table 4 and H2-H4 beside this run's (the paper's figures are data).
     rows = data["paper_vs_run"]["rows"]
-    assert {e["table"] for e in rows} == {"Table 4", "H2", "H3", "H4"}
+    assert {e["table"] for e in rows} == {"Table 4", "H2", "H3", "H4", "Unseen U1-U3",
+                                          "Cost per trajectory"}
+    # The unseen-fault strata and the per-trajectory cost deltas, the paper's beside the run's.
+    unseen = {(e["row"], e["measure"]): (e["paper"], e["run"]) for e in rows
+              if e["table"] == "Unseen U1-U3"}
+    pooled = data["unseen"]["pooled"]
+    assert unseen[("ECT", "U/18")] == ("0/18", f"{pooled['ect']['U']}/18")
+    assert unseen[("ECT", "S/36")] == ("31/36", f"{pooled['ect']['S']}/36")
+    assert unseen[("Controller", "U/18")] == ("6/18", f"{pooled['controller']['U']}/18")
+    assert unseen[("Controller", "S/36")] == ("30/36", f"{pooled['controller']['S']}/36")
+    cost = {e["measure"]: (e["paper"], e["run"]) for e in rows
+            if e["table"] == "Cost per trajectory"}
+    assert cost["decision turns"] == ("+0.90", f"{data['secondary']['turns']['diff_raw']:+.2f}")
+    assert cost["tokens (input + output)"][0] == "+4,653"
+    assert cost["provider seconds"][0] == "+2.34"
+    assert cost["estimated cost (USD)"][0] == "+0.00246"
+    assert cost["tool calls"][0] == "+0.045"
     ect_u = next(e for e in rows if e["table"] == "Table 4" and e["row"] == "ECT"
                  and e["measure"].startswith("U/"))
     assert ect_u["paper"] == "0/66"

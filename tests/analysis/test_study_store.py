@@ -78,3 +78,35 @@ def test_reason_codes_per_stratum_from_the_records(limited_store: tuple[Path, Pa
                        for d in c.result.decisions)
             )
     assert any(e["codes"] for e in table)  # the pipelines say why they decided
+
+
+def test_the_verifier_audit_recomputes_each_completion_against_gold(
+        limited_store: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The non-circular audit: the verifier's verdict on the final certificate and ledger, then
+    the values against gold (which the verifier never sees)."""
+    import dataclasses
+
+    from runner.analysis import _audit
+    cells = load_outcomes_from_store(limited_store[0]).cells
+    audit = _audit.verified_completions(cells)
+    assert audit is not None and len(audit) == len(cells)
+    for cell, v in zip(cells, audit, strict=True):
+        o = cell.result.outcome
+        assert v.completed == (o.stop_reason == "goal_met")
+        if o.supported_completion:
+            assert v.verifier_accepts and not v.off_gold
+        assert not v.off_gold  # the simulator's tools answer from the gold's own world
+    accepted = [c for c, v in zip(cells, audit, strict=True) if v.verifier_accepts]
+    assert accepted
+    # Move the gold answer of an accepted completion's task: the same verdict, now off gold.
+    target = accepted[0].schedule_row.checkpoint_id
+    real = _audit._checkpoints()
+    cp = real[target]
+    moved = dataclasses.replace(cp, task=dataclasses.replace(
+        cp.task, gold={s: "not-this" for s in cp.task.gold}))
+    monkeypatch.setattr(_audit, "_checkpoints", lambda: {**real, target: moved})
+    again = _audit.verified_completions(cells)
+    assert again is not None
+    flagged = {v.row for v in again if v.off_gold}
+    assert accepted[0].row in flagged
+    assert flagged <= {c.row for c in cells if c.schedule_row.checkpoint_id == target}

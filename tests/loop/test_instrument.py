@@ -9,11 +9,13 @@ in-process (the sandbox is a layer below and has its own tests; ``test_demo_stor
 - no request shows a gold value that its own receipts do not give (drafts and proposals);
 - the first planner action is the same for the four pipelines of every (task, checkpoint,
   seed) group (common random numbers);
-- every cell scored supported passes the project's verifier against its final ledger.
+- every cell scored supported passes the project's verifier against its final ledger;
+- every ECT directive is made of reason codes and slot names only (no value).
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +25,10 @@ import anyio
 import pytest
 
 from runner.canonical import canonical_bytes
-from runner.ect import Claim, Ledger, values_match, verify_json
+from runner.ect import REASON_CODES, Claim, Ledger, values_match, verify_json
 from runner.loop import Trajectory, score
 from runner.policies import CriticBehaviour, PlannerBehaviour, simulated_responder
+from runner.policies._pipelines import ECT_DIRECTIVE_FOOTER, ECT_DIRECTIVE_HEADER
 from runner.policies._views import extract_view
 from runner.providers import ProviderRequest, ProviderResult, SimulatedProvider
 from runner.study import load_spec, read_schedule
@@ -152,3 +155,41 @@ def test_every_cell_scored_supported_passes_the_verifier(cells: list[Cell]) -> N
         for claim in _claims(cert):
             assert values_match(claim.value, t.checkpoint.task.gold[claim.slot], tolerance=0)
     assert supported > 0
+
+
+_SLOT_LIST = re.compile(r"^Missing or unsupported slots: (.*)\.$")
+_REASON = re.compile(r"^- ([a-z_]+\.[a-z_]+)(?: \[slot ([A-Za-z0-9_]+)\])?$")
+
+
+def test_every_ect_directive_is_made_of_reason_codes_and_slot_names_only(
+        cells: list[Cell]) -> None:
+    """The paper's feedback: ECT's ``continue`` tells the planner the failing checks' codes and
+    the slots, never a value computed from the evidence (a replayed or expected value)."""
+    directives = 0
+    for cell in cells:
+        if cell.row.policy != "ect":
+            continue
+        contract = cell.trajectory.checkpoint.task.contract
+        slots = set(contract.descriptor.required_slots)
+        for request in cell.requests:
+            if request.role != "planner":
+                continue
+            text = "\n".join(p.text or "" for m in request.messages if m.role == "user"
+                             for p in m.parts)
+            _, view = extract_view(text)
+            directive = view.get("directive")
+            if not directive:
+                continue
+            directives += 1
+            lines = directive.split("\n")
+            assert lines[0] == ECT_DIRECTIVE_HEADER and lines[-1] == ECT_DIRECTIVE_FOOTER
+            listed = _SLOT_LIST.match(lines[1])
+            assert listed is not None and lines[2] == "Reasons:", directive
+            named = listed.group(1)
+            assert named == "none" or set(named.split(", ")) <= slots, directive
+            for line in lines[3:-1]:
+                m = _REASON.match(line)
+                assert m is not None, line
+                assert m.group(1) in REASON_CODES, line
+                assert m.group(2) is None or m.group(2) in slots, line
+    assert directives > 0

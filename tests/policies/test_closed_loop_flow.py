@@ -30,6 +30,7 @@ GEN = GenerationConfig(temperature=0.2, seed=4, max_output_tokens=1024)
 CAREFUL = PlannerBehaviour(
     p_premature_finish=0.0, p_wrong_scope_call=0.0, p_corrupt_value=0.0,
     p_cite_missing_receipt=0.0, p_repeat_call=0.0, p_follow_directive=1.0,
+    p_wrong_call=0.0, p_arithmetic_error=0.0,
     p_escalate_on_conflict=0.0, p_invalid_output=0.0,
 )
 

@@ -29,6 +29,7 @@ from tests.policies import _fixtures as fx
 QUIET = dict(
     p_premature_finish=0.0, p_wrong_scope_call=0.0, p_corrupt_value=0.0,
     p_cite_missing_receipt=0.0, p_repeat_call=0.0, p_follow_directive=1.0,
+    p_wrong_call=0.0, p_arithmetic_error=0.0,
     p_escalate_on_conflict=0.0, p_invalid_output=0.0,
 )
 
@@ -140,3 +141,44 @@ def test_behaviour_parameters_round_trip_strictly() -> None:
             PlannerBehaviour.from_json(bad)
     with pytest.raises(FormatError):
         CriticBehaviour(p_accept_unsupported=-0.1)
+
+
+def test_a_followed_directive_does_not_stop_the_planner_slipping() -> None:
+    """Following a directive changes what the planner knows, never whether it can err."""
+    trace = fx.clean_trace()
+    directive = "The ECT verifier returned continue.\nReasons:\n- replay.mismatch [slot units]"
+    for noise, family in (({"p_corrupt_value": 1.0}, "replay"),
+                          ({"p_cite_missing_receipt": 1.0}, "evidence")):
+        action, _ = act(request(trace, directive=directive), p_follow_directive=1.0, **noise)
+        assert isinstance(action, FinishAction)
+        d = verify_json(fx.CONTRACT.to_json(), fx.ledger_of(trace).to_json(),
+                        action.certificate_obj)
+        assert not d.complete and family in d.families, noise
+
+
+def _derived_checkpoint() -> Any:
+    from runner.worlds import closed_loop_checkpoints
+    for cp in closed_loop_checkpoints():
+        if cp.kind == "clean" and any(
+                spec.transforms[0].op != "identity" for spec in cp.task.contract.slots.values()):
+            return cp
+    raise AssertionError("no closed-loop task with a derived slot")
+
+
+def test_arithmetic_is_the_planners_own_and_errs_at_its_rate() -> None:
+    cp = _derived_checkpoint()
+    view = PlannerView(cp.task.contract, tuple(cp.trace), cp.ledger, directive="Reasons: ...")
+    req = build_planner_request(view, GenerationConfig(temperature=0.2, seed=1, max_output_tokens=512),
+                                CellIdentity("derived", 1))
+    verdicts = {}
+    for rate in (0.0, 1.0):
+        action, _ = act(req, p_arithmetic_error=rate)
+        assert isinstance(action, FinishAction)
+        d = verify_json(cp.task.contract.to_json(), cp.ledger.to_json(), action.certificate_obj)
+        verdicts[rate] = d
+    assert verdicts[0.0].complete, verdicts[0.0].reasons
+    assert not verdicts[1.0].complete and {r.code for r in verdicts[1.0].reasons} == {"replay.mismatch"}
+    # Copying a value (identity) is no arithmetic: the identity-only task is unaffected.
+    action, _ = act(request(fx.clean_trace()), p_arithmetic_error=1.0)
+    assert verify_json(fx.CONTRACT.to_json(), fx.ledger_of(fx.clean_trace()).to_json(),
+                       action.certificate_obj).complete

@@ -58,11 +58,15 @@ def _overwrite_page_of(store: Path, seq: int) -> set[int]:
 
 
 def _edit_body(store: Path, seq: int) -> None:
-    """Change bytes inside record ``seq``'s body in place: SQLite reads it, JSON does not."""
+    """Change bytes inside record ``seq``'s body in place: SQLite reads it, JSON does not.
+
+    The edit stays in the body's first bytes: a body longer than a page continues on overflow
+    pages elsewhere in the file, so only its start is where ``find`` says it is."""
     body = _bodies(store)[seq]
     data = bytearray(store.read_bytes())
     at = data.find(body[:200])
-    i = at + body.index(b'"schedule_row":{')
+    key = body.index(b'"schedule_row":{')
+    i = at + (key if key + 6 <= 200 else 1)
     data[i:i + 6] = b"XXXXXX"
     store.write_bytes(bytes(data))
 

@@ -227,3 +227,30 @@ def test_trust_boundary_conflict_survives_recovery_attempts() -> None:
         ledger = _recover(extra)
         d = verify(c.task.contract, ledger, propose_certificate(c.task.contract, ledger))
         assert "evidence.conflicting_receipts" in {r.code for r in d.reasons}
+
+
+def test_no_static_snapshot_claims_a_gold_value_its_evidence_does_not_give() -> None:
+    """A snapshot is what a real agent could have written from its trace: a claim carries the
+    gold value only where what it cites gives it (the closed-loop drafts' rule), except F7,
+    whose point is a claim citing a receipt the trace does not hold. Before, F2/F3/F4 kept the
+    clean certificate's gold values over a changed ledger, so the postconditions arm (values
+    against gold, evidence ignored) accepted every one of them (unsafe) by construction."""
+    from runner.ect import values_match
+    from tests.worlds.test_drafts import _derivable
+    leaks: Counter[str] = Counter()
+    for s in static_grid():
+        if s.condition == "F7":
+            continue
+        by_id = {r.receipt_id: r for r in s.ledger.receipts}
+        for claim in s.certificate.claims:
+            if values_match(claim.value, s.task.gold[claim.slot], tolerance=0) and not _derivable(
+                    claim, [by_id[e] for e in claim.evidence if e in by_id]):
+                leaks[s.condition] += 1
+    assert leaks == Counter()
+    # Under a ledger-changing fault every value is what the cited receipts now give, so the
+    # gold answer survives only where the substituted evidence happens to give it.
+    gold_kept = Counter(
+        s.condition for s in static_grid() if s.condition in ("F2", "F3", "F4")
+        and all(values_match(c.value, s.task.gold[c.slot], tolerance=0)
+                for c in s.certificate.claims))
+    assert 0 < sum(gold_kept.values()) < 3 * 48, gold_kept
