@@ -175,6 +175,7 @@ class FakeProvider:
 
         self.httpd = Server(("127.0.0.1", port), Handler)
         host, port = self.httpd.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET address: (host, port)
         self.origin = f"http://{host}:{port}"
         self.url = self.origin + "/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
