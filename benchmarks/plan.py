@@ -7,7 +7,7 @@ first ``--cells`` cells (a simulated pass) for ``--provider openai`` at ``--conc
 function of the request bytes, ``--latency`` seconds a reply) under the same throttle, and the
 two are printed side by side. The target (issue 36): requests and wall time within 10%.
 
-    python benchmarks/plan.py [--cells 24] [--requests-per-minute 120] [--concurrency 4]
+    python benchmarks/plan.py [--cells 24] [--requests-per-minute 120] [--concurrency 4] [--smoke]
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--pilot", type=int, default=8,
                         help="Also plan with a live pilot of the first N cells (0: not).")
+    parser.add_argument("--smoke", action="store_true",
+                        help="4 cells, a 2-cell pilot, 0.01 s a reply, 600 requests a minute: "
+                        "checks that the benchmark runs, measures nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.cells, args.pilot, args.latency, args.requests_per_minute = 4, 2, 0.01, 600
 
     from runner.study import (
         PlanSettings,
@@ -109,6 +114,11 @@ def main() -> None:
         ok = abs(dr) <= TARGET and abs(dw) <= TARGET
         print(f"plan vs {label}: requests {dr:+.1%}, wall {dw:+.1%} (target within "
               f"{TARGET:.0%}: {'met' if ok else 'NOT met'})")
+    n, wall = summary.provider_attempts, summary.wall_s
+    print(f"plan: {plan.requests.expected:.0f} requests, {plan.wall_s.expected:.1f} s predicted "
+          f"(baseline: the fake API run, {n} requests in {wall:.1f} s: "
+          f"{plan.requests.expected / n - 1:+.1%}, {plan.wall_s.expected / wall - 1:+.1%}; "
+          f"target within {TARGET:.0%})")
 
 
 if __name__ == "__main__":
