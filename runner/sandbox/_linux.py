@@ -7,7 +7,9 @@ import collections
 import contextlib
 import fcntl
 import functools
+import logging
 import os
+import re
 import secrets
 import signal
 import tempfile
@@ -107,6 +109,14 @@ def _in_group(pid: int, gate: dict[str, str]) -> bool:
                 if ctl in gate and parts[2].endswith("/" + gate[ctl]):
                     seen.add(ctl)
     return seen == set(gate)
+
+
+# The only per-call group names a runner writes: ``ect-sandbox-<owner>-<12 hex>`` where the owner
+# is ``r`` + 12 hex digits (a random token of the runner), or up to 10 ASCII digits (the pid an
+# older runner used). Parsed strictly: ``str.isdigit`` is also true for "²" or "٣".
+_STALE_NAME = re.compile(
+    r"ect-sandbox-(?:(?P<token>r[0-9a-f]{12})|(?P<pid>[0-9]{1,10}))-[0-9a-f]{12}", re.ASCII)
+_log = logging.getLogger("runner.sandbox")
 
 
 def _write(path: Path, value: str) -> None:
@@ -332,25 +342,42 @@ class CallCgroups:
 
     @classmethod
     def _remove_stale(cls, base: Path) -> None:
-        """Remove empty cgroups left by runner processes that no longer exist."""
+        """Remove empty cgroups left by runner processes that no longer exist.
+
+        Never raises: a name this runner did not write (see ``_STALE_NAME``) is left alone and
+        logged, and any other failure is logged, so one odd directory under a cgroup mount
+        cannot stop a backend from starting (it runs from :meth:`detect`)."""
         try:
-            entries = list(base.glob(cls._PREFIX + "*"))
+            entries = sorted(base.glob(cls._PREFIX + "*"))
         except OSError:
             return
         for path in entries:
-            owner = path.name[len(cls._PREFIX) :].split("-", 1)[0]
-            if owner.isdigit():  # an older runner named its groups by its pid
-                try:
-                    os.kill(int(owner), 0)
-                    continue  # owner alive
-                except (PermissionError, OverflowError):
-                    continue
-                except ProcessLookupError:
-                    pass
-            elif not cls._owner_gone(owner):
-                continue
-            with contextlib.suppress(OSError):
-                path.rmdir()
+            try:
+                cls._remove_if_stale(path)
+            except Exception as e:  # never out of detect(): logged, the directory left alone
+                _log.warning("stale-cgroup sweep: left %r alone (%s: %s)", str(path),
+                             type(e).__name__, e)  # fmt: skip
+
+    @classmethod
+    def _remove_if_stale(cls, path: Path) -> None:
+        m = _STALE_NAME.fullmatch(path.name)
+        if m is None:
+            _log.warning("stale-cgroup sweep: left %r alone (not a name this runner writes)",
+                         str(path))  # fmt: skip
+            return
+        token, pid = m.group("token"), m.group("pid")
+        if pid is not None:  # an older runner named its groups by its pid
+            try:
+                os.kill(int(pid), 0)
+                return  # owner alive
+            except (PermissionError, OverflowError):
+                return
+            except ProcessLookupError:
+                pass
+        elif not cls._owner_gone(token):
+            return
+        with contextlib.suppress(OSError):
+            path.rmdir()
 
     @staticmethod
     def _owner_gone(owner: str) -> bool:
