@@ -60,6 +60,7 @@ from runner.sandbox._linux import (
     CallGroup,
     HostIds,
     landlock_abi,
+    reaper_link,
     userns_restrictions,
 )
 from runner.sandbox._pins import REPO_ROOT, read_pinned
@@ -775,6 +776,8 @@ class BwrapBackend(WorkerRunMixin):
         info_r, info_w = os.pipe()
         seccomp_fd = worker_fd = pidfd = -1
         ok = False
+        tag: str | None = None
+        proc: subprocess.Popen[bytes] | None = None
         try:
             seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
             worker_fd = _memfd("ect-worker", self.worker_bytes)
@@ -810,8 +813,12 @@ class BwrapBackend(WorkerRunMixin):
             passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _, _ in bind_fds if fd >= 0),
                       *(fd for fd, _ in proc_fds),
                       *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip
+            # argv[0] is a fresh tag the reaper knows: if this runner ends, however it ends,
+            # the launcher and the sandbox's pid 1 (its clone, same argv) are killed by it
+            tag = reaper_link().tag()
             proc = subprocess.Popen(
-                bw + cmd,
+                [tag, *bw[1:], *cmd],
+                executable=self.bwrap,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -830,7 +837,7 @@ class BwrapBackend(WorkerRunMixin):
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
             ok = True
-            return _Child(proc, pidfd, group, uid, born, key)
+            return _Child(proc, pidfd, group, uid, born, key, tag)
         finally:
             fds = [seccomp_fd, worker_fd, info_r, info_w,
                    *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
@@ -843,13 +850,20 @@ class BwrapBackend(WorkerRunMixin):
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if not ok:
-                self._release(group, uid)
+                if proc is not None:  # started, then failed: it serves nothing
+                    with contextlib.suppress(OSError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    with contextlib.suppress(Exception):
+                        proc.communicate(timeout=5)
+                self._release(group, uid, tag)
 
-    def _release(self, group: CallGroup | None, uid: int | None) -> None:
+    def _release(self, group: CallGroup | None, uid: int | None, tag: str | None) -> None:
         if group is not None and self.cgroups is not None:
             self.cgroups.release(group)
         if uid is not None and self.ids is not None:
             self.ids.release(uid)
+        if tag is not None:
+            reaper_link().untag(tag)
 
     def _finish(self, child: _Child, stdin: bytes, limits: Limits, started: float) -> ChildResult:
         """Feed and supervise a started child (its wall clock from ``started``), then destroy it."""
@@ -869,7 +883,7 @@ class BwrapBackend(WorkerRunMixin):
             if child.pidfd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(child.pidfd)
-            self._release(child.group, child.uid)
+            self._release(child.group, child.uid, child.tag)
 
     def _discard(self, child: _Child) -> None:
         """Destroy a child that will serve no call."""
@@ -885,7 +899,7 @@ class BwrapBackend(WorkerRunMixin):
         if child.pidfd >= 0:
             with contextlib.suppress(OSError):
                 os.close(child.pidfd)
-        self._release(child.group, child.uid)
+        self._release(child.group, child.uid, child.tag)
 
 
 _BACKENDS: weakref.WeakSet[BwrapBackend] = weakref.WeakSet()
@@ -908,4 +922,5 @@ class _Child:
     uid: int | None
     born: float
     key: bytes
+    tag: str | None = None  # its launcher's argv[0], registered with the reaper
     waiting_since: float = 0.0  # when it joined the pool
