@@ -14,8 +14,9 @@ Layers, outermost first:
   the call's life, no supplementary groups), which clears every capability, so per-uid quotas,
   keyrings and DAC checks treat the sandbox as an ordinary user, never as root, and no two
   concurrent calls share a uid;
-* the filesystem: a new root of read-only binds of ``/usr``, the interpreter's real prefix (its
-  parent directories search-only), the worker (passed as pinned bytes), the caller's binds
+* the filesystem: a new root of read-only binds of ``/usr``, the interpreter's installation
+  (one outside ``/usr`` at the fixed ``/ect/python``, so no host path of it shows), the worker
+  (passed as pinned bytes), the caller's binds
   (copied into memfds, so no host path shows in mountinfo), a private ``/proc`` with the kernel
   knobs (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, a
   per-call ``boot_id`` and an empty ``key-users`` laid over the host's, four devices, and a
@@ -67,8 +68,8 @@ from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
 
-__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID", "BwrapBackend",
-           "interpreter"]  # fmt: skip
+__all__ = ["PYTHON_PREFIX", "SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID",
+           "BwrapBackend", "interpreter"]  # fmt: skip
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -85,6 +86,9 @@ DEFAULT_POOL_SIZE = 2
 MAX_BIND_FILES = 512
 MAX_BIND_BYTES = 256 << 20
 WORKER_PATH = "/ect/worker.py"
+# Where an interpreter installed outside /usr (a version manager's directory under a home, a
+# relocatable build) is bound inside the sandbox: a fixed path, so no call learns the host's.
+PYTHON_PREFIX = "/ect/python"
 # Landlock ABI 1 (Linux 5.13) provides the one guarantee no other layer gives: execute only
 # beneath the read-only binds. Everything else has a layer on any kernel bwrap runs on
 # (runner/sandbox/_layers.py); newer ABIs add defence in depth and are applied when present.
@@ -96,7 +100,7 @@ SANDBOX_ENV: Mapping[str, str] = {
     "LANG": "C.UTF-8",
 }
 _PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
-_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py")
+_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py", PYTHON_PREFIX)
 
 
 def interpreter() -> tuple[Path, Path]:
@@ -110,6 +114,95 @@ def interpreter() -> tuple[Path, Path]:
     if base_exe.is_file():
         exe = Path(os.path.realpath(base_exe))
     return exe, prefix
+
+
+def _under_usr(path: Path) -> bool:
+    return path == Path("/usr") or str(path).startswith("/usr/")
+
+
+def _staged_prefix(exe: Path, prefix: Path) -> Path:
+    """A copy of the interpreter installed at ``prefix`` (its binary and ``lib/`` without
+    ``site-packages`` or the test suite), at a path naming nothing of the host's, made once.
+
+    Why a copy: a bind mount shows its source path in ``/proc/self/mountinfo`` (the mount's
+    root within its filesystem), so binding ``/home/alice/.pyenv/versions/3.11.9`` at a fixed
+    path would still tell every call where it came from. The copy lives in
+    ``/var/cache/ect-sandbox/python-<key>`` under a root parent and ``/var/tmp/ect-python-<uid>-
+    <key>`` otherwise; ``key`` is a digest of the interpreter's path, size and mtime. An existing
+    copy is used only if it is complete, owned by this user and writable by no one else.
+    """
+    import stat as st_mod
+
+    info = exe.stat()
+    key = hashlib.sha256(f"{exe}\0{prefix}\0{info.st_size}\0{info.st_mtime_ns}".encode()
+                         ).hexdigest()[:16]  # fmt: skip
+    uid = os.geteuid()
+    if uid == 0:
+        base = Path("/var/cache/ect-sandbox")
+        base.mkdir(mode=0o755, parents=True, exist_ok=True)
+        final = base / f"python-{key}"
+    else:
+        base = Path("/var/tmp")
+        final = base / f"ect-python-{uid}-{key}"
+
+    def trusted(d: Path) -> bool:
+        try:
+            s = d.lstat()
+            return (st_mod.S_ISDIR(s.st_mode) and s.st_uid == uid and not s.st_mode & 0o022
+                    and (d / ".complete").is_file())  # fmt: skip
+        except OSError:
+            return False
+
+    if trusted(final):
+        return final
+    if final.exists() or final.is_symlink():
+        raise SandboxUnavailable(f"{final} exists but is not a complete copy of the interpreter "
+                                 "owned by this user: remove it")  # fmt: skip
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=base))
+    try:
+        (tmp / "bin").mkdir()
+        shutil.copy2(exe, tmp / "bin" / exe.name)
+        lib = prefix / "lib"
+        if lib.is_dir():
+            shutil.copytree(lib, tmp / "lib", symlinks=False, ignore_dangling_symlinks=True,
+                            ignore=_skip_in_lib)  # fmt: skip
+        for root, dirs, files in os.walk(tmp):
+            for name in dirs:
+                os.chmod(Path(root) / name, 0o755)
+            for name in files:
+                f = Path(root) / name
+                os.chmod(f, 0o755 if f.stat().st_mode & 0o111 else 0o644)
+        tmp.chmod(0o755)
+        (tmp / ".complete").write_text("")
+        try:
+            tmp.rename(final)
+        except OSError:  # another runner made it first
+            if not trusted(final):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _skip_in_lib(directory: str, names: list[str]) -> set[str]:
+    skip = {"site-packages", "dist-packages", "test", "idle_test", "__pycache__"}
+    return {n for n in names if n in skip}
+
+
+def _needs_own_libpython(exe: Path, prefix: Path) -> bool:
+    """True when ``exe`` links a shared libpython that lives in ``prefix/lib``."""
+    libs = sorted((prefix / "lib").glob("libpython3*.so*"))
+    if not libs:
+        return False
+    try:
+        data = exe.read_bytes()
+    except OSError:
+        return True
+    return any(lib.name.split(".so")[0].encode() in data for lib in libs)
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -209,7 +302,24 @@ class BwrapBackend(WorkerRunMixin):
         self.bwrap = found
         self.policy_root = policy_root
         self.allow_weaker_landlock_unsafe = allow_weaker_landlock_unsafe
-        self.python, self.prefix = interpreter()
+        # the interpreter on the host, and as calls see it: one installed outside /usr is bound
+        # at PYTHON_PREFIX (its host path, e.g. under a home directory, is a host fact)
+        self.host_python, self.host_prefix = interpreter()
+        self.python, self.prefix = self.host_python, self.host_prefix
+        self.staged_prefix: Path | None = None  # what is bound at PYTHON_PREFIX
+        self.env = dict(SANDBOX_ENV)
+        if not _under_usr(self.host_prefix):
+            try:
+                self.staged_prefix = _staged_prefix(self.host_python, self.host_prefix)
+            except OSError as e:
+                raise SandboxUnavailable(
+                    f"cannot stage the interpreter {self.host_python} at a neutral path: {e}"
+                ) from e
+            self.python = Path(PYTHON_PREFIX) / "bin" / self.host_python.name
+            self.prefix = Path(PYTHON_PREFIX)
+            if _needs_own_libpython(self.host_python, self.staged_prefix):
+                # a shared libpython found by an absolute RUNPATH naming the host prefix
+                self.env["LD_LIBRARY_PATH"] = f"{PYTHON_PREFIX}/lib"
         self.arch = host_arch()
         self.worker_bytes = read_pinned("runner/sandbox/_worker.py", root=policy_root)
         source = read_pinned("sandbox_profiles/seccomp.toml", root=policy_root)
@@ -341,7 +451,7 @@ class BwrapBackend(WorkerRunMixin):
         return {
             "backend": self.name,
             "bwrap": self.bwrap,
-            "python": str(self.python),
+            "python": str(self.python),  # as calls see it (see PYTHON_PREFIX)
             "arch": self.arch,
             "landlock_abi": self.landlock_abi,
             "landlock_applied": self.applied,
@@ -425,8 +535,8 @@ class BwrapBackend(WorkerRunMixin):
         """bwrap's argv. ``ro_binds`` are ``(fd, dest[, mode])``: a memfd holding a copy of the
         file the parent read (``--ro-bind-data``, so the mount table names no host path and no
         path can be swapped between the check and the mount), or ``-1`` for a directory of a
-        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, which
-        keeps its own path. ``proc_data`` are files laid over ``/proc`` entries (the per-call
+        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, bound at
+        ``PYTHON_PREFIX``. ``proc_data`` are files laid over ``/proc`` entries (the per-call
         ``boot_id``, the masked ``key-users``)."""
         if self.drops_root:
             # Root parent: no user namespace (it could only map the sandbox to host root). bwrap,
@@ -445,7 +555,7 @@ class BwrapBackend(WorkerRunMixin):
             "--hostname", "ect-sandbox",
             "--clearenv",
         ]  # fmt: skip
-        for k, v in SANDBOX_ENV.items():
+        for k, v in self.env.items():
             argv += ["--setenv", k, v]
         argv += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
@@ -454,17 +564,13 @@ class BwrapBackend(WorkerRunMixin):
                 argv += ["--symlink", os.readlink(p), top]
             elif p.is_dir():
                 argv += ["--ro-bind", top, top]
-        if prefix_fd is not None:
-            # The prefix keeps its host path (a shared libpython's RUNPATH names it); its parent
-            # directories, which bwrap creates empty, are made search-only so nothing of the
-            # host's layout (e.g. /root) can even be listed.
-            for parent in reversed(self.prefix.parents[:-1]):
-                argv += ["--perms", "0111", "--dir", str(parent)]
-            argv += ["--ro-bind-fd", str(prefix_fd), str(self.prefix)]
         # bwrap would copy a bind source's parent mode (often 0700) onto directories it creates
         # for the destination, so they are made explicitly: readable, not writable
         made = {"/", "/ect"}
         argv += ["--perms", "0555", "--dir", "/ect"]
+        if prefix_fd is not None:
+            # an interpreter installed outside /usr, at a fixed path (no host path inside)
+            argv += ["--ro-bind-fd", str(prefix_fd), PYTHON_PREFIX]
         for bind in ro_binds:
             for parent in reversed(Path(bind[1]).parents):
                 if str(parent) not in made:
@@ -788,8 +894,8 @@ class BwrapBackend(WorkerRunMixin):
             proc_fds.append((_memfd("ect-boot-id", boot), "/proc/sys/kernel/random/boot_id"))
             if os.path.exists("/proc/key-users"):
                 proc_fds.append((_memfd("ect-key-users", b""), "/proc/key-users"))
-            if self.prefix != Path("/usr") and not str(self.prefix).startswith("/usr/"):
-                prefix_fd = os.open(self.prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            if self.staged_prefix is not None:
+                prefix_fd = os.open(self.staged_prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd, proc_fds)
             bw += ["--info-fd", str(info_w)]
             deadline = born + limits.wall_s
