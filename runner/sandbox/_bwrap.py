@@ -983,8 +983,17 @@ class BwrapBackend(WorkerRunMixin):
                     now = cgroups.cpu_usage(group)
                     return now - base if now >= 0 and base >= 0 else 0.0
 
+            oom_killed = None
+            if group is not None and self.cgroups is not None:
+                cg, kills = self.cgroups, self.cgroups.oom_kills(group)  # groups are reused
+
+                def oom_killed() -> bool:
+                    now = cg.oom_kills(group)
+                    return kills >= 0 and now > kills
+
             return supervise(child.proc, stdin, limits, started=started,
-                             inner_pidfd=child.pidfd, cpu_used=cpu_used)  # fmt: skip
+                             inner_pidfd=child.pidfd, cpu_used=cpu_used,
+                             oom_killed=oom_killed)  # fmt: skip
         finally:
             if child.pidfd >= 0:
                 with contextlib.suppress(OSError):

@@ -151,6 +151,8 @@ class ReaperLink:
         self.sock = ours
         self.owner_pid = os.getpid()
         self._lock = threading.Lock()
+        # at exit (after the backends destroyed their children) the reaper sweeps and ends
+        atexit.register(self.close)
 
     def send(self, msg: bytes, fds: list[int] | None = None) -> None:
         try:
@@ -531,6 +533,19 @@ class CallCgroups:
         except (OSError, ValueError):
             pass
         return -1.0
+
+    def oom_kills(self, group: CallGroup) -> int:
+        """How many processes of ``group`` the OOM killer has ended so far (-1 unknown):
+        ``memory.events`` ``oom_kill`` on v2, ``memory.oom_control`` ``oom_kill`` on v1."""
+        path = (group.dirs[0] / "memory.events" if self.version == 2
+                else group.dirs[1] / "memory.oom_control")  # fmt: skip
+        try:
+            for line in path.read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return -1
 
     # -- per call -------------------------------------------------------------------------------
 
