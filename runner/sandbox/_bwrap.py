@@ -205,6 +205,32 @@ def _needs_own_libpython(exe: Path, prefix: Path) -> bool:
     return any(lib.name.split(".so")[0].encode() in data for lib in libs)
 
 
+def _host_view(pid: int, deadline: float) -> dict[str, Any] | None:
+    """The sandbox's identity as the host sees it, read from the host's ``/proc`` while the
+    sandbox's pid 1 runs: its uid and gid there, and its user namespace's maps relative to the
+    host's (``None`` if it is already gone). The worker reads its ``uid_map`` from inside, which
+    under newer bwrap (``--disable-userns`` makes a nested user namespace) names only bwrap's own
+    namespace (``65534 65534 1``), not the host's uid."""
+    try:
+        # the maps are written by bwrap's launcher just after it reports pid 1
+        while True:
+            maps = {k: [int(x) for x in Path(f"/proc/{pid}/{k}").read_text().split()[:3]]
+                    for k in ("uid_map", "gid_map")}  # fmt: skip
+            if all(maps.values()) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.001)
+        # the uid the kernel charges the process with (its kuid), in the host's terms
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        uid, gid = int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0])
+    except (KeyError, ValueError, IndexError):
+        return None
+    return {"uid": uid, "gid": gid, **maps}
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, 0)
     os.write(fd, data)
@@ -370,6 +396,8 @@ class BwrapBackend(WorkerRunMixin):
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
             )
         self.applied: dict[str, Any] = {}
+        # a non-root parent: the self-check's identity as the host sees it (see _host_view)
+        self.host_view: dict[str, Any] | None = None
         self.check()
         atexit.register(self.close)
         _BACKENDS.add(self)
@@ -402,6 +430,10 @@ class BwrapBackend(WorkerRunMixin):
         uid_map = a.get("uid_map") or [0, 0, 1]
         ids = a.get("ids") or [0, 0, 0]
         host_uid = int(uid_map[1]) + int(ids[0]) - int(uid_map[0])
+        if self.host_view is not None:
+            # seen from the host: newer bwrap's --disable-userns runs the command in a nested
+            # user namespace, whose uid_map (read inside) maps only to bwrap's own namespace
+            host_uid = int(self.host_view["uid"])
         caps = a.get("capabilities") or {}
         rl = a.get("rlimits") or {}
         return HostFacts(
@@ -417,7 +449,10 @@ class BwrapBackend(WorkerRunMixin):
 
     def _smoke(self) -> dict[str, Any]:
         """Start one real sandbox so a host that cannot run it fails here, plainly, not mid-study."""
-        result = self.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=30.0))
+        limits = Limits(wall_s=30.0)
+        child = self._launch({"mode": "check"}, limits, (), b"")
+        self.host_view = child.host_view
+        result = self._finish(child, b"", limits, child.born)
         err = result.stderr.decode("utf-8", "replace").strip()
         if result.exit_status != 0 and err.startswith("bwrap:"):
             line = err.splitlines()[0]
@@ -502,6 +537,11 @@ class BwrapBackend(WorkerRunMixin):
                          else {"per_call": False, "range": None,
                                "shared": "the parent's uid (non-root parent)"}),
             "uid_map": a.get("uid_map"),
+            # the host's view of the self-check's user namespace (non-root parent), and whether
+            # the command ran in a nested one (bwrap >= 0.8 with --disable-userns)
+            "uid_map_host": self.host_view["uid_map"] if self.host_view is not None else None,
+            "nested_user_namespace": (self.host_view is not None and a.get("uid_map") is not None
+                                      and self.host_view["uid_map"] != a.get("uid_map")),
             "capabilities": a.get("capabilities"),
             "no_new_privs": a.get("no_new_privs"),
             "keyring": a.get("keyring"),
@@ -937,13 +977,16 @@ class BwrapBackend(WorkerRunMixin):
                 os.close(fd)
             seccomp_fd = worker_fd = info_w = -1
             pid1 = _read_child_pid(info_r, deadline)
+            host_view = None
             if pid1 is not None:
                 with contextlib.suppress(OSError):
                     pidfd = os.pidfd_open(pid1)
+                if self.ids is None and cfg.get("mode") == "check":
+                    host_view = _host_view(pid1, deadline)
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
             ok = True
-            return _Child(proc, pidfd, group, uid, born, key, tag)
+            return _Child(proc, pidfd, group, uid, born, key, tag, host_view=host_view)
         finally:
             fds = [seccomp_fd, worker_fd, info_r, info_w,
                    *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
@@ -1038,4 +1081,5 @@ class _Child:
     born: float
     key: bytes
     tag: str | None = None  # its launcher's argv[0], registered with the reaper
+    host_view: dict[str, Any] | None = None  # its identity as the host sees it (non-root)
     waiting_since: float = 0.0  # when it joined the pool

@@ -306,7 +306,38 @@ def _run_one(
             if found is None:
                 return ProbeResult(probe.name, probe.expect, "no-sibling", False,
                                    "the concurrent sibling call never started")  # fmt: skip
-            args.append(str(found))
+            # The probe's own host uid is read from the host's /proc as well, while it holds:
+            # inside, a nested user namespace (bwrap >= 0.8, --disable-userns, non-root parent)
+            # maps only to bwrap's own namespace, so the call cannot name its host uid itself.
+            own_marker = "ect-probe-" + secrets.token_hex(8)
+            holder: list[ChildResult] = []
+            own = threading.Thread(target=lambda: holder.append(backend.run(
+                [python, "-I", "-S", prog, "hold", own_marker], stdin=b"",
+                limits=replace(base, wall_s=60.0), ro_binds=binds)), daemon=True)  # fmt: skip
+            own.start()
+            mine: int | None = None
+            until = time.monotonic() + 30.0
+            while mine is None and time.monotonic() < until and own.is_alive():
+                pid = _find_marked(own_marker)
+                mine = _uid_of(pid) if pid is not None else None
+                if mine is None:
+                    time.sleep(0.02)
+            pid = _find_marked(own_marker)
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            own.join(timeout=30)
+            if mine is None:
+                return ProbeResult(probe.name, probe.expect, "no-probe", False,
+                                   "the probe's own call never started")  # fmt: skip
+            observed = "shared-uid" if mine == found else "own-uid"
+            expected = probe.expect
+            detail = f"host uid {mine}, the concurrent call's {found} (read from the host's /proc)"
+            if probe.fallback is not None and \
+                    FALLBACK_WHEN[probe.fallback["when"]](_layers(backend)):
+                expected = probe.fallback["expect"]
+                detail += f"; fallback expectation: {probe.fallback['when']}"
+            return ProbeResult(probe.name, expected, observed, observed == expected, detail)
         args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)
