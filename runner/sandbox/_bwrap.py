@@ -36,6 +36,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import queue
 import shutil
@@ -67,6 +68,8 @@ from runner.sandbox._linux import (
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
+
+_log = logging.getLogger("runner.sandbox")
 
 __all__ = ["PYTHON_PREFIX", "SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID",
            "BwrapBackend", "interpreter"]  # fmt: skip
@@ -398,7 +401,21 @@ class BwrapBackend(WorkerRunMixin):
         self.applied: dict[str, Any] = {}
         # a non-root parent: the self-check's identity as the host sees it (see _host_view)
         self.host_view: dict[str, Any] | None = None
-        self.check()
+        # why a delegated cgroup subtree a non-root parent found could not be used (recorded)
+        self.cgroup_refusal: str | None = None
+        try:
+            self.check()
+        except SandboxUnavailable as e:
+            if self.drops_root or self.cgroups is None:
+                raise
+            # a user's delegated subtree that takes groups but not this sandbox's processes:
+            # the documented unprivileged fallback (rlimits), recorded with the reason
+            self.cgroup_refusal = str(e)
+            _log.warning("sandbox: the delegated cgroup subtree is not usable (%s): per-process "
+                         "rlimits bound memory and processes instead", e)
+            self.cgroups.close()
+            self.cgroups = None
+            self.check()
         atexit.register(self.close)
         _BACKENDS.add(self)
 
@@ -502,8 +519,10 @@ class BwrapBackend(WorkerRunMixin):
         facts = self._applied_facts(a)
         rl = a.get("rlimits") or {}
         v = f"cgroup-v{self.cgroups.version}" if self.cgroups is not None else ""
-        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0
-                    else "unprivileged parent without cgroup delegation")  # fmt: skip
+        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0 else
+                    f"the delegated cgroup subtree was refused: {self.cgroup_refusal}"
+                    if self.cgroup_refusal else
+                    "unprivileged parent without a delegated cgroup v2 subtree")  # fmt: skip
         bounds = {
             "processes": (f"{v} pids.max" if facts.cgroup("pids") else
                           "rlimit RLIMIT_NPROC (per host uid)" if facts.rlimit("nproc")

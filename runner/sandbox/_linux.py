@@ -308,11 +308,24 @@ def _try_lock(name: str) -> int | None:
 
 @functools.cache
 def _owner_dir() -> Path:
-    for root in ("/run", tempfile.gettempdir()):
-        d = Path(root) / "ect-sandbox-owners"
+    """Where the lock files live: ``/run/ect-sandbox-owners`` for root; for another user a
+    directory of its own (``$XDG_RUNTIME_DIR/ect-sandbox-owners``, else
+    ``<tmp>/ect-sandbox-owners-<uid>``), used only if it is the user's and no one else's."""
+    uid = os.geteuid()
+    if uid == 0:
+        places = [Path("/run/ect-sandbox-owners"),
+                  Path(tempfile.gettempdir()) / "ect-sandbox-owners"]  # fmt: skip
+    else:
+        places = [Path(tempfile.gettempdir()) / f"ect-sandbox-owners-{uid}"]
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        if runtime and Path(runtime).is_absolute():
+            places.insert(0, Path(runtime) / "ect-sandbox-owners")
+    for d in places:
         try:
             d.mkdir(mode=0o700, exist_ok=True)
-            return d
+            st = d.lstat()
+            if st.st_uid == uid and not st.st_mode & 0o077 and d.is_dir() and not d.is_symlink():
+                return d
         except OSError:
             continue
     raise OSError("no directory for the cgroup owner locks")
@@ -333,7 +346,7 @@ class CallGroup:
 
 
 class CallCgroups:
-    """Per-call cgroups bounding the whole process tree of a call, for a root parent.
+    """Per-call cgroups bounding the whole process tree of a call.
 
     Each call gets ``pids.max`` (processes) and a memory limit with no swap: on cgroup v2 one
     group with ``pids.max``, ``memory.max`` and ``memory.swap.max = 0``; on cgroup v1 a pids and a
@@ -342,10 +355,11 @@ class CallCgroups:
     it or, as v2 requires, beside it), so the host's or container's limits above the parent still
     bound the calls; they are reused once drained and removed at exit.
 
-    Why only for a root parent: creating cgroups needs write access to the hierarchy, which an
-    unprivileged user has only with delegation (systemd ``Delegate=yes``); without it the
-    documented fallback applies (RLIMIT_AS per process, RLIMIT_NPROC for processes), and
-    :meth:`BwrapBackend.describe` records which bounds were in force.
+    A root parent, or a user with a delegated cgroup v2 subtree: creating cgroups needs write
+    access to the hierarchy, which an unprivileged user has only with delegation (systemd
+    ``Delegate=yes``); without it the documented fallback applies (RLIMIT_AS per process,
+    RLIMIT_NPROC for processes), and :meth:`BwrapBackend.describe` records which bounds were in
+    force.
     """
 
     _PREFIX = "ect-sandbox-"
@@ -372,14 +386,17 @@ class CallCgroups:
 
     @classmethod
     def detect(cls) -> CallCgroups | None:
-        """Usable per-call cgroups with both pids and memory control, or None."""
-        if os.geteuid() != 0:
-            return None
+        """Usable per-call cgroups with both pids and memory control, or None.
+
+        A root parent uses cgroup v1 or v2; another user only a cgroup v2 subtree delegated to it
+        (systemd ``Delegate=yes``: a user service, ``systemd-run --user --scope``), which is the
+        one place it may create groups and move its own processes."""
+        root = os.geteuid() == 0
         own = _own_cgroups()
         mounts = _mounts()
         v1: dict[str, Path] = {}
         for point, fstype, opts in mounts:
-            if fstype == "cgroup":
+            if fstype == "cgroup" and root:
                 for ctl in ("pids", "memory", "cpu", "cpuacct"):
                     if ctl in opts and ctl in own:
                         v1[ctl] = Path(point) / own[ctl].lstrip("/")
