@@ -16,7 +16,7 @@ VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow test-orphans check bench clean-venv mutate
+.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow test-orphans test-vm check bench clean-venv mutate
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
@@ -69,6 +69,12 @@ test-slow: sysdeps-test install-test
 # reaper is done (docs/sandbox.md "When the runner ends"; the default suite runs 12).
 test-orphans: sysdeps-test install-test
 	ECT_ORPHAN_KILLS=100 nice $(VPY) -m pytest -q tests/sandbox/test_no_orphans.py
+
+# Debian 12's stock kernel with cgroup v2 in qemu (KVM if it answers, else TCG), as root, as
+# root in a service's leaf cgroup, as a normal user and with a delegated cgroup, compared with
+# this host: tests/vm/run.sh (root; opt-in, about 10 min under TCG; not in .ci/run).
+test-vm: install-test
+	VPY=$(VPY) bash tests/vm/run.sh
 
 check: install-test
 	$(VPY) -m ruff check runner tests benchmarks
