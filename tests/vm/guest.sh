@@ -14,14 +14,14 @@ cd "$SRC"
 log "scenario root"
 "$PY" tests/vm/collect.py root "$OUT/root.json" > "$OUT/root.log" 2>&1
 
-log "scenario root in a service's leaf cgroup"
-systemd-run --wait --collect --quiet -p WorkingDirectory="$SRC" \
-    "$PY" tests/vm/collect.py root-service "$OUT/root-service.json" > "$OUT/root-service.log" 2>&1
-
 log "scenario normal user (no cgroup delegation)"
 id ectuser >/dev/null 2>&1 || useradd -m -u 1000 ectuser
 runuser -u ectuser -- env HOME=/home/ectuser "$PY" tests/vm/collect.py user "$OUT/user.json" \
     > "$OUT/user.log" 2>&1
+
+log "scenario root in a service's leaf cgroup"
+systemd-run --wait --collect --quiet -p WorkingDirectory="$SRC" \
+    "$PY" tests/vm/collect.py root-service "$OUT/root-service.json" > "$OUT/root-service.log" 2>&1
 
 log "scenario normal user with a delegated cgroup (a service with User= and Delegate=yes)"
 systemd-run --wait --collect --quiet -p User=ectuser -p Delegate=yes \

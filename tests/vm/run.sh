@@ -105,7 +105,7 @@ while kill -0 "$QEMU" 2>/dev/null; do
     sleep 5
 done
 wait "$QEMU" 2>/dev/null || true
-grep "^ECT-RESULT " "$WORK/console-$ACCEL.log" | tr -d '\r' | while read -r _ name data; do
+{ grep "^ECT-RESULT " "$WORK/console-$ACCEL.log" || true; } | tr -d '\r' | while read -r _ name data; do
     echo "$data" | base64 -d > "$WORK/results/$name"
 done
 echo "$ACCEL" > "$WORK/results/accelerator"
