@@ -369,7 +369,7 @@ def run_preflight(
     if not ok:
         add("probes", False, "not run: an earlier check failed")
         return report
-    from runner.sandbox._probes import iter_probes, load_probes
+    from runner.sandbox import iter_probes, load_probes
 
     # The probes run several at a time (most of preflight's time is sandboxes starting and
     # limits being reached), each reported, in the probe file's order, as soon as it is done.
