@@ -16,7 +16,7 @@ VPY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get
 
-.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow check bench clean-venv mutate test-vm
+.PHONY: venv install install-test sysdeps sysdeps-test demo test test-slow test-orphans test-vm check bench clean-venv mutate
 
 sysdeps:
 	@command -v bwrap >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
@@ -64,6 +64,11 @@ test: sysdeps-test install-test
 
 test-slow: sysdeps-test install-test
 	$(VPY) -m pytest -q -m slow
+
+# 100 SIGKILLs of a runner at random instants: nothing of its sandboxes may be left once its
+# reaper is done (docs/sandbox.md "When the runner ends"; the default suite runs 12).
+test-orphans: sysdeps-test install-test
+	ECT_ORPHAN_KILLS=100 nice $(VPY) -m pytest -q tests/sandbox/test_no_orphans.py
 
 check: install-test
 	$(VPY) -m ruff check runner tests benchmarks

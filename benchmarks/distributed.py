@@ -147,7 +147,8 @@ def main() -> None:
         source_tree=source_tree_digest(), sandbox_pins=verify_pins(),
         task_manifest=task_manifest_digest(), worlds={CALL[0]: build_world(CALL[0]).digest()},
         backend=None, limits=NodeLimits(wall_s=LIMITS.wall_s, cpu_s=LIMITS.cpu_s,
-                                        output_bytes=LIMITS.output_bytes), probes="mandatory")
+                                        output_bytes=LIMITS.output_bytes,
+                                        memory_bytes=LIMITS.memory_bytes), probes="mandatory")
 
     started = time.perf_counter()
     cluster = Cluster(initialize_head=True,

@@ -9,7 +9,7 @@ from runner.sandbox._backend import Backend, ChildResult, KillReason, Limits
 from runner.sandbox._bwrap import BwrapBackend
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable, WorkerFailed
 from runner.sandbox._pins import PINNED_FILES, pins_digest, read_pinned, verify_pins, write_pins
-from runner.sandbox._probes import Probe, ProbeResult, load_probes, run_probes
+from runner.sandbox._probes import Probe, ProbeResult, iter_probes, load_probes, run_probes
 from runner.sandbox._seatbelt import SandboxExecBackend
 from runner.sandbox._seccomp import compile_policy, compile_policy_file
 from runner.sandbox._select import BACKENDS, select_backend
@@ -32,6 +32,7 @@ __all__ = [
     "WorkerFailed",
     "compile_policy",
     "compile_policy_file",
+    "iter_probes",
     "load_probes",
     "pins_digest",
     "read_pinned",

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 __all__ = ["Backend", "ChildResult", "KillReason", "Limits", "supervise"]
 
-KillReason = Literal["timeout", "cpu", "output_cap", "signal"]
+KillReason = Literal["timeout", "cpu", "memory", "output_cap", "signal"]
 CPU_POLL_S = 0.05  # how often the parent reads a call's cgroup CPU usage
 
 
@@ -136,6 +136,7 @@ def supervise(
     signal_offset: int | None = 128,
     inner_pidfd: int = -1,
     cpu_used: Callable[[], float] | None = None,
+    oom_killed: Callable[[], bool] | None = None,
 ) -> ChildResult:
     """Feed ``stdin``, collect output incrementally, enforce the wall clock and the output cap.
 
@@ -146,6 +147,8 @@ def supervise(
     the launcher reaps it; killing the launcher first would orphan pid 1 to the host's init.
     ``cpu_used``: the CPU seconds the call's whole process tree has used so far (its cpu cgroup);
     polled every ``CPU_POLL_S``, and at ``limits.cpu_s`` the call is killed (reason ``cpu``).
+    ``oom_killed``: whether the kernel's OOM killer ended a process of the call (its memory
+    cgroup's ``oom_kill`` count rose): a call ended by SIGKILL then is recorded as ``memory``.
     """
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     pgid = proc.pid
@@ -257,7 +260,11 @@ def supervise(
     else:
         exit_status, term = code, None
     if reason is None and term is not None:
-        if term == signal.SIGXCPU or (term == signal.SIGKILL and cpu >= limits.cpu_s):
+        if term == signal.SIGXCPU:
+            reason = "cpu"
+        elif term == signal.SIGKILL and oom_killed is not None and oom_killed():
+            reason = "memory"
+        elif term == signal.SIGKILL and cpu >= limits.cpu_s:
             reason = "cpu"
         else:
             reason = "signal"

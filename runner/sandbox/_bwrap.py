@@ -14,8 +14,9 @@ Layers, outermost first:
   the call's life, no supplementary groups), which clears every capability, so per-uid quotas,
   keyrings and DAC checks treat the sandbox as an ordinary user, never as root, and no two
   concurrent calls share a uid;
-* the filesystem: a new root of read-only binds of ``/usr``, the interpreter's real prefix (its
-  parent directories search-only), the worker (passed as pinned bytes), the caller's binds
+* the filesystem: a new root of read-only binds of ``/usr``, the interpreter's installation
+  (one outside ``/usr`` at the fixed ``/ect/python``, so no host path of it shows), the worker
+  (passed as pinned bytes), the caller's binds
   (copied into memfds, so no host path shows in mountinfo), a private ``/proc`` with the kernel
   knobs (``/proc/sys``, ``sysrq-trigger``, ``fs``, ``irq``, ``bus``) bound read-only over it, a
   per-call ``boot_id`` and an empty ``key-users`` laid over the host's, four devices, and a
@@ -35,6 +36,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import queue
 import shutil
@@ -60,14 +62,17 @@ from runner.sandbox._linux import (
     CallGroup,
     HostIds,
     landlock_abi,
+    reaper_link,
     userns_restrictions,
 )
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
 
-__all__ = ["SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID", "BwrapBackend",
-           "interpreter"]  # fmt: skip
+_log = logging.getLogger("runner.sandbox")
+
+__all__ = ["PYTHON_PREFIX", "SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID",
+           "BwrapBackend", "interpreter"]  # fmt: skip
 
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -84,6 +89,9 @@ DEFAULT_POOL_SIZE = 2
 MAX_BIND_FILES = 512
 MAX_BIND_BYTES = 256 << 20
 WORKER_PATH = "/ect/worker.py"
+# Where an interpreter installed outside /usr (a version manager's directory under a home, a
+# relocatable build) is bound inside the sandbox: a fixed path, so no call learns the host's.
+PYTHON_PREFIX = "/ect/python"
 # Landlock ABI 1 (Linux 5.13) provides the one guarantee no other layer gives: execute only
 # beneath the read-only binds. Everything else has a layer on any kernel bwrap runs on
 # (runner/sandbox/_layers.py); newer ABIs add defence in depth and are applied when present.
@@ -95,7 +103,7 @@ SANDBOX_ENV: Mapping[str, str] = {
     "LANG": "C.UTF-8",
 }
 _PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
-_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py")
+_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py", PYTHON_PREFIX)
 
 
 def interpreter() -> tuple[Path, Path]:
@@ -109,6 +117,121 @@ def interpreter() -> tuple[Path, Path]:
     if base_exe.is_file():
         exe = Path(os.path.realpath(base_exe))
     return exe, prefix
+
+
+def _under_usr(path: Path) -> bool:
+    return path == Path("/usr") or str(path).startswith("/usr/")
+
+
+def _staged_prefix(exe: Path, prefix: Path) -> Path:
+    """A copy of the interpreter installed at ``prefix`` (its binary and ``lib/`` without
+    ``site-packages`` or the test suite), at a path naming nothing of the host's, made once.
+
+    Why a copy: a bind mount shows its source path in ``/proc/self/mountinfo`` (the mount's
+    root within its filesystem), so binding ``/home/alice/.pyenv/versions/3.11.9`` at a fixed
+    path would still tell every call where it came from. The copy lives in
+    ``/var/cache/ect-sandbox/python-<key>`` under a root parent and ``/var/tmp/ect-python-<uid>-
+    <key>`` otherwise; ``key`` is a digest of the interpreter's path, size and mtime. An existing
+    copy is used only if it is complete, owned by this user and writable by no one else.
+    """
+    import stat as st_mod
+
+    info = exe.stat()
+    key = hashlib.sha256(f"{exe}\0{prefix}\0{info.st_size}\0{info.st_mtime_ns}".encode()
+                         ).hexdigest()[:16]  # fmt: skip
+    uid = os.geteuid()
+    if uid == 0:
+        base = Path("/var/cache/ect-sandbox")
+        base.mkdir(mode=0o755, parents=True, exist_ok=True)
+        final = base / f"python-{key}"
+    else:
+        base = Path("/var/tmp")
+        final = base / f"ect-python-{uid}-{key}"
+
+    def trusted(d: Path) -> bool:
+        try:
+            s = d.lstat()
+            return (st_mod.S_ISDIR(s.st_mode) and s.st_uid == uid and not s.st_mode & 0o022
+                    and (d / ".complete").is_file())  # fmt: skip
+        except OSError:
+            return False
+
+    if trusted(final):
+        return final
+    if final.exists() or final.is_symlink():
+        raise SandboxUnavailable(f"{final} exists but is not a complete copy of the interpreter "
+                                 "owned by this user: remove it")  # fmt: skip
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=base))
+    try:
+        (tmp / "bin").mkdir()
+        shutil.copy2(exe, tmp / "bin" / exe.name)
+        lib = prefix / "lib"
+        if lib.is_dir():
+            shutil.copytree(lib, tmp / "lib", symlinks=False, ignore_dangling_symlinks=True,
+                            ignore=_skip_in_lib)  # fmt: skip
+        for root, dirs, files in os.walk(tmp):
+            for name in dirs:
+                os.chmod(Path(root) / name, 0o755)
+            for name in files:
+                f = Path(root) / name
+                os.chmod(f, 0o755 if f.stat().st_mode & 0o111 else 0o644)
+        tmp.chmod(0o755)
+        (tmp / ".complete").write_text("")
+        try:
+            tmp.rename(final)
+        except OSError:  # another runner made it first
+            if not trusted(final):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _skip_in_lib(directory: str, names: list[str]) -> set[str]:
+    skip = {"site-packages", "dist-packages", "test", "idle_test", "__pycache__"}
+    return {n for n in names if n in skip}
+
+
+def _needs_own_libpython(exe: Path, prefix: Path) -> bool:
+    """True when ``exe`` links a shared libpython that lives in ``prefix/lib``."""
+    libs = sorted((prefix / "lib").glob("libpython3*.so*"))
+    if not libs:
+        return False
+    try:
+        data = exe.read_bytes()
+    except OSError:
+        return True
+    return any(lib.name.split(".so")[0].encode() in data for lib in libs)
+
+
+def _host_view(pid: int, deadline: float) -> dict[str, Any] | None:
+    """The sandbox's identity as the host sees it, read from the host's ``/proc`` while the
+    sandbox's pid 1 runs: its uid and gid there, and its user namespace's maps relative to the
+    host's (``None`` if it is already gone). The worker reads its ``uid_map`` from inside, which
+    under newer bwrap (``--disable-userns`` makes a nested user namespace) names only bwrap's own
+    namespace (``65534 65534 1``), not the host's uid."""
+    try:
+        # the maps are written by bwrap's launcher just after it reports pid 1
+        while True:
+            maps = {k: [int(x) for x in Path(f"/proc/{pid}/{k}").read_text().split()[:3]]
+                    for k in ("uid_map", "gid_map")}  # fmt: skip
+            if all(maps.values()) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.001)
+        # the uid the kernel charges the process with (its kuid), in the host's terms
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        uid, gid = int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0])
+    except (KeyError, ValueError, IndexError):
+        return None
+    return {"uid": uid, "gid": gid, **maps}
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -208,7 +331,24 @@ class BwrapBackend(WorkerRunMixin):
         self.bwrap = found
         self.policy_root = policy_root
         self.allow_weaker_landlock_unsafe = allow_weaker_landlock_unsafe
-        self.python, self.prefix = interpreter()
+        # the interpreter on the host, and as calls see it: one installed outside /usr is bound
+        # at PYTHON_PREFIX (its host path, e.g. under a home directory, is a host fact)
+        self.host_python, self.host_prefix = interpreter()
+        self.python, self.prefix = self.host_python, self.host_prefix
+        self.staged_prefix: Path | None = None  # what is bound at PYTHON_PREFIX
+        self.env = dict(SANDBOX_ENV)
+        if not _under_usr(self.host_prefix):
+            try:
+                self.staged_prefix = _staged_prefix(self.host_python, self.host_prefix)
+            except OSError as e:
+                raise SandboxUnavailable(
+                    f"cannot stage the interpreter {self.host_python} at a neutral path: {e}"
+                ) from e
+            self.python = Path(PYTHON_PREFIX) / "bin" / self.host_python.name
+            self.prefix = Path(PYTHON_PREFIX)
+            if _needs_own_libpython(self.host_python, self.staged_prefix):
+                # a shared libpython found by an absolute RUNPATH naming the host prefix
+                self.env["LD_LIBRARY_PATH"] = f"{PYTHON_PREFIX}/lib"
         self.arch = host_arch()
         self.worker_bytes = read_pinned("runner/sandbox/_worker.py", root=policy_root)
         source = read_pinned("sandbox_profiles/seccomp.toml", root=policy_root)
@@ -259,7 +399,23 @@ class BwrapBackend(WorkerRunMixin):
                 "this host forbids the user namespaces bwrap needs: " + "; ".join(blocked)
             )
         self.applied: dict[str, Any] = {}
-        self.check()
+        # a non-root parent: the self-check's identity as the host sees it (see _host_view)
+        self.host_view: dict[str, Any] | None = None
+        # why a delegated cgroup subtree a non-root parent found could not be used (recorded)
+        self.cgroup_refusal: str | None = None
+        try:
+            self.check()
+        except SandboxUnavailable as e:
+            if self.drops_root or self.cgroups is None:
+                raise
+            # a user's delegated subtree that takes groups but not this sandbox's processes:
+            # the documented unprivileged fallback (rlimits), recorded with the reason
+            self.cgroup_refusal = str(e)
+            _log.warning("sandbox: the delegated cgroup subtree is not usable (%s): per-process "
+                         "rlimits bound memory and processes instead", e)
+            self.cgroups.close()
+            self.cgroups = None
+            self.check()
         atexit.register(self.close)
         _BACKENDS.add(self)
 
@@ -291,6 +447,10 @@ class BwrapBackend(WorkerRunMixin):
         uid_map = a.get("uid_map") or [0, 0, 1]
         ids = a.get("ids") or [0, 0, 0]
         host_uid = int(uid_map[1]) + int(ids[0]) - int(uid_map[0])
+        if self.host_view is not None:
+            # seen from the host: newer bwrap's --disable-userns runs the command in a nested
+            # user namespace, whose uid_map (read inside) maps only to bwrap's own namespace
+            host_uid = int(self.host_view["uid"])
         caps = a.get("capabilities") or {}
         rl = a.get("rlimits") or {}
         return HostFacts(
@@ -306,7 +466,10 @@ class BwrapBackend(WorkerRunMixin):
 
     def _smoke(self) -> dict[str, Any]:
         """Start one real sandbox so a host that cannot run it fails here, plainly, not mid-study."""
-        result = self.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=30.0))
+        limits = Limits(wall_s=30.0)
+        child = self._launch({"mode": "check"}, limits, (), b"")
+        self.host_view = child.host_view
+        result = self._finish(child, b"", limits, child.born)
         err = result.stderr.decode("utf-8", "replace").strip()
         if result.exit_status != 0 and err.startswith("bwrap:"):
             line = err.splitlines()[0]
@@ -340,7 +503,7 @@ class BwrapBackend(WorkerRunMixin):
         return {
             "backend": self.name,
             "bwrap": self.bwrap,
-            "python": str(self.python),
+            "python": str(self.python),  # as calls see it (see PYTHON_PREFIX)
             "arch": self.arch,
             "landlock_abi": self.landlock_abi,
             "landlock_applied": self.applied,
@@ -356,8 +519,10 @@ class BwrapBackend(WorkerRunMixin):
         facts = self._applied_facts(a)
         rl = a.get("rlimits") or {}
         v = f"cgroup-v{self.cgroups.version}" if self.cgroups is not None else ""
-        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0
-                    else "unprivileged parent without cgroup delegation")  # fmt: skip
+        why_none = ("no writable pids+memory cgroup" if os.geteuid() == 0 else
+                    f"the delegated cgroup subtree was refused: {self.cgroup_refusal}"
+                    if self.cgroup_refusal else
+                    "unprivileged parent without a delegated cgroup v2 subtree")  # fmt: skip
         bounds = {
             "processes": (f"{v} pids.max" if facts.cgroup("pids") else
                           "rlimit RLIMIT_NPROC (per host uid)" if facts.rlimit("nproc")
@@ -391,6 +556,11 @@ class BwrapBackend(WorkerRunMixin):
                          else {"per_call": False, "range": None,
                                "shared": "the parent's uid (non-root parent)"}),
             "uid_map": a.get("uid_map"),
+            # the host's view of the self-check's user namespace (non-root parent), and whether
+            # the command ran in a nested one (bwrap >= 0.8 with --disable-userns)
+            "uid_map_host": self.host_view["uid_map"] if self.host_view is not None else None,
+            "nested_user_namespace": (self.host_view is not None and a.get("uid_map") is not None
+                                      and self.host_view["uid_map"] != a.get("uid_map")),
             "capabilities": a.get("capabilities"),
             "no_new_privs": a.get("no_new_privs"),
             "keyring": a.get("keyring"),
@@ -424,8 +594,8 @@ class BwrapBackend(WorkerRunMixin):
         """bwrap's argv. ``ro_binds`` are ``(fd, dest[, mode])``: a memfd holding a copy of the
         file the parent read (``--ro-bind-data``, so the mount table names no host path and no
         path can be swapped between the check and the mount), or ``-1`` for a directory of a
-        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, which
-        keeps its own path. ``proc_data`` are files laid over ``/proc`` entries (the per-call
+        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, bound at
+        ``PYTHON_PREFIX``. ``proc_data`` are files laid over ``/proc`` entries (the per-call
         ``boot_id``, the masked ``key-users``)."""
         if self.drops_root:
             # Root parent: no user namespace (it could only map the sandbox to host root). bwrap,
@@ -444,7 +614,7 @@ class BwrapBackend(WorkerRunMixin):
             "--hostname", "ect-sandbox",
             "--clearenv",
         ]  # fmt: skip
-        for k, v in SANDBOX_ENV.items():
+        for k, v in self.env.items():
             argv += ["--setenv", k, v]
         argv += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
@@ -453,17 +623,13 @@ class BwrapBackend(WorkerRunMixin):
                 argv += ["--symlink", os.readlink(p), top]
             elif p.is_dir():
                 argv += ["--ro-bind", top, top]
-        if prefix_fd is not None:
-            # The prefix keeps its host path (a shared libpython's RUNPATH names it); its parent
-            # directories, which bwrap creates empty, are made search-only so nothing of the
-            # host's layout (e.g. /root) can even be listed.
-            for parent in reversed(self.prefix.parents[:-1]):
-                argv += ["--perms", "0111", "--dir", str(parent)]
-            argv += ["--ro-bind-fd", str(prefix_fd), str(self.prefix)]
         # bwrap would copy a bind source's parent mode (often 0700) onto directories it creates
         # for the destination, so they are made explicitly: readable, not writable
         made = {"/", "/ect"}
         argv += ["--perms", "0555", "--dir", "/ect"]
+        if prefix_fd is not None:
+            # an interpreter installed outside /usr, at a fixed path (no host path inside)
+            argv += ["--ro-bind-fd", str(prefix_fd), PYTHON_PREFIX]
         for bind in ro_binds:
             for parent in reversed(Path(bind[1]).parents):
                 if str(parent) not in made:
@@ -775,6 +941,8 @@ class BwrapBackend(WorkerRunMixin):
         info_r, info_w = os.pipe()
         seccomp_fd = worker_fd = pidfd = -1
         ok = False
+        tag: str | None = None
+        proc: subprocess.Popen[bytes] | None = None
         try:
             seccomp_fd = _memfd("ect-seccomp", self.seccomp_bytes)
             worker_fd = _memfd("ect-worker", self.worker_bytes)
@@ -785,8 +953,8 @@ class BwrapBackend(WorkerRunMixin):
             proc_fds.append((_memfd("ect-boot-id", boot), "/proc/sys/kernel/random/boot_id"))
             if os.path.exists("/proc/key-users"):
                 proc_fds.append((_memfd("ect-key-users", b""), "/proc/key-users"))
-            if self.prefix != Path("/usr") and not str(self.prefix).startswith("/usr/"):
-                prefix_fd = os.open(self.prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            if self.staged_prefix is not None:
+                prefix_fd = os.open(self.staged_prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             bw = self.bwrap_argv(limits, bind_fds, seccomp_fd, worker_fd, prefix_fd, proc_fds)
             bw += ["--info-fd", str(info_w)]
             deadline = born + limits.wall_s
@@ -810,8 +978,12 @@ class BwrapBackend(WorkerRunMixin):
             passed = (seccomp_fd, worker_fd, info_w, *(fd for fd, _, _ in bind_fds if fd >= 0),
                       *(fd for fd, _ in proc_fds),
                       *((prefix_fd,) if prefix_fd is not None else ()))  # fmt: skip
+            # argv[0] is a fresh tag the reaper knows: if this runner ends, however it ends,
+            # the launcher and the sandbox's pid 1 (its clone, same argv) are killed by it
+            tag = reaper_link().tag()
             proc = subprocess.Popen(
-                bw + cmd,
+                [tag, *bw[1:], *cmd],
+                executable=self.bwrap,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -824,13 +996,16 @@ class BwrapBackend(WorkerRunMixin):
                 os.close(fd)
             seccomp_fd = worker_fd = info_w = -1
             pid1 = _read_child_pid(info_r, deadline)
+            host_view = None
             if pid1 is not None:
                 with contextlib.suppress(OSError):
                     pidfd = os.pidfd_open(pid1)
+                if self.ids is None and cfg.get("mode") == "check":
+                    host_view = _host_view(pid1, deadline)
                 if group is not None:
                     CallCgroups.adopt(group, pid1, deadline)
             ok = True
-            return _Child(proc, pidfd, group, uid, born, key)
+            return _Child(proc, pidfd, group, uid, born, key, tag, host_view=host_view)
         finally:
             fds = [seccomp_fd, worker_fd, info_r, info_w,
                    *(fd for fd, _, _ in bind_fds), *(fd for fd, _ in proc_fds)]  # fmt: skip
@@ -843,13 +1018,20 @@ class BwrapBackend(WorkerRunMixin):
                     with contextlib.suppress(OSError):
                         os.close(fd)
             if not ok:
-                self._release(group, uid)
+                if proc is not None:  # started, then failed: it serves nothing
+                    with contextlib.suppress(OSError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    with contextlib.suppress(Exception):
+                        proc.communicate(timeout=5)
+                self._release(group, uid, tag)
 
-    def _release(self, group: CallGroup | None, uid: int | None) -> None:
+    def _release(self, group: CallGroup | None, uid: int | None, tag: str | None) -> None:
         if group is not None and self.cgroups is not None:
             self.cgroups.release(group)
         if uid is not None and self.ids is not None:
             self.ids.release(uid)
+        if tag is not None:
+            reaper_link().untag(tag)
 
     def _finish(self, child: _Child, stdin: bytes, limits: Limits, started: float) -> ChildResult:
         """Feed and supervise a started child (its wall clock from ``started``), then destroy it."""
@@ -863,13 +1045,22 @@ class BwrapBackend(WorkerRunMixin):
                     now = cgroups.cpu_usage(group)
                     return now - base if now >= 0 and base >= 0 else 0.0
 
+            oom_killed = None
+            if group is not None and self.cgroups is not None:
+                cg, kills = self.cgroups, self.cgroups.oom_kills(group)  # groups are reused
+
+                def oom_killed() -> bool:
+                    now = cg.oom_kills(group)
+                    return kills >= 0 and now > kills
+
             return supervise(child.proc, stdin, limits, started=started,
-                             inner_pidfd=child.pidfd, cpu_used=cpu_used)  # fmt: skip
+                             inner_pidfd=child.pidfd, cpu_used=cpu_used,
+                             oom_killed=oom_killed)  # fmt: skip
         finally:
             if child.pidfd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(child.pidfd)
-            self._release(child.group, child.uid)
+            self._release(child.group, child.uid, child.tag)
 
     def _discard(self, child: _Child) -> None:
         """Destroy a child that will serve no call."""
@@ -885,7 +1076,7 @@ class BwrapBackend(WorkerRunMixin):
         if child.pidfd >= 0:
             with contextlib.suppress(OSError):
                 os.close(child.pidfd)
-        self._release(child.group, child.uid)
+        self._release(child.group, child.uid, child.tag)
 
 
 _BACKENDS: weakref.WeakSet[BwrapBackend] = weakref.WeakSet()
@@ -908,4 +1099,6 @@ class _Child:
     uid: int | None
     born: float
     key: bytes
+    tag: str | None = None  # its launcher's argv[0], registered with the reaper
+    host_view: dict[str, Any] | None = None  # its identity as the host sees it (non-root)
     waiting_since: float = 0.0  # when it joined the pool

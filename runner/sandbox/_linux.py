@@ -7,9 +7,13 @@ import collections
 import contextlib
 import fcntl
 import functools
+import logging
 import os
+import re
 import secrets
 import signal
+import socket
+import sys
 import tempfile
 import threading
 import time
@@ -18,7 +22,8 @@ from pathlib import Path
 
 from runner.sandbox._errors import SandboxUnavailable
 
-__all__ = ["CallCgroups", "CallGroup", "HostIds", "landlock_abi", "userns_restrictions"]
+__all__ = ["CallCgroups", "CallGroup", "HostIds", "ReaperLink", "landlock_abi", "reaper_link",
+           "userns_restrictions"]
 
 
 def landlock_abi() -> int:
@@ -109,8 +114,111 @@ def _in_group(pid: int, gate: dict[str, str]) -> bool:
     return seen == set(gate)
 
 
+# The only per-call group names a runner writes: ``ect-sandbox-<owner>-<12 hex>`` where the owner
+# is ``r`` + 12 hex digits (a random token of the runner), or up to 10 ASCII digits (the pid an
+# older runner used). Parsed strictly: ``str.isdigit`` is also true for "²" or "٣".
+_STALE_NAME = re.compile(
+    r"ect-sandbox-(?:(?P<token>r[0-9a-f]{12})|(?P<pid>[0-9]{1,10}))-[0-9a-f]{12}", re.ASCII)
+_log = logging.getLogger("runner.sandbox")
+
+
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
+
+
+class ReaperLink:
+    """This runner process's end of its reaper (``runner/sandbox/_reaper.py``): the socket whose
+    closing, by the kernel when the runner ends in any way, tells the reaper to end every
+    sandbox process, host-id lease and cgroup the runner registered with it.
+
+    Raises:
+        SandboxUnavailable: the reaper cannot be started, or has gone (no call is started
+            without one: a runner killed then would leave its sandboxes behind).
+    """
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        script = str(Path(__file__).with_name("_reaper.py"))
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable, [sys.executable, "-I", "-S", script], {},
+                file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 0)], setsid=True)
+        except OSError as e:
+            ours.close()
+            raise SandboxUnavailable(f"cannot start the sandbox's reaper process: {e}") from e
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.owner_pid = os.getpid()
+        self._lock = threading.Lock()
+        # at exit (after the backends destroyed their children) the reaper sweeps and ends
+        atexit.register(self.close)
+
+    def send(self, msg: bytes, fds: list[int] | None = None) -> None:
+        try:
+            with self._lock:
+                if fds:
+                    socket.send_fds(self.sock, [msg], fds)
+                else:
+                    self.sock.send(msg)
+        except OSError as e:
+            raise SandboxUnavailable(
+                f"the sandbox's reaper process (pid {self.pid}) is gone ({e.strerror or e}): "
+                "sandboxes started now could outlive this runner, so none is started") from e
+
+    def tag(self) -> str:
+        """A fresh launch tag, registered: a bwrap launcher started with it as ``argv[0]`` (and
+        its clone, the sandbox's pid 1) is killed by the reaper if the runner ends."""
+        tag = "ect-sandbox-" + secrets.token_hex(8)
+        self.send(b"T" + tag.encode())
+        return tag
+
+    def untag(self, tag: str) -> None:
+        with contextlib.suppress(SandboxUnavailable):
+            self.send(b"t" + tag.encode())
+
+    def hold(self, uid: int, fd: int) -> None:
+        """Give the reaper a copy of ``uid``'s lease lock: held until no process of it lives."""
+        self.send(b"L%d" % uid, [fd])
+
+    def drop(self, uid: int) -> None:
+        with contextlib.suppress(SandboxUnavailable):
+            self.send(b"U%d" % uid)
+
+    def watch_groups(self, base: Path, owner: str) -> None:
+        """The reaper removes ``base/ect-sandbox-<owner>-*`` (killing what is left in them)."""
+        from runner.canonical import canonical_bytes
+
+        self.send(b"C" + canonical_bytes([str(base), owner]))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+_LINK: ReaperLink | None = None
+_LINK_LOCK = threading.Lock()
+
+
+def reaper_link() -> ReaperLink:
+    """This process's reaper (started on first use; a forked child starts its own)."""
+    global _LINK
+    with _LINK_LOCK:
+        if _LINK is None or _LINK.owner_pid != os.getpid():
+            _LINK = ReaperLink()
+        return _LINK
+
+
+def _forget_link_in_child() -> None:
+    # a forked copy must not keep the parent's reaper waiting: it closes its copy of the socket
+    global _LINK, _LINK_LOCK
+    _LINK_LOCK = threading.Lock()
+    if _LINK is not None:
+        _LINK.close()
+        _LINK = None
+
+
+os.register_at_fork(after_in_child=_forget_link_in_child)
 
 
 class HostIds:
@@ -158,6 +266,11 @@ class HostIds:
                 for uid in list(self._free):
                     fd = _try_lock(f"uid-{uid}.lock")
                     if fd is not None:
+                        try:  # the reaper holds the lease too, until no process of it lives
+                            reaper_link().hold(uid, fd)
+                        except SandboxUnavailable:
+                            os.close(fd)
+                            raise
                         self._free.remove(uid)
                         self._held[uid] = fd
                         return uid
@@ -173,7 +286,8 @@ class HostIds:
         with self._cond:
             fd = self._held.pop(uid, None)
             if fd is not None:
-                os.close(fd)  # drops the flock
+                reaper_link().drop(uid)
+                os.close(fd)  # drops the flock (once the reaper has dropped its copy too)
             self._free.append(uid)
             self._cond.notify()
 
@@ -194,11 +308,24 @@ def _try_lock(name: str) -> int | None:
 
 @functools.cache
 def _owner_dir() -> Path:
-    for root in ("/run", tempfile.gettempdir()):
-        d = Path(root) / "ect-sandbox-owners"
+    """Where the lock files live: ``/run/ect-sandbox-owners`` for root; for another user a
+    directory of its own (``$XDG_RUNTIME_DIR/ect-sandbox-owners``, else
+    ``<tmp>/ect-sandbox-owners-<uid>``), used only if it is the user's and no one else's."""
+    uid = os.geteuid()
+    if uid == 0:
+        places = [Path("/run/ect-sandbox-owners"),
+                  Path(tempfile.gettempdir()) / "ect-sandbox-owners"]  # fmt: skip
+    else:
+        places = [Path(tempfile.gettempdir()) / f"ect-sandbox-owners-{uid}"]
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        if runtime and Path(runtime).is_absolute():
+            places.insert(0, Path(runtime) / "ect-sandbox-owners")
+    for d in places:
         try:
             d.mkdir(mode=0o700, exist_ok=True)
-            return d
+            st = d.lstat()
+            if st.st_uid == uid and not st.st_mode & 0o077 and d.is_dir() and not d.is_symlink():
+                return d
         except OSError:
             continue
     raise OSError("no directory for the cgroup owner locks")
@@ -219,7 +346,7 @@ class CallGroup:
 
 
 class CallCgroups:
-    """Per-call cgroups bounding the whole process tree of a call, for a root parent.
+    """Per-call cgroups bounding the whole process tree of a call.
 
     Each call gets ``pids.max`` (processes) and a memory limit with no swap: on cgroup v2 one
     group with ``pids.max``, ``memory.max`` and ``memory.swap.max = 0``; on cgroup v1 a pids and a
@@ -228,10 +355,11 @@ class CallCgroups:
     it or, as v2 requires, beside it), so the host's or container's limits above the parent still
     bound the calls; they are reused once drained and removed at exit.
 
-    Why only for a root parent: creating cgroups needs write access to the hierarchy, which an
-    unprivileged user has only with delegation (systemd ``Delegate=yes``); without it the
-    documented fallback applies (RLIMIT_AS per process, RLIMIT_NPROC for processes), and
-    :meth:`BwrapBackend.describe` records which bounds were in force.
+    A root parent, or a user with a delegated cgroup v2 subtree: creating cgroups needs write
+    access to the hierarchy, which an unprivileged user has only with delegation (systemd
+    ``Delegate=yes``); without it the documented fallback applies (RLIMIT_AS per process,
+    RLIMIT_NPROC for processes), and :meth:`BwrapBackend.describe` records which bounds were in
+    force.
     """
 
     _PREFIX = "ect-sandbox-"
@@ -258,18 +386,22 @@ class CallCgroups:
 
     @classmethod
     def detect(cls) -> CallCgroups | None:
-        """Usable per-call cgroups with both pids and memory control, or None."""
-        if os.geteuid() != 0:
-            return None
+        """Usable per-call cgroups with both pids and memory control, or None.
+
+        A root parent uses cgroup v1 or v2; another user only a cgroup v2 subtree delegated to it
+        (systemd ``Delegate=yes``: a user service, ``systemd-run --user --scope``), which is the
+        one place it may create groups and move its own processes."""
+        root = os.geteuid() == 0
         own = _own_cgroups()
         mounts = _mounts()
         v1: dict[str, Path] = {}
         for point, fstype, opts in mounts:
-            if fstype == "cgroup":
+            if fstype == "cgroup" and root:
                 for ctl in ("pids", "memory", "cpu", "cpuacct"):
                     if ctl in opts and ctl in own:
                         v1[ctl] = Path(point) / own[ctl].lstrip("/")
         candidates: list[CallCgroups] = []
+        link = reaper_link()
         if {"pids", "memory"} <= set(v1):
             swap = (v1["memory"] / "memory.memsw.limit_in_bytes").exists()
             cpu = {"cpu", "cpuacct"} <= set(v1) and (v1["cpu"] / "cpu.cfs_quota_us").exists() \
@@ -294,6 +426,10 @@ class CallCgroups:
             try:
                 probe._prepare()
                 probe._hold_owner_lock()
+                # the reaper knows the groups before the first exists: a runner killed from now
+                # on leaves none behind
+                for base in probe.bases.values():
+                    link.watch_groups(base, probe.owner)
                 group = probe.acquire(4, 64 << 20)
             except OSError:
                 probe._drop_owner_lock()
@@ -332,25 +468,42 @@ class CallCgroups:
 
     @classmethod
     def _remove_stale(cls, base: Path) -> None:
-        """Remove empty cgroups left by runner processes that no longer exist."""
+        """Remove empty cgroups left by runner processes that no longer exist.
+
+        Never raises: a name this runner did not write (see ``_STALE_NAME``) is left alone and
+        logged, and any other failure is logged, so one odd directory under a cgroup mount
+        cannot stop a backend from starting (it runs from :meth:`detect`)."""
         try:
-            entries = list(base.glob(cls._PREFIX + "*"))
+            entries = sorted(base.glob(cls._PREFIX + "*"))
         except OSError:
             return
         for path in entries:
-            owner = path.name[len(cls._PREFIX) :].split("-", 1)[0]
-            if owner.isdigit():  # an older runner named its groups by its pid
-                try:
-                    os.kill(int(owner), 0)
-                    continue  # owner alive
-                except (PermissionError, OverflowError):
-                    continue
-                except ProcessLookupError:
-                    pass
-            elif not cls._owner_gone(owner):
-                continue
-            with contextlib.suppress(OSError):
-                path.rmdir()
+            try:
+                cls._remove_if_stale(path)
+            except Exception as e:  # never out of detect(): logged, the directory left alone
+                _log.warning("stale-cgroup sweep: left %r alone (%s: %s)", str(path),
+                             type(e).__name__, e)  # fmt: skip
+
+    @classmethod
+    def _remove_if_stale(cls, path: Path) -> None:
+        m = _STALE_NAME.fullmatch(path.name)
+        if m is None:
+            _log.warning("stale-cgroup sweep: left %r alone (not a name this runner writes)",
+                         str(path))  # fmt: skip
+            return
+        token, pid = m.group("token"), m.group("pid")
+        if pid is not None:  # an older runner named its groups by its pid
+            try:
+                os.kill(int(pid), 0)
+                return  # owner alive
+            except (PermissionError, OverflowError):
+                return
+            except ProcessLookupError:
+                pass
+        elif not cls._owner_gone(token):
+            return
+        with contextlib.suppress(OSError):
+            path.rmdir()
 
     @staticmethod
     def _owner_gone(owner: str) -> bool:
@@ -397,6 +550,19 @@ class CallCgroups:
         except (OSError, ValueError):
             pass
         return -1.0
+
+    def oom_kills(self, group: CallGroup) -> int:
+        """How many processes of ``group`` the OOM killer has ended so far (-1 unknown):
+        ``memory.events`` ``oom_kill`` on v2, ``memory.oom_control`` ``oom_kill`` on v1."""
+        path = (group.dirs[0] / "memory.events" if self.version == 2
+                else group.dirs[1] / "memory.oom_control")  # fmt: skip
+        try:
+            for line in path.read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return -1
 
     # -- per call -------------------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ from runner.errors import FormatError, SandboxError
 from runner.sandbox._backend import ChildResult, Limits
 from runner.sandbox._pins import REPO_ROOT
 
-__all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "Probe", "ProbeResult", "load_probes", "run_probes"]
+__all__ = ["CANARY_PREFIX", "PREFLIGHT_DIR", "PROBE_LIMITS", "PROBE_WORKERS", "Probe", "ProbeResult",
+           "iter_probes", "load_probes", "run_probes"]
 
 PREFLIGHT_DIR = REPO_ROOT / "preflight"
 CANARY_PREFIX = "ECTCANARY-"
@@ -240,6 +241,8 @@ def _run_one(
     marker: str | None = None
     stack = contextlib.ExitStack()
     with stack:
+        if probe.context in ("canary", "keyring"):
+            stack.enter_context(_PARENT_STATE)
         if probe.context == "listener":
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             stack.callback(listener.close)
@@ -251,10 +254,7 @@ def _run_one(
             secret = stack.enter_context(_canary())
             args.append(CANARY_PREFIX.encode().hex())
         elif probe.context == "snapshot":
-            snap = scratch / "probe.json"
-            if not snap.exists():
-                snap.write_text('{"world_id":"probe"}', "utf-8")
-            binds.append((snap, "/ect/world/probe.json"))
+            binds.append((scratch / "probe.json", "/ect/world/probe.json"))
         elif probe.context == "orphan":
             marker = "ect-orphan-" + secrets.token_hex(8)
             args.append(marker)
@@ -306,7 +306,38 @@ def _run_one(
             if found is None:
                 return ProbeResult(probe.name, probe.expect, "no-sibling", False,
                                    "the concurrent sibling call never started")  # fmt: skip
-            args.append(str(found))
+            # The probe's own host uid is read from the host's /proc as well, while it holds:
+            # inside, a nested user namespace (bwrap >= 0.8, --disable-userns, non-root parent)
+            # maps only to bwrap's own namespace, so the call cannot name its host uid itself.
+            own_marker = "ect-probe-" + secrets.token_hex(8)
+            holder: list[ChildResult] = []
+            own = threading.Thread(target=lambda: holder.append(backend.run(
+                [python, "-I", "-S", prog, "hold", own_marker], stdin=b"",
+                limits=replace(base, wall_s=60.0), ro_binds=binds)), daemon=True)  # fmt: skip
+            own.start()
+            mine: int | None = None
+            until = time.monotonic() + 30.0
+            while mine is None and time.monotonic() < until and own.is_alive():
+                pid = _find_marked(own_marker)
+                mine = _uid_of(pid) if pid is not None else None
+                if mine is None:
+                    time.sleep(0.02)
+            pid = _find_marked(own_marker)
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            own.join(timeout=30)
+            if mine is None:
+                return ProbeResult(probe.name, probe.expect, "no-probe", False,
+                                   "the probe's own call never started")  # fmt: skip
+            observed = "shared-uid" if mine == found else "own-uid"
+            expected = probe.expect
+            detail = f"host uid {mine}, the concurrent call's {found} (read from the host's /proc)"
+            if probe.fallback is not None and \
+                    FALLBACK_WHEN[probe.fallback["when"]](_layers(backend)):
+                expected = probe.fallback["expect"]
+                detail += f"; fallback expectation: {probe.fallback['when']}"
+            return ProbeResult(probe.name, expected, observed, observed == expected, detail)
         args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)
@@ -314,6 +345,13 @@ def _run_one(
                              ro_binds=binds)  # fmt: skip
         observed = result.kill_reason or "none" if probe.kind == "kill" else _reported(result)
         detail = ""
+        if probe.kind == "report" and result.kill_reason in ("cpu", "timeout"):
+            # ended for its speed before it could report: no layer was judged
+            budget = f"cpu_s={limits.cpu_s}" if result.kill_reason == "cpu" else \
+                f"wall_s={limits.wall_s}"
+            detail = (f"the probe was killed for {result.kill_reason} at its budget ({budget}) "
+                      "before it could report: the machine was too slow for the probe to judge "
+                      "its layer; not a failed layer")  # fmt: skip
         if listener is not None:
             try:
                 conn, _ = listener.accept()
@@ -345,23 +383,60 @@ def _run_one(
     return ProbeResult(probe.name, expected, observed, observed == expected, detail)
 
 
+# The budget of a probe that does not set its own: large enough that a slow or loaded machine
+# (or one under emulation) never ends a probe for its speed, since a probe judges a layer; the
+# wall clock is only a guard against a probe that hangs. A probe that checks a limit sets the
+# one it checks (e.g. ``cpu_s = 1``, ``wall_s = 1.5``). Measured: under qemu's software
+# emulation (Debian 12 guest, 8 probes at once on 2 vCPUs) 14 of 59 probes used up 60 s of wall.
+PROBE_LIMITS = Limits(wall_s=600.0, cpu_s=60)
+# Probes run this many at a time: most of a probe's time is a sandbox starting or a limit being
+# reached, not CPU (issue 37: one at a time, preflight took 11 s idle, 20-35 s loaded).
+PROBE_WORKERS = 8
+# Contexts that change the parent process itself (its environment, its session keyring) run
+# one at a time.
+_PARENT_STATE = threading.Lock()
+
+
 def run_probes(
     backend: Any,
     *,
     preflight_dir: Path = PREFLIGHT_DIR,
     only: Sequence[str] | None = None,
     limits: Limits | None = None,
+    workers: int = PROBE_WORKERS,
 ) -> list[ProbeResult]:
     """Run every probe (or those named in ``only``) through ``backend``; never raises for a
     failed probe (that is a result), but SandboxError propagates if the backend cannot run."""
+    return list(iter_probes(backend, preflight_dir=preflight_dir, only=only, limits=limits,
+                            workers=workers))  # fmt: skip
+
+
+def iter_probes(
+    backend: Any,
+    *,
+    preflight_dir: Path = PREFLIGHT_DIR,
+    only: Sequence[str] | None = None,
+    limits: Limits | None = None,
+    workers: int = PROBE_WORKERS,
+) -> Iterator[ProbeResult]:
+    """:func:`run_probes`, ``workers`` probes at a time, yielding each result in the probe
+    file's order as soon as it and every one before it are done."""
+    from concurrent.futures import ThreadPoolExecutor
+
     probes = load_probes(preflight_dir)
     if only is not None:
         unknown = set(only) - {p.name for p in probes}
         if unknown:
             raise SandboxError(f"unknown probe(s): {', '.join(sorted(unknown))}")
         probes = [p for p in probes if p.name in set(only)]
-    base = limits or Limits()
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers!r}")
+    base = limits or PROBE_LIMITS
     with tempfile.TemporaryDirectory(prefix="ect-probe-") as tmp:
         scratch = Path(tmp)
         os.chmod(scratch, 0o755)
-        return [_run_one(backend, p, preflight_dir, scratch, base) for p in probes]
+        (scratch / "probe.json").write_text('{"world_id":"probe"}', "utf-8")
+        with ThreadPoolExecutor(max_workers=min(workers, max(len(probes), 1)),
+                                thread_name_prefix="ect-probe") as pool:  # fmt: skip
+            yield from pool.map(lambda p: _run_one(backend, p, preflight_dir, scratch, base),
+                                probes)  # fmt: skip

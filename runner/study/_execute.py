@@ -70,7 +70,7 @@ from runner.study._records import (
     RunHeader,
     ScheduleRow,
 )
-from runner.study._spec import StudySpec
+from runner.study._spec import StudySpec, sandbox_limits
 from runner.worlds import TaskCheckpoint
 
 if TYPE_CHECKING:
@@ -973,7 +973,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
                     on_start: Callable[[RunSummary], None] | None,
                     remote: ToolExecutor | None, kill_switch: KillSwitch) -> str | None:
     """The run proper, under the store's run lock. Returns the halt reason, if any."""
-    from runner.sandbox import Limits, ToolSandbox, select_backend
+    from runner.sandbox import ToolSandbox, select_backend
     from runner.worlds import closed_loop_checkpoints, write_snapshot
 
     assert report.spec is not None
@@ -1008,10 +1008,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
             snapdir = Path(tmp)
             for world in spec.worlds:
                 write_snapshot(world, snapdir)
-            limits = Limits(wall_s=spec.sandbox.wall_s, cpu_s=spec.sandbox.cpu_s,
-                            output_bytes=spec.sandbox.output_bytes,
-                            memory_bytes=(Limits.memory_bytes if spec.sandbox.memory_bytes is None
-                                          else spec.sandbox.memory_bytes))
+            limits = sandbox_limits(spec.sandbox)
             ctx = _Context(
                 spec=spec,
                 checkpoints={c.checkpoint_id: c for c in closed_loop_checkpoints()},
@@ -1079,9 +1076,7 @@ def _remote_executor(settings: RunSettings,
     assert report.spec is not None and report.lock is not None
     spec = report.spec
     expectations = NodeExpectations.for_run(
-        report.lock, spec.worlds, settings.sandbox_backend,
-        {"wall_s": spec.sandbox.wall_s, "cpu_s": spec.sandbox.cpu_s,
-         "output_bytes": spec.sandbox.output_bytes}, report.probes)
+        report.lock, spec.worlds, settings.sandbox_backend, spec.sandbox, report.probes)
     executor = RayExecutor.start(settings.ray_address, expectations)
     try:
         yield executor

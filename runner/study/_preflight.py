@@ -368,10 +368,10 @@ def run_preflight(
     if not ok:
         add("probes", False, "not run: an earlier check failed")
         return report
-    from runner.sandbox import load_probes, run_probes
+    from runner.sandbox import iter_probes, load_probes
 
-    # One probe at a time, each reported as it finishes: the probes are most of preflight's
-    # time (tens of seconds on a busy machine), and on_check shows they are running.
+    # The probes run several at a time (most of preflight's time is sandboxes starting and
+    # limits being reached), each reported, in the probe file's order, as soon as it is done.
     try:
         names = [p.name for p in load_probes()
                  if probes == "all" or p.name.startswith(MANDATORY_PROBE_PREFIXES)]
@@ -379,10 +379,9 @@ def run_preflight(
             if not any(name.startswith(prefix) for name in names):
                 add(f"probe.{prefix}*", False,
                     f"mandatory denial probe family {prefix}* is missing")
-        for name in names:
-            for r in run_probes(backend, only=[name]):
-                add(f"probe.{r.name}", r.passed, f"expected {r.expected}, observed {r.observed}"
-                    + (f" ({r.detail})" if r.detail and not r.passed else ""))
+        for r in iter_probes(backend, only=names):
+            add(f"probe.{r.name}", r.passed, f"expected {r.expected}, observed {r.observed}"
+                + (f" ({r.detail})" if r.detail and not r.passed else ""))
     except EctError as e:
         add("probes", False, str(e))
         return report

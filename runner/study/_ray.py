@@ -26,6 +26,7 @@ What moves and what stays (the run's trust boundary does not change):
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import platform
@@ -34,7 +35,7 @@ import socket
 import tempfile
 import time
 import weakref
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -57,6 +58,7 @@ from runner.errors import EctError, ExitCategory, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
 from runner.study._lock import StudyLock
 from runner.study._preflight import PreflightCheck
+from runner.study._spec import SandboxLimits, sandbox_limits
 
 if TYPE_CHECKING:  # imported where used (a node imports the sandbox only when it starts)
     from runner.sandbox import ProbeResult, ToolSandbox
@@ -99,14 +101,10 @@ class NoUsableNode(StudyError):
     exit_category = ExitCategory.REFUSED
 
 
-@dataclass(frozen=True, slots=True)
-class NodeLimits:
-    """The per-call sandbox limits a node enforces (the spec's ``[sandbox]`` wall, CPU and
-    output limits)."""
-
-    wall_s: float
-    cpu_s: int
-    output_bytes: int
+# The per-call sandbox limits a node enforces: the spec's own ``[sandbox]`` section, turned into
+# the sandbox's ``Limits`` on the node by the same function the local executor uses
+# (``sandbox_limits``), so every limit of the spec (wall, CPU, output, memory) reaches every node.
+NodeLimits = SandboxLimits
 
 
 @dataclass(frozen=True)
@@ -131,13 +129,16 @@ class NodeExpectations:
                 "task_manifest": self.task_manifest, "worlds": dict(self.worlds),
                 "backend": self.backend,
                 "limits": {"wall_s": limits.wall_s, "cpu_s": limits.cpu_s,
-                           "output_bytes": limits.output_bytes},
+                           "output_bytes": limits.output_bytes,
+                           "memory_bytes": limits.memory_bytes},
                 "probes": self.probes}
 
     @classmethod
     def from_json(cls, obj: object, path: str = "expectations") -> NodeExpectations:
         e = read_object(obj, path, cls._FIELDS)
-        lim = read_object(e["limits"], f"{path}.limits", ("wall_s", "cpu_s", "output_bytes"))
+        lim = read_object(e["limits"], f"{path}.limits",
+                          ("wall_s", "cpu_s", "output_bytes", "memory_bytes"))
+        memory = lim["memory_bytes"]
         return cls(
             source_tree=read_str(e["source_tree"], f"{path}.source_tree"),
             sandbox_pins=_str_map(e["sandbox_pins"], f"{path}.sandbox_pins"),
@@ -147,25 +148,24 @@ class NodeExpectations:
             limits=NodeLimits(read_number(lim["wall_s"], f"{path}.limits.wall_s"),
                               read_int(lim["cpu_s"], f"{path}.limits.cpu_s", minimum=1),
                               read_int(lim["output_bytes"], f"{path}.limits.output_bytes",
-                                       minimum=1)),
+                                       minimum=1),
+                              None if memory is None else
+                              read_int(memory, f"{path}.limits.memory_bytes", minimum=1)),
             probes=read_str(e["probes"], f"{path}.probes"),
         )
 
     @classmethod
     def for_run(cls, lock: StudyLock, world_ids: tuple[str, ...], backend: str | None,
-                limits: Mapping[str, int | float], probes: str) -> NodeExpectations:
+                limits: SandboxLimits, probes: str) -> NodeExpectations:
         """The expectations for a run under ``lock`` (already checked against this parent's
-        files by preflight): the lock's digests, and this parent's digest of each world.
-        ``limits`` holds the spec's ``wall_s``, ``cpu_s`` and ``output_bytes``."""
+        files by preflight): the lock's digests, this parent's digest of each world, and the
+        spec's ``[sandbox]`` limits (``spec.sandbox``)."""
         from runner.worlds import build_world
 
         return cls(source_tree=lock.source_tree, sandbox_pins=dict(lock.sandbox_pins),
                    task_manifest=lock.task_manifest,
                    worlds={w: build_world(w).digest() for w in world_ids},
-                   backend=backend,
-                   limits=NodeLimits(float(limits["wall_s"]), int(limits["cpu_s"]),
-                                     int(limits["output_bytes"])),
-                   probes=probes)
+                   backend=backend, limits=limits, probes=probes)
 
 
 def _str_map(obj: object, path: str) -> dict[str, str]:
@@ -211,6 +211,9 @@ class NodeReport:
     layers: JsonObject | None
     probes: tuple[ProbeResult, ...]
     ok: bool
+    # the per-call limits this node's sandbox enforces (``Limits`` as built on the node from the
+    # spec's section it was sent); where each is enforced is in ``layers`` (``bounds``)
+    limits: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
         host = self.node.host
@@ -225,6 +228,7 @@ class NodeReport:
             "checks": [c.to_json() for c in self.checks],
             "layers": self.layers,
             "probes": [r.to_json() for r in self.probes],
+            "limits": self.limits,
             "ok": self.ok,
         }
 
@@ -301,12 +305,13 @@ class NodeWorker:
         ``worlds`` (each snapshot rebuilt from its id has the manifest's digest) and
         ``probe.*`` (the denial probes, as the parent's preflight selected them).
         """
-        from runner.sandbox import Limits, ToolSandbox, load_probes, run_probes, select_backend
+        from runner.sandbox import ToolSandbox, load_probes, run_probes, select_backend
         from runner.sandbox._pins import verify_pins
         from runner.study._lock import source_tree_digest
         from runner.worlds import task_manifest_digest, write_snapshot
 
         want = self._expect
+        limits = sandbox_limits(want.limits)
         checks: list[PreflightCheck] = []
         layers: JsonObject | None = None
         probes: list[ProbeResult] = []
@@ -370,10 +375,9 @@ class NodeWorker:
         ok = all(c.ok for c in checks) and backend is not None
         if ok:
             assert backend is not None
-            self._sandbox = ToolSandbox(backend, self._snapdir, Limits(
-                wall_s=want.limits.wall_s, cpu_s=want.limits.cpu_s,
-                output_bytes=want.limits.output_bytes))
-        return NodeReport(self.identity(), tuple(checks), layers, tuple(probes), ok)
+            self._sandbox = ToolSandbox(backend, self._snapdir, limits)
+        return NodeReport(self.identity(), tuple(checks), layers, tuple(probes), ok,
+                          dict(dataclasses.asdict(limits)))
 
     def call(self, world_id: str, tool_id: str, args: JsonObject) -> ToolAnswer:
         """One tool call in a fresh sandbox child. Errors come back as values (type + message)

@@ -22,6 +22,7 @@ from runner.errors import EctError, ExitCategory, FormatError, StudyError
 if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
     from runner.loop import StopRules
     from runner.policies import CriticBehaviour, PlannerBehaviour
+    from runner.sandbox import Limits
 
 __all__ = [
     "ON_TRANSPORT_FAILURE",
@@ -35,6 +36,7 @@ __all__ = [
     "UnknownParameter",
     "load_spec",
     "recorded_spec",
+    "sandbox_limits",
     "simulator_parameters",
     "spec_for_store",
     "with_overrides",
@@ -151,6 +153,17 @@ class SandboxLimits:
     output_bytes: int
     memory_bytes: int | None = None
     """The per-call memory limit (cgroup, root parent); ``None``: the sandbox's default."""
+
+
+def sandbox_limits(section: SandboxLimits) -> Limits:
+    """The sandbox's per-call :class:`~runner.sandbox.Limits` for a spec's ``[sandbox]``: the one
+    conversion every executor uses (the local executor, and each Ray node from the section it is
+    sent), so no executor can drop a limit; what the spec leaves out keeps the sandbox's default."""
+    from runner.sandbox import Limits
+
+    memory = Limits.memory_bytes if section.memory_bytes is None else section.memory_bytes
+    return Limits(wall_s=section.wall_s, cpu_s=section.cpu_s,
+                  output_bytes=section.output_bytes, memory_bytes=memory)
 
 
 @dataclass(frozen=True)

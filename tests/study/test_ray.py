@@ -27,6 +27,7 @@ from runner.canonical import loads_strict
 from runner.store import Store
 from runner.study import NoUsableNode, RayExecutor, load_spec
 from runner.study._ray import RAY_ENV_DEFAULTS, NodeExpectations
+from runner.study._spec import SandboxLimits, sandbox_limits
 from tests.study.conftest import Reference
 from tests.study.fake_openai import FakeOpenAI
 from tests.study.support import REPO, SMALL_ROWS, ect, result_digests, run, subprocess_env
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore::PendingDeprecationWarning",
                                         "ignore::FutureWarning")
 
-LIMITS = {"wall_s": 10.0, "cpu_s": 5, "output_bytes": 1 << 20}
+LIMITS = SandboxLimits(wall_s=10.0, cpu_s=5, output_bytes=1 << 20)
 HALF = SMALL_ROWS // 2  # the fault tests run the first half of the slice
 
 
@@ -104,12 +105,13 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def _expectations(spec_path: Path, *, probes: str = "mandatory") -> NodeExpectations:
+def _expectations(spec_path: Path, *, probes: str = "mandatory",
+                  limits: SandboxLimits = LIMITS) -> NodeExpectations:
     from runner.study import read_lock, study_paths
 
     spec = load_spec(spec_path)
     return NodeExpectations.for_run(read_lock(study_paths(spec_path).lock), spec.worlds, None,
-                                    LIMITS, probes)
+                                    limits, probes)
 
 
 def _executor_blob(store: Path) -> dict[str, Any]:
@@ -150,7 +152,7 @@ def test_a_call_lost_with_its_node_is_rerun_elsewhere(cluster: Any, reference: R
                                                       tmp_path: Path) -> None:
     """Many calls queued on two nodes, one node killed under them: every call still returns
     the local sandbox's response, and each lost attempt is reported as a retry."""
-    from runner.sandbox import Limits, ToolSandbox, select_backend
+    from runner.sandbox import ToolSandbox, select_backend
     from runner.worlds import write_snapshot
 
     doomed = cluster.add_node(num_cpus=1)
@@ -159,7 +161,7 @@ def test_a_call_lost_with_its_node_is_rerun_elsewhere(cluster: Any, reference: R
     # on an idle machine where each sandboxed call takes a few tens of milliseconds.
     calls = [("w10", "get_parent", {"entity": f"s{i % 6 + 1:02d}"}) for i in range(160)]
     write_snapshot("w10", tmp_path)
-    local = ToolSandbox(select_backend(), tmp_path, Limits(**LIMITS))
+    local = ToolSandbox(select_backend(), tmp_path, sandbox_limits(LIMITS))
     expected = [local.call(*c) for c in calls]
 
     executor = RayExecutor.start(cluster.address, _expectations(reference.spec))
@@ -262,9 +264,9 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
 
             # A tool call's own failure comes back as the local executor raises it.
             from runner.errors import SandboxError
-            from runner.sandbox import Limits, ToolSandbox, select_backend
+            from runner.sandbox import ToolSandbox, select_backend
 
-            local = ToolSandbox(select_backend(), tmp_path, Limits(**LIMITS))
+            local = ToolSandbox(select_backend(), tmp_path, sandbox_limits(LIMITS))
             with pytest.raises(SandboxError) as here:
                 local.call("no such world!", "get_parent", {})
             with pytest.raises(SandboxError) as there:
@@ -276,6 +278,55 @@ def test_a_node_whose_pins_differ_is_excluded_and_never_used(
             executor.close()
     finally:
         cluster.remove_node(odd)
+
+
+def _over_limit_on_node(expectations: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """On a node: its worker's preflight, then one call allocating 96 MiB under the limits the
+    worker built from the expectations (what its ``call`` runs under)."""
+    from runner.study._ray import NodeWorker
+
+    worker = NodeWorker(expectations)
+    report = worker.preflight()
+    sandbox = worker._sandbox
+    assert report.ok and sandbox is not None, report.to_json()
+    code = "b = bytearray(96 << 20); b[::4096] = b'x' * len(b[::4096]); print(len(b))"
+    py = str(sandbox.backend.python)
+    r = sandbox.backend.run([py, "-I", "-S", "-c", code], stdin=b"", limits=sandbox.limits)
+    return report.to_json(), r.exit_status, r.kill_reason, r.stdout
+
+
+def test_a_ray_node_enforces_the_spec_memory_limit(cluster: Any, small_study: Path) -> None:
+    """Issue 37, item 3: a node ran every call at the 512 MiB default whatever the spec said
+    (the Ray path sent only wall, CPU and output). With ``[sandbox].memory_bytes`` = 48 MiB,
+    every node reports that limit in the run header's executor record and a 96 MiB call on a
+    node is killed for memory; under the default it would have passed."""
+    from dataclasses import replace
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    small = replace(LIMITS, memory_bytes=48 << 20)
+    expect = _expectations(small_study, limits=small)
+    executor = RayExecutor.start(cluster.address, expect)
+    try:
+        nodes = executor.describe()["nodes"]
+        assert nodes and all(n["ok"] for n in nodes)
+        for n in nodes:
+            assert n["limits"]["memory_bytes"] == 48 << 20
+            assert n["limits"]["wall_s"] == LIMITS.wall_s and n["limits"]["cpu_s"] == LIMITS.cpu_s
+        if "cgroup" not in nodes[0]["layers"]["layers"]["bounds"]["memory"]:
+            pytest.skip("no per-call memory cgroup on this host (non-root): RLIMIT_AS applies")
+        node_id = executor.slots[0].node.node_id
+        task = ray.remote(num_cpus=0)(_over_limit_on_node).options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+        report, status, reason, out = ray.get(task.remote(expect.to_json()), timeout=300)
+        assert report["limits"]["memory_bytes"] == 48 << 20
+        assert status != 0 and out == b"", (status, reason, out)
+        # the same call under the default limit passes: the kill above is the spec's limit
+        default = _expectations(small_study)
+        _, status, _, out = ray.get(task.remote(default.to_json()), timeout=300)
+        assert status == 0 and out.strip() == str(96 << 20).encode()
+    finally:
+        executor.close()
 
 
 def test_no_node_passing_preflight_refuses_the_run(cluster: Any, reference: Reference) -> None:

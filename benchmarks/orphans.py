@@ -1,0 +1,120 @@
+"""Benchmark: what a SIGKILLed runner leaves behind, and for how long (issue 37, item 1).
+
+A runner (``tests/sandbox/kill_runner.py``: a pooled bwrap backend serving calls that fork, with
+discards and refills) is SIGKILLed at a random instant, then the host is polled until no tagged
+sandbox process, no process of the runner's host ids, no per-call cgroup and no held lease is
+left. Two sides, interleaved, in one run:
+
+* **reaper** (ours): the runner as shipped; its reaper acts when the kernel closes its socket.
+* **no reaper** (the baseline, what the code before had): the same runner with its reaper
+  SIGKILLed just before the runner, leaving bwrap's ``--die-with-parent`` as the only guard.
+
+Headline: the time to a clean host after the kill (median and max) with the reaper, and how many
+kills left something after 2 s without it.
+
+Usage: python benchmarks/orphans.py [--kills N]   (root: per-call cgroups need it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.sandbox.test_no_orphans import IDS, REPO, RUNNER, _groups, _left
+
+WAIT_S = 30.0
+
+
+def one(seed: int, reaper: bool) -> tuple[float | None, dict[str, list[object]]]:
+    """Kill one runner; the seconds until the host was clean (None: not within the wait) and,
+    for the baseline, what was left 2 s after the kill."""
+    rnd = random.Random(seed)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(REPO)}
+    owners: set[str] = set()
+    ready = threading.Event()
+    with subprocess.Popen([sys.executable, "-c", RUNNER, str(IDS[0]), str(IDS[1]), str(seed)],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO,
+                          start_new_session=True) as proc:  # fmt: skip
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                words = line.decode().split()
+                if words[:1] == ["owner"]:
+                    owners.add(words[1])
+                elif words[:1] == ["ready"]:
+                    ready.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        ready.wait(60)
+        time.sleep(rnd.uniform(0.0, 1.2))
+        if not reaper:
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            for k in kids:
+                with contextlib.suppress(OSError):
+                    if b"_reaper.py" in Path(f"/proc/{k}/cmdline").read_bytes():
+                        os.kill(int(k), signal.SIGKILL)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        reader.join(5)
+    killed = time.monotonic()
+    left = _left(owners)
+    after2: dict[str, list[object]] = {}
+    clean_at: float | None = None
+    while time.monotonic() - killed < (WAIT_S if reaper else 2.0):
+        if not left:
+            clean_at = time.monotonic() - killed
+            break
+        time.sleep(0.02)
+        left = _left(owners)
+    if not reaper:
+        after2 = left
+        for pid in left.get("processes", []) + left.get("id_processes", []):
+            with contextlib.suppress(OSError):
+                os.kill(int(str(pid)), signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while _groups(owners) and time.monotonic() < deadline:
+            for g in _groups(owners):
+                with contextlib.suppress(OSError):
+                    g.rmdir()
+            time.sleep(0.05)
+    return clean_at, after2
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=10)
+    args = ap.parse_args()
+    ours: list[float | None] = []
+    base_left = []
+    for i in range(args.kills):
+        seed = 1000 + i
+        t, _ = one(seed, reaper=True)
+        ours.append(t)
+        print(f"kill {i}: reaper: clean after {t if t is None else round(t, 3)} s", flush=True)
+        t, left = one(seed, reaper=False)
+        base_left.append(left)
+        print(f"kill {i}: no reaper: left after 2 s: "
+              f"{ {k: len(v) for k, v in left.items()} or 'nothing'}", flush=True)
+    done = [t for t in ours if t is not None]
+    dirty = sum(1 for x in base_left if x)
+    med = statistics.median(done) if done else float("nan")
+    print(f"orphans: clean {med:.2f} s median, {max(done, default=float('nan')):.2f} s max after "
+          f"the kill, {len(done)}/{args.kills} kills (baseline --die-with-parent only, the code "
+          f"before: {dirty}/{args.kills} left processes, cgroups or leases 2 s after; target 0 "
+          f"left)")
+
+if __name__ == "__main__":
+    main()

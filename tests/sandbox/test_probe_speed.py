@@ -1,0 +1,68 @@
+"""Preflight in seconds (issue 37, item 7) and probes that judge layers, not speed (item 5): the
+probes run several at a time, report in the probe file's order, observe what they observed one
+at a time, and a probe ended for its speed before it could report says so (it is not a failed
+layer). The time itself is measured by benchmarks/preflight.py, not asserted here."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from runner.sandbox import BwrapBackend, ChildResult, run_probes
+from runner.sandbox._probes import PREFLIGHT_DIR, load_probes
+
+from .conftest import linux_only
+
+pytestmark = linux_only
+
+QUICK = [p.name for p in load_probes() if p.name.startswith(("network.", "write.", "env."))]
+
+
+class InFlight:
+    """The real backend, counting how many calls run at once."""
+
+    def __init__(self, backend: BwrapBackend) -> None:
+        self.backend = backend
+        self.now = self.peak = 0
+        self.lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def run(self, *args: Any, **kwargs: Any) -> ChildResult:
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        try:
+            return self.backend.run(*args, **kwargs)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_probes_run_at_once_and_report_in_file_order(bwrap: BwrapBackend) -> None:
+    assert len(QUICK) >= 8
+    counted = InFlight(bwrap)
+    together = run_probes(counted, only=QUICK)
+    assert counted.peak > 1  # one at a time before: preflight paid for every probe in turn
+    assert [r.name for r in together] == QUICK  # the file's order, whatever finished first
+    one_by_one = run_probes(bwrap, only=QUICK, workers=1)
+    assert [(r.name, r.observed, r.passed) for r in together] == \
+        [(r.name, r.observed, r.passed) for r in one_by_one]
+    assert all(r.passed for r in together), [r for r in together if not r.passed]
+
+
+def test_a_probe_killed_for_its_speed_is_not_a_failed_layer(bwrap: BwrapBackend,
+                                                           tmp_path: Path) -> None:  # fmt: skip
+    shutil.copytree(PREFLIGHT_DIR, tmp_path / "pf")
+    (tmp_path / "pf" / "probes.toml").write_text(
+        'format = "ect.probes/1"\n[[probe]]\nname = "slow"\nprogram = "limits.py"\n'
+        'args = ["cpu"]\nexpect = "EPERM"\nwhy = "spins: stands for a probe too slow to finish"\n'
+        'limits = { cpu_s = 1, wall_s = 30.0 }\n')  # fmt: skip
+    [r] = run_probes(bwrap, preflight_dir=tmp_path / "pf")
+    assert (r.observed, r.passed) == ("killed:cpu", False)
+    assert "killed for cpu at its budget (cpu_s=1)" in r.detail
+    assert "not a failed layer" in r.detail
+
