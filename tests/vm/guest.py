@@ -42,16 +42,16 @@ USER, UID = "ect", 1000
 
 # (name, how the commands are started, what it stands for)
 CASES: list[tuple[str, list[str], str]] = [
-    ("root", ["sh", "-c", 'echo $$ > /sys/fs/cgroup/cgroup.procs && exec "$@"', "sh"],
-     "root in the root cgroup, as a shell on a host or in a VM started by hand"),
-    ("root-service", ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
-                      "--property=Type=exec", "--"],
-     "root in a service-like leaf cgroup (a systemd unit, as a scheduler or CI agent starts it)"),
+    ("user-plain", ["runuser", "-u", USER, "--"],
+     "a normal user (uid 1000) with no delegated cgroup (runuser from a root service)"),
     ("user-session", ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
                       f"--machine={USER}@", "--user", "--property=Delegate=yes", "--"],
      "a normal user (uid 1000) in their login session's systemd-delegated cgroup"),
-    ("user-plain", ["runuser", "-u", USER, "--"],
-     "a normal user (uid 1000) with no delegated cgroup (runuser from a root service)"),
+    ("root-service", ["systemd-run", "--quiet", "--wait", "--pipe", "--collect",
+                      "--property=Type=exec", "--"],
+     "root in a service-like leaf cgroup (a systemd unit, as a scheduler or CI agent starts it)"),
+    ("root", ["sh", "-c", 'echo $$ > /sys/fs/cgroup/cgroup.procs && exec "$@"', "sh"],
+     "root in the root cgroup, as a shell on a host or in a VM started by hand"),
 ]
 
 
@@ -155,6 +155,7 @@ def main() -> int:
         case = {"what": what, **one_case(name, prefix)}
         results["cases"][name] = case  # type: ignore[index]
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True))  # noqa: TID251
+        os.sync()  # a run stopped early still leaves the cases done so far in the image
     say("done")
     return 0
 
