@@ -57,8 +57,12 @@ def export_study(store_path: Path, out_path: Path, spec_path: Path | None = None
                                       lock_digest(lock))])
         committed = store.count - 1
         if committed != len(rows):
+            # resume continues to the --limit the header records: past it, name the whole study
+            target = (header.run_settings or {}).get("limit")
+            more = (f" --limit {len(rows)}" if isinstance(target, int)
+                    and not isinstance(target, bool) and target < len(rows) else "")
             raise IncompleteStore(f"{store_path} holds {committed} of {len(rows)} cells; "
-                                  f"finish it with `ect resume --store {store_path}`")
+                                  f"finish it with `ect resume --store {store_path}{more}`")
         cells = []
         for rec, want in zip(store.records(1), rows, strict=False):
             try:

@@ -73,7 +73,13 @@ def test_resume_export_replay_report_view_from_outside(
     monkeypatch.chdir(elsewhere)
     monkeypatch.setattr(_data, "study_root", lambda: root)
 
+    # resume continues to the --limit the header records (40): export names what finishes it
     code, _, err = _invoke("resume", "--store", str(store), "-q")
+    assert code == 0, err
+    code, _, err = _invoke("export", "--store", str(store), "--out", str(tmp_path / "m.json"))
+    assert code == 3 and "holds 40 of 48 cells" in err, err
+    assert f"`ect resume --store {store} --limit 48`" in err, err
+    code, _, err = _invoke("resume", "--store", str(store), "--limit", "48", "-q")
     assert code == 0, err
     code, _, err = _invoke("export", "--store", str(store), "--out", str(tmp_path / "m.json"))
     assert code == 0, err
