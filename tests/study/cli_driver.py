@@ -38,6 +38,8 @@ if _SPAWN_LOG:
         env = kwargs.get("env")
         entry = {"argv": [os.fsdecode(a) for a in ([args] if isinstance(args, str | bytes)
                                                    else args)],
+                 "executable": (None if kwargs.get("executable") is None
+                                else os.fsdecode(kwargs["executable"])),
                  "env": None if env is None else {os.fsdecode(k): os.fsdecode(v)
                                                   for k, v in env.items()}}
         with open(_SPAWN_LOG, "a", encoding="utf-8") as f:

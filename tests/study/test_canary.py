@@ -44,7 +44,8 @@ def test_canary_credential_reaches_no_child_store_or_log(tmp_path: Path,
 
     # Children: every one got an explicit environment without the key, and no argv holds it.
     children = [json.loads(line) for line in spawns.read_text("utf-8").splitlines()]
-    bwrap = [c for c in children if Path(c["argv"][0]).name == "bwrap"]
+    # a sandbox launcher's argv[0] is the reaper's tag; the program is bwrap
+    bwrap = [c for c in children if Path(c["executable"] or c["argv"][0]).name == "bwrap"]
     assert len(bwrap) >= summary["tool_calls"]
     for child in children:
         assert child["env"] is not None, f"{child['argv'][0]} inherits the parent environment"
