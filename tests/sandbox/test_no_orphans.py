@@ -116,10 +116,11 @@ def _held_ids() -> list[int]:
 
 
 def _left(owners: set[str]) -> dict[str, list[object]]:
-    return {k: v for k, v in {"processes": _tagged_orphans(os.getpid()),
-                               "id_processes": _id_processes(),
-                               "cgroups": [str(g) for g in _groups(owners)],
-                               "held_ids": _held_ids()}.items() if v}  # fmt: skip
+    found: dict[str, list[object]] = {"processes": list(_tagged_orphans(os.getpid())),
+                                      "id_processes": list(_id_processes()),
+                                      "cgroups": [str(g) for g in _groups(owners)],
+                                      "held_ids": list(_held_ids())}
+    return {k: v for k, v in found.items() if v}
 
 
 def _kill_once(seed: int) -> tuple[dict[str, list[object]], float]:
