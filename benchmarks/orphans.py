@@ -96,7 +96,11 @@ def one(seed: int, reaper: bool) -> tuple[float | None, dict[str, list[object]]]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--smoke", action="store_true",
+                    help="one kill per side: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.kills = 1
     ours: list[float | None] = []
     base_left = []
     for i in range(args.kills):

@@ -64,7 +64,11 @@ def probes(workers: int | None) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true",
+                    help="one round: checks that the benchmark runs, measures nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
     sides: dict[str, list[float]] = {"cli": [], "at once": [], "one at a time": []}
     loads = []
     for i in range(args.rounds):
