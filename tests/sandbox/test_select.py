@@ -16,7 +16,8 @@ def test_public_surface() -> None:
         "BACKENDS", "PINNED_FILES", "Backend", "BwrapBackend", "KillReason", "Limits",
         "PinMismatch", "Probe", "ProbeResult", "ChildResult", "SandboxExecBackend",
         "SandboxUnavailable", "ToolSandbox", "WorkerFailed", "compile_policy",
-        "compile_policy_file", "load_probes", "pins_digest", "read_pinned", "run_probes",
+        "compile_policy_file", "iter_probes", "load_probes", "pins_digest", "read_pinned",
+        "run_probes",
         "select_backend", "verify_pins",
         "write_pins",  # `ect sandbox pins --write` (the CLI imports no private name)
     }  # fmt: skip
