@@ -23,15 +23,13 @@ import os
 import random
 import signal
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.sandbox.test_no_orphans import IDS, REPO, RUNNER, _groups, _left
+from tests.sandbox.test_no_orphans import _groups, _left, start_runner
 
 WAIT_S = 30.0
 
@@ -40,24 +38,8 @@ def one(seed: int, reaper: bool) -> tuple[float | None, dict[str, list[object]]]
     """Kill one runner; the seconds until the host was clean (None: not within the wait) and,
     for the baseline, what was left 2 s after the kill."""
     rnd = random.Random(seed)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(REPO)}
-    owners: set[str] = set()
-    ready = threading.Event()
-    with subprocess.Popen([sys.executable, "-c", RUNNER, str(IDS[0]), str(IDS[1]), str(seed)],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO,
-                          start_new_session=True) as proc:  # fmt: skip
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                words = line.decode().split()
-                if words[:1] == ["owner"]:
-                    owners.add(words[1])
-                elif words[:1] == ["ready"]:
-                    ready.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
+    proc, owners, ready, reader = start_runner(seed)
+    with proc:
         ready.wait(60)
         time.sleep(rnd.uniform(0.0, 1.2))
         if not reaper:

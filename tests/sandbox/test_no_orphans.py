@@ -123,8 +123,11 @@ def _left(owners: set[str]) -> dict[str, list[object]]:
     return {k: v for k, v in found.items() if v}
 
 
-def _kill_once(seed: int) -> tuple[dict[str, list[object]], float]:
-    rnd = random.Random(seed)
+def start_runner(seed: int) -> tuple[subprocess.Popen[bytes], set[str], threading.Event,
+                                     threading.Thread]:
+    """Start the runner child (RUNNER) for ``seed``: the process, the owner tokens it reports,
+    an event set once it serves calls, and the thread reading its output (also used by
+    benchmarks/orphans.py)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(IDS[0]), str(IDS[1]), str(seed)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
@@ -143,6 +146,12 @@ def _kill_once(seed: int) -> tuple[dict[str, list[object]], float]:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    return proc, owners, ready, reader
+
+
+def _kill_once(seed: int) -> tuple[dict[str, list[object]], float]:
+    rnd = random.Random(seed)
+    proc, owners, ready, reader = start_runner(seed)
     if rnd.random() < 0.25:  # while the backend starts (self-check, cgroup discovery)
         time.sleep(rnd.uniform(0.0, 0.6))
     else:  # while it serves calls
