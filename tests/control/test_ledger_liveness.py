@@ -46,9 +46,19 @@ def _stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
 
 
+def _asleep(pid: int) -> list[str]:
+    """The fields once the process sleeps: a child just started is still running (R) for a moment,
+    so a state read twice could differ (CI once read R then S)."""
+    end = time.monotonic() + 60
+    while (fields := _stat_fields(pid))[0] != "S":
+        assert time.monotonic() < end, "the child never went to sleep"
+        time.sleep(0.01)
+    return fields
+
+
 def test_the_process_state_and_start_time_are_read_from_proc(
         sleeper: subprocess.Popen[bytes]) -> None:
-    fields = _stat_fields(sleeper.pid)
+    fields = _asleep(sleeper.pid)
     assert _proc_state(sleeper.pid) == (fields[0], fields[19])
     assert _boot_id() == Path("/proc/sys/kernel/random/boot_id").read_text().strip() != ""
     assert process_identity(sleeper.pid) == f"{_boot_id()}:{fields[19]}"
@@ -60,7 +70,7 @@ def test_a_command_name_with_parentheses_and_spaces_is_read_past(tmp_path: Path)
     odd.symlink_to("/bin/sleep")
     proc = subprocess.Popen([str(odd), "120"])
     try:
-        fields = _stat_fields(proc.pid)
+        fields = _asleep(proc.pid)
         assert Path(f"/proc/{proc.pid}/comm").read_text().strip() == "s) 1 2 3"
         assert _proc_state(proc.pid) == (fields[0], fields[19]) and fields[0] in "RS"
     finally:
