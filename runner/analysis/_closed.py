@@ -39,6 +39,7 @@ from runner.analysis._record import FLAT, OMIT, Record
 from runner.analysis._stats import cluster_bootstrap_diff, cluster_bootstrap_mean, noninferior
 from runner.errors import AnalysisError
 from runner.loop import Outcome
+from runner.policies import gate_pipeline
 from runner.study import Accounting, FailureCounts, ScheduleRow, StratumReasons
 from runner.worlds import CLOSED_LOOP_FAULTS, TRUST_BOUNDARY_FAULT, UNSEEN_FAULTS
 
@@ -70,8 +71,8 @@ __all__ = [
 ]
 
 CLOSED_FORMAT = "ect.analysis.closed_loop/1"
-COMPARATOR = "controller"
-TREATMENT = "ect"
+COMPARATOR = gate_pipeline("comparator")  # the pipeline table's gate roles
+TREATMENT = gate_pipeline("treatment")
 
 SECONDARY: tuple[tuple[str, str], ...] = (
     ("turns", "decision turns"),
@@ -747,7 +748,7 @@ def _audit(verified: Sequence[VerifiedCompletion], excluded: set[str],
     })
 
 
-def _by_policy(rows: Sequence[Outcome], policies: Sequence[str]) -> dict[str, Table4Row]:
+def _by_policy(rows: Sequence[Outcome], policies: Iterable[str]) -> dict[str, Table4Row]:
     """Table 4's columns for each policy that has rows among ``rows``."""
     return {
         p: _table4_row([r for r in rows if r.policy == p])

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from runner.analysis._record import Record
 from runner.analysis._stats import BootstrapResult
 from runner.errors import AnalysisError
-from runner.policies import PIPELINES, STATIC_ARMS
+from runner.policies import PIPELINES, STATIC_ARMS, PipelineEntry
 
 __all__ = [
     "CLOSED_LOOP_POLICIES",
@@ -24,19 +25,35 @@ __all__ = [
 STATIC_POLICIES: tuple[str, ...] = STATIC_ARMS
 """The seven static arms, in the paper's Table 2 order."""
 
-CLOSED_LOOP_POLICIES: tuple[str, ...] = PIPELINES
-"""The four closed-loop pipelines, in the paper's Table 4 order."""
+CLOSED_LOOP_POLICIES: Mapping[str, PipelineEntry] = PIPELINES
+"""The closed-loop pipelines (the pipeline table, live), in the paper's Table 4 order."""
 
-POLICY_LABELS: dict[str, str] = {
+# The static arms that are not pipelines; a pipeline's label is its entry's in the table (the
+# static arms critic_core, full_trace and ect share their pipeline's name and label).
+_STATIC_LABELS: dict[str, str] = {
     "completion_token": "Completion token",
     "self_check": "Self-check",
     "heuristic": "Heuristic",
-    "critic_core": "Critic core",
-    "controller": "Controller",
-    "full_trace": "Full-trace critic",
     "postconditions": "Postcond. oracle (non-deployable)",
-    "ect": "ECT",
 }
+
+
+class _Labels(Mapping[str, str]):
+    """Every policy's label: the static arms' above, each pipeline's from the table (live)."""
+
+    def __getitem__(self, policy: str) -> str:
+        entry = PIPELINES.get(policy)
+        return entry.label if entry is not None else _STATIC_LABELS[policy]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(_STATIC_LABELS), **dict.fromkeys(PIPELINES)})
+
+    def __len__(self) -> int:
+        return len({*_STATIC_LABELS, *PIPELINES})
+
+
+POLICY_LABELS: Mapping[str, str] = _Labels()
+"""Each policy's label in the tables and the report."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ SIMULATED plainly when the decisions came from the simulated provider.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -67,7 +67,7 @@ def results_json_bytes(results: Results) -> bytes:
 SECONDARY_ORDER = ("turns", "tool_calls", "tokens", "latency_s", "cost_usd")
 
 
-def _ordered(d: Mapping[str, _V], order: Sequence[str]) -> list[tuple[str, _V]]:
+def _ordered(d: Mapping[str, _V], order: Iterable[str]) -> list[tuple[str, _V]]:
     """``d``'s items in the canonical order (results.json sorts keys; reports must not)."""
     rank = {k: i for i, k in enumerate(order)}
     return sorted(d.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))

@@ -9,13 +9,10 @@ from pathlib import Path
 import click
 
 from runner.cli._common import EXIT_NEGATIVE, map_errors
+from runner.cli._params import STOP_REASONS
 
 __all__ = ["COMMANDS", "evals"]
 
-# The stop reasons (runner.control.StopReason), spelled here so `ect --help` does not import the
-# controller; tests/control/test_v2_features.py checks they match.
-_REASONS = ["goal_met", "step_budget", "token_budget", "tool_limit", "no_progress", "needs_human",
-            "tool_error", "policy_block", "time_budget", "internal_error"]
 
 
 @click.group("evals")
@@ -73,7 +70,7 @@ def run(path: Path | None, verbose: bool, agent: str | None, as_json: bool) -> N
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the case here (default: standard output).")
 @click.option("--id", "case_id", help="The case id (default: captured_<run id>).")
-@click.option("--expect", type=click.Choice(_REASONS),
+@click.option("--expect", type=STOP_REASONS,
               help="The stop the run should have ended with (default: the one it ended with).")
 @map_errors()
 def capture(record: Path, output: Path | None, case_id: str | None, expect: str | None) -> None:

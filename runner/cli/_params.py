@@ -24,8 +24,12 @@ __all__ = [
     "DEFAULT_SCHEDULE",
     "DEFAULT_SPEC",
     "DEFAULT_STATIC_SPEC",
+    "EXECUTOR_CHOICE",
+    "SANDBOX_BACKENDS",
+    "STOP_REASONS",
     "FiniteFloatRange",
     "ProviderName",
+    "TableChoice",
     "check_store_dir",
     "provider_options",
     "study_file",
@@ -56,23 +60,63 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
-class ProviderName(click.Choice[str]):
+class TableChoice(click.Choice[str]):
+    """A choice whose values are a library table's, read when the option is shown or parsed
+    (never when the command is defined: ``ect --help`` imports no library package), so a name
+    added to the table is offered everywhere and the CLI never spells a list of its own."""
+
+    def __init__(self, read: Callable[[], tuple[str, ...]]) -> None:
+        self._read = read
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return self._read()
+
+    @choices.setter
+    def choices(self, value: tuple[str, ...]) -> None:
+        del value  # click's constructor assigns the (empty) list: the table is the source
+
+
+def _sandbox_backends() -> tuple[str, ...]:
+    from runner.sandbox import BACKENDS
+
+    return tuple(BACKENDS)
+
+
+def _executors() -> tuple[str, ...]:
+    from runner.sandbox import EXECUTORS  # runner.study's own list, kept where it loads light
+
+    return tuple(EXECUTORS)
+
+
+def _stop_reasons() -> tuple[str, ...]:
+    from runner.control import StopReason
+
+    return tuple(r.value for r in StopReason)
+
+
+SANDBOX_BACKENDS = TableChoice(_sandbox_backends)
+"""``--sandbox-backend`` / ``--backend``: runner.sandbox.BACKENDS."""
+EXECUTOR_CHOICE = TableChoice(_executors)
+"""``--executor``: runner.study.EXECUTORS."""
+STOP_REASONS = TableChoice(_stop_reasons)
+"""A stop reason: runner.control.StopReason's values."""
+
+
+class ProviderName(TableChoice):
     """``--provider``: the names in the provider table (runner.providers.PROVIDERS), read when
     the option is shown or parsed, so a provider added to the table is offered everywhere.
     The table's module is light: reading it loads no adapter, httpx or google-genai."""
 
     def __init__(self) -> None:
-        super().__init__(())
+        super().__init__(_providers)
 
-    @property
-    def choices(self) -> tuple[str, ...]:
-        from runner.providers import PROVIDERS
 
-        return tuple(PROVIDERS)
+def _providers() -> tuple[str, ...]:
+    from runner.providers import PROVIDERS
 
-    @choices.setter
-    def choices(self, value: tuple[str, ...]) -> None:
-        del value  # click's constructor assigns the (empty) list: the table is the source
+    return tuple(PROVIDERS)
 
 
 class _TableWords(NamedTuple):

@@ -9,6 +9,7 @@ import click
 from runner.cli._common import EXIT_USAGE, die, map_errors
 from runner.cli._params import (
     DEFAULT_SPEC,
+    SANDBOX_BACKENDS,
     FiniteFloatRange,
     check_store_dir,
     provider_options,
@@ -35,7 +36,7 @@ __all__ = ["COMMANDS"]
 @click.option("--latency-s", "latency_s", default=2.0, show_default=True,
               type=FiniteFloatRange(min=0), help="The API's typical seconds a request (an "
                                                  "assumption the plan states).")
-@click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
+@click.option("--sandbox-backend", default=None, type=SANDBOX_BACKENDS,
               help="Override the platform's sandbox backend.")
 @click.option("--pilot", default=None, type=click.IntRange(1), metavar="N",
               help="Run the first N cells live first (a real, paid run into --pilot-store, "

@@ -7,14 +7,14 @@ import sys
 import click
 
 from runner.cli._common import EXIT_NEGATIVE, EXIT_OK, map_errors
-from runner.cli._params import FiniteFloatRange
+from runner.cli._params import SANDBOX_BACKENDS, FiniteFloatRange
 
 __all__ = ["COMMANDS", "sandbox_group"]
 
 
 _backend_option = click.option(
     "--backend",
-    type=click.Choice(["bwrap", "sandbox-exec"]),
+    type=SANDBOX_BACKENDS,
     default=None,
     help="Sandbox backend (default: bwrap on Linux, sandbox-exec on macOS). Never none.",
 )

@@ -20,6 +20,8 @@ from runner.cli._common import (
 )
 from runner.cli._params import (
     DEFAULT_SPEC,
+    EXECUTOR_CHOICE,
+    SANDBOX_BACKENDS,
     FiniteFloatRange,
     check_store_dir,
     provider_options,
@@ -136,7 +138,7 @@ def _print_check(check: PreflightCheck) -> None:
 @click.option("--store", "store", required=True, type=click.Path(dir_okay=False),
               help="The run store the study will write (absent, or a verified prefix).")
 @_provider_options
-@click.option("--sandbox-backend", default=None, type=click.Choice(["bwrap", "sandbox-exec"]),
+@click.option("--sandbox-backend", default=None, type=SANDBOX_BACKENDS,
               help="Override the platform's sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option("--quiet", "-q", is_flag=True,
@@ -317,10 +319,10 @@ def _run_options(fn: F) -> F:
                      help="Halt at a cell boundary after this many provider attempts."),
         *throttle_options(),
         click.option("--sandbox-backend", default=None,
-                     type=click.Choice(["bwrap", "sandbox-exec"]),
+                     type=SANDBOX_BACKENDS,
                      help="Override the platform's sandbox backend."),
         click.option("--executor", default="local", show_default=True,
-                     type=click.Choice(["local", "ray"]),
+                     type=EXECUTOR_CHOICE,
                      help="Where sandboxed tool calls run: this machine, or the nodes of a Ray "
                           "cluster (model calls, credential and store stay here)."),
         click.option("--ray-address", default=None, metavar="ADDR",

@@ -60,6 +60,7 @@ from runner.control import (
 from runner.ect import Ledger, Reason
 from runner.errors import EctError
 from runner.policies import (
+    PIPELINE_VERDICTS,
     CellIdentity,
     EscalateAction,
     FinishAction,
@@ -187,7 +188,7 @@ _FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_C
                        DecisionVerdict.FINISH_STUCK, DecisionVerdict.FINISH_NEEDS_HUMAN})
 
 
-_PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = ("complete", "continue", "stuck", "needs_human")
+_PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = PIPELINE_VERDICTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""Termination policies: the static arms, the closed-loop pipelines, planner I/O, frozen prompts
-and the simulated planner/critic behaviour (docs/protocol.md, part 2; the ECT paper's policies)."""
+"""Termination policies: the static arms, the closed-loop pipelines and their table, planner I/O,
+frozen prompts and the simulated planner/critic behaviour (docs/protocol.md, part 2; the ECT
+paper's policies)."""
 
 from runner.policies._actions import (
     ESCALATE_TOOL,
@@ -19,7 +20,7 @@ from runner.policies._common import POLICY_REASON_CODES
 from runner.policies._critics import CriticVerdict, build_critic_request, parse_critic_verdict
 from runner.policies._errors import CriticCoreInvariantBroken, PolicyError, UnknownPolicy
 from runner.policies._pipelines import (
-    PIPELINES,
+    PIPELINE_VERDICTS,
     STUCK_RECOVERY_DIRECTIVE,
     Pipeline,
     PipelineDecision,
@@ -30,6 +31,17 @@ from runner.policies._pipelines import (
     make_pipeline,
 )
 from runner.policies._prompts import PROMPT_NAMES, load_prompt, prompt_digests
+from runner.policies._registry import (
+    CRITICS,
+    PIPELINES,
+    CriticSpec,
+    GateRole,
+    PipelineEntry,
+    critic_spec,
+    gate_pipeline,
+    pipeline_entry,
+    registered,
+)
 from runner.policies._simulated import CriticBehaviour, PlannerBehaviour, simulated_responder
 from runner.policies._static import (
     ABLATIONS,
@@ -48,11 +60,13 @@ from runner.policies._views import (
 
 __all__ = [
     "ABLATIONS",
+    "CRITICS",
     "CRITIC_VIEW_FORMAT",
     "DEFAULT_STATIC_GENERATION",
     "ESCALATE_TOOL",
     "FINISH_TOOL",
     "PIPELINES",
+    "PIPELINE_VERDICTS",
     "PLANNER_VIEW_FORMAT",
     "POLICY_REASON_CODES",
     "PROMPT_NAMES",
@@ -61,12 +75,15 @@ __all__ = [
     "CellIdentity",
     "CriticBehaviour",
     "CriticCoreInvariantBroken",
+    "CriticSpec",
     "CriticVerdict",
     "EscalateAction",
     "FinishAction",
+    "GateRole",
     "InvalidAction",
     "Pipeline",
     "PipelineDecision",
+    "PipelineEntry",
     "PipelineParams",
     "PipelineState",
     "PipelineVerdict",
@@ -80,15 +97,19 @@ __all__ = [
     "action_from_json",
     "build_critic_request",
     "build_planner_request",
+    "critic_spec",
     "decide_static",
     "ect_directive",
     "embed_view",
     "extract_view",
+    "gate_pipeline",
     "load_prompt",
     "make_pipeline",
     "parse_critic_verdict",
     "parse_planner_action",
+    "pipeline_entry",
     "planner_tool_decls",
     "prompt_digests",
+    "registered",
     "simulated_responder",
 ]

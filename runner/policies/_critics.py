@@ -12,6 +12,7 @@ from typing import Any, Literal
 from runner.canonical import loads_strict
 from runner.ect import Contract, Ledger
 from runner.policies._prompts import load_prompt
+from runner.policies._registry import critic_spec
 from runner.policies._views import CRITIC_VIEW_FORMAT, CriticKind, critic_view_json, embed_view
 from runner.providers import GenerationConfig, Message, ProviderRequest, ProviderResult
 
@@ -40,14 +41,6 @@ SELF_CHECK_RESPONSE_SCHEMA: dict[str, Any] = {
     "required": ["verdict", "reason"],
 }
 
-_PROMPT = {"critic_core": "critic_core", "full_trace": "full_trace_critic", "self_check": "self_check"}
-_HEADER = {
-    "critic_core": "The agent asked to finish. Judge its proposal.",
-    "full_trace": "Judge whether the agent may stop now. The whole run follows.",
-    "self_check": "Check your own final answer before you stop.",
-}
-
-
 @dataclass(frozen=True)
 class CriticVerdict:
     """A parsed verdict. Self-check ``APPROVED``/``REVISE`` map to ``accept``/``reject``."""
@@ -68,7 +61,8 @@ def build_critic_request(
     metadata: Mapping[str, str | int],
     decision: int | None = None,
 ) -> ProviderRequest:
-    """A critic request (role ``"critic"``, or ``"self_check"`` for the self-check).
+    """A critic request (role ``"critic"``, or ``"self_check"`` for the self-check); ``kind``
+    is a critic of the pipeline table (its prompt and first line are the table's).
 
     ``decision`` is the 1-based index of the planner decision under judgement: in the closed
     loop every critic request carries it (in the view and in ``metadata``), as a real request
@@ -87,10 +81,11 @@ def build_critic_request(
     )
     if decision is not None:
         metadata = {**metadata, "decision": decision}
-    text = f"{_HEADER[kind]}\n\n{embed_view(CRITIC_VIEW_FORMAT, view)}"
+    spec = critic_spec(kind)
+    text = f"{spec.header}\n\n{embed_view(CRITIC_VIEW_FORMAT, view)}"
     return ProviderRequest(
         role="self_check" if kind == "self_check" else "critic",
-        system=load_prompt(_PROMPT[kind]),
+        system=load_prompt(spec.prompt),
         messages=(Message.user_text(text),),
         tools=(),
         response_schema=SELF_CHECK_RESPONSE_SCHEMA if kind == "self_check" else CRITIC_RESPONSE_SCHEMA,

@@ -1,4 +1,5 @@
-"""The four closed-loop termination pipelines (docs/protocol.md, part 2).
+"""The four closed-loop termination pipelines (docs/protocol.md, part 2); the pipeline table
+(runner/policies/_registry.py) names each one's class here.
 
 A pipeline is asked only when the planner proposes to finish: ``await pipeline.on_finish(state,
 action)`` returns one :class:`PipelineDecision`. Pipelines are cheap and keep per-cell state
@@ -26,13 +27,13 @@ Every provider failure or unparseable verdict maps to ``continue`` (no directive
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from runner.ect import Contract, Ledger, Reason, verify_json
 from runner.policies._actions import CellIdentity, FinishAction
 from runner.policies._common import last_call_repeats, reason
 from runner.policies._critics import CriticVerdict, build_critic_request, parse_critic_verdict
-from runner.policies._errors import UnknownPolicy
+from runner.policies._registry import PIPELINES, pipeline_entry
 from runner.policies._static import critic_core_fast_path
 from runner.providers import AttemptObserver, GenerationConfig, Provider, ProviderResult
 
@@ -40,6 +41,7 @@ __all__ = [
     "ECT_DIRECTIVE_FOOTER",
     "ECT_DIRECTIVE_HEADER",
     "PIPELINES",
+    "PIPELINE_VERDICTS",
     "STUCK_RECOVERY_DIRECTIVE",
     "Pipeline",
     "PipelineDecision",
@@ -49,8 +51,9 @@ __all__ = [
     "make_pipeline",
 ]
 
-PIPELINES: tuple[str, ...] = ("critic_core", "controller", "full_trace", "ect")
 PipelineVerdict = Literal["complete", "continue", "stuck", "needs_human"]
+PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = get_args(PipelineVerdict)
+"""Every decision a pipeline can return, in :data:`PipelineVerdict`'s order."""
 
 STUCK_RECOVERY_DIRECTIVE = (
     "The controller judged the run stuck: the last tool call repeats an earlier one. "
@@ -145,7 +148,7 @@ class _CriticBacked:
         self._provider = provider
         self._params = params
 
-    async def _ask(self, kind: Literal["critic_core", "full_trace"], state: PipelineState,
+    async def _ask(self, kind: str, state: PipelineState,
                    action: FinishAction) -> PipelineDecision:
         request = build_critic_request(
             kind,
@@ -263,21 +266,14 @@ class EctPipeline:
 def make_pipeline(
     name: str, provider: Provider | None, params: PipelineParams | None = None
 ) -> Pipeline:
-    """A fresh pipeline ``name`` (one of :data:`PIPELINES`) for one cell.
+    """A fresh pipeline ``name`` (a key of :data:`PIPELINES`) for one cell, built by its entry's
+    factory.
 
     Raises:
         UnknownPolicy: ``name`` is not a pipeline.
-        TypeError: a model-backed pipeline without a provider.
+        TypeError: a model-backed pipeline (one whose entry names a critic) without a provider.
     """
-    params = params or PipelineParams()
-    if name == "ect":
-        return EctPipeline(provider, params)
-    if name not in PIPELINES:
-        raise UnknownPolicy(f"unknown pipeline {name!r}; known: {', '.join(PIPELINES)}")
-    if provider is None:
+    entry = pipeline_entry(name)
+    if entry.critic is not None and provider is None:
         raise TypeError(f"pipeline {name!r} needs a provider")
-    if name == "critic_core":
-        return CriticCorePipeline(provider, params)
-    if name == "controller":
-        return ControllerPipeline(provider, params)
-    return FullTracePipeline(provider, params)
+    return entry.load()(provider, params or PipelineParams())

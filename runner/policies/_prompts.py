@@ -10,17 +10,20 @@ from functools import cache
 from importlib import resources
 
 from runner.canonical import raw_digest
+from runner.policies._registry import prompt_names
 
 __all__ = ["PROMPT_NAMES", "load_prompt", "prompt_digests"]
 
-# The frozen prompt set. Adding or renaming one is a protocol change (the lock pins this set).
-PROMPT_NAMES: tuple[str, ...] = ("critic_core", "full_trace_critic", "planner", "self_check")
+# The frozen prompt set, in name order: the planner's and each critic's in the pipeline table.
+# Adding or renaming one is a protocol change (the lock pins this set).
+PROMPT_NAMES: tuple[str, ...] = prompt_names()
 
 
 @cache
 def _prompt_bytes(name: str) -> bytes:
-    if name not in PROMPT_NAMES:
-        raise ValueError(f"unknown prompt {name!r}; known: {', '.join(PROMPT_NAMES)}")
+    known = prompt_names()
+    if name not in known:
+        raise ValueError(f"unknown prompt {name!r}; known: {', '.join(known)}")
     return resources.files("runner.policies").joinpath("prompts", f"{name}.txt").read_bytes()
 
 
@@ -31,4 +34,4 @@ def load_prompt(name: str) -> str:
 
 def prompt_digests() -> dict[str, str]:
     """``{name: "sha256:<hex of the file bytes>"}`` for every frozen prompt, in name order."""
-    return {n: raw_digest(_prompt_bytes(n)) for n in PROMPT_NAMES}
+    return {n: raw_digest(_prompt_bytes(n)) for n in prompt_names()}

@@ -55,8 +55,9 @@ receipt that failed or is invalid, a cited receipt outside the slot's entity/att
 scope, fewer cited receipts than the slot's cardinality minimum, an ``identity`` claim whose
 value differs from its one receipt's value, a derived value that differs from recomputing its
 transform over the cited values (noticed only with ``p_notice_value_mismatch``: it does not
-always redo the arithmetic), or no finish request at all. A full-trace critic that sees a repeated last call says ``stuck`` with
-``p_stuck_on_repeat``. With problems it still accepts (a fluent but unsupported proposal) with
+always redo the arithmetic), or no finish request at all. A critic whose entry in the pipeline
+table says ``simulated_stuck_on_repeat`` (the full-trace critic) and that sees a repeated last
+call says ``stuck`` with ``p_stuck_on_repeat``. With problems it still accepts (a fluent but unsupported proposal) with
 ``p_accept_unsupported``; without problems it rejects anyway with ``p_reject_supported``. The
 self-check reads only its own answer: it approves unless its checklist finds a required slot
 without a claim or a claim without evidence, and even then approves with
@@ -97,6 +98,7 @@ from runner.ect import (
 from runner.errors import FormatError
 from runner.policies._actions import ESCALATE_TOOL, FINISH_TOOL
 from runner.policies._common import call_key
+from runner.policies._registry import CRITICS
 from runner.policies._views import CRITIC_VIEW_FORMAT, PLANNER_VIEW_FORMAT, extract_view
 from runner.providers import FunctionCall, ProviderRequest, Responder, SimulatedReply
 from runner.worlds import plan_calls, propose_certificate
@@ -558,7 +560,9 @@ def _judge(view: Any, rng: random.Random, c: CriticBehaviour) -> SimulatedReply:
         if problems and rng.random() >= c.p_self_approve_flawed:
             return _verdict_reply("REVISE", problems[0])
         return _verdict_reply("APPROVED", "My answer covers the task and cites its evidence.")
-    if kind == "full_trace" and _repeats(view.get("trace")) and rng.random() < c.p_stuck_on_repeat:
+    spec = CRITICS.get(kind) if isinstance(kind, str) else None
+    if (spec is not None and spec.simulated_stuck_on_repeat and _repeats(view.get("trace"))
+            and rng.random() < c.p_stuck_on_repeat):
         return _verdict_reply("stuck", "The agent repeats the same call without progress.")
     if problems:
         if rng.random() < c.p_accept_unsupported:

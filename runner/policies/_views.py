@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.ect import Contract, Ledger, descriptor_digest, ledger_digest
@@ -31,7 +31,9 @@ __all__ = [
 
 PLANNER_VIEW_FORMAT = "ect.planner-view/1"
 CRITIC_VIEW_FORMAT = "ect.critic-view/1"
-CriticKind = Literal["critic_core", "full_trace", "self_check"]
+CriticKind = str
+"""A critic's kind: a key of ``runner.policies.CRITICS`` (the pipeline table's critics and the
+self-check)."""
 
 _VIEW_RE = re.compile(r'<ect-view format="([a-z0-9./-]+)">\n(.*?)\n</ect-view>', re.DOTALL)
 

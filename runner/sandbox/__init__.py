@@ -12,11 +12,12 @@ from runner.sandbox._pins import PINNED_FILES, pins_digest, read_pinned, verify_
 from runner.sandbox._probes import Probe, ProbeResult, iter_probes, load_probes, run_probes
 from runner.sandbox._seatbelt import SandboxExecBackend
 from runner.sandbox._seccomp import compile_policy, compile_policy_file
-from runner.sandbox._select import BACKENDS, select_backend
+from runner.sandbox._select import BACKENDS, EXECUTORS, select_backend
 from runner.sandbox._tool import ToolSandbox
 
 __all__ = [
     "BACKENDS",
+    "EXECUTORS",
     "PINNED_FILES",
     "Backend",
     "BwrapBackend",

@@ -7,9 +7,14 @@ from typing import Any
 
 from runner.sandbox._errors import SandboxUnavailable
 
-__all__ = ["BACKENDS", "select_backend"]
+__all__ = ["BACKENDS", "EXECUTORS", "select_backend"]
 
 BACKENDS = ("bwrap", "sandbox-exec")
+
+EXECUTORS = ("local", "ray")
+"""Where a study runs its sandboxed tool calls (runner.study's executors: this machine, or the
+nodes of a Ray cluster). Kept here, where it loads light, so the CLI can offer the choice
+without importing the study."""
 
 
 def select_backend(name: str | None = None, **options: Any) -> Any:

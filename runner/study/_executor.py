@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from runner.canonical import JsonObject, JsonValue
+from runner.sandbox import EXECUTORS
 
 if TYPE_CHECKING:
     from runner.sandbox import ToolSandbox
 
 __all__ = ["EXECUTORS", "ExecutorLost", "LocalExecutor", "RetryHook", "ToolExecutor"]
 
-EXECUTORS = ("local", "ray")
 
 RetryHook = Callable[[JsonObject], None]
 """Called with a JSON description of each call attempt that was lost and re-run elsewhere."""

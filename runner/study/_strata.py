@@ -55,7 +55,8 @@ def _order(stratum: str) -> tuple[int, str]:
 
 
 def _pipeline_order(pipeline: str) -> tuple[int, str]:
-    return (PIPELINES.index(pipeline), "") if pipeline in PIPELINES else (len(PIPELINES), pipeline)
+    order = list(PIPELINES)
+    return (order.index(pipeline), "") if pipeline in order else (len(order), pipeline)
 
 
 def reason_codes_by_stratum(records: Iterable[CellRecord]) -> list[StratumReasons]:

@@ -294,12 +294,6 @@ def test_results_that_teach_the_run_nothing_are_no_progress() -> None:
         StalledState(1)
 
 
-def test_cli_capture_offers_every_stop_reason() -> None:
-    from runner.cli._evals import _REASONS
-
-    assert _REASONS == [str(r) for r in StopReason]
-
-
 def test_resume_feeds_the_answer_to_the_model_and_names_a_run_it_cannot_resume() -> None:
     notes: list[tuple[str, ...]] = []
 

@@ -18,6 +18,9 @@ EXPORTED = {
     "load_prompt", "make_pipeline", "parse_critic_verdict", "parse_planner_action",
     "planner_tool_decls", "prompt_digests", "simulated_responder",
     "CellIdentity", "PipelineVerdict", "action_from_json",
+    # the pipeline table
+    "CRITICS", "PIPELINE_VERDICTS", "CriticSpec", "GateRole", "PipelineEntry", "critic_spec",
+    "gate_pipeline", "pipeline_entry", "registered",
 }
 
 

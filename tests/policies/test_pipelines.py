@@ -140,7 +140,7 @@ def test_ect_complete_continue_directive_needs_human_stuck() -> None:
 
 
 def test_make_pipeline() -> None:
-    assert PIPELINES == ("critic_core", "controller", "full_trace", "ect")
+    assert tuple(PIPELINES) == ("critic_core", "controller", "full_trace", "ect")
     for name in PIPELINES:
         provider, _ = scripted("accept")
         assert make_pipeline(name, provider, PARAMS).name == name
