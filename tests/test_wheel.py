@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.sizes import STUDY_CELLS
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = ("schedules", "sandbox_profiles", "preflight")
 SYSTEM_PYTHON = Path("/usr/bin/python3")
@@ -201,7 +203,7 @@ def test_ect_demo_runs_from_the_wheel_outside_the_checkout(
     cwd, results = outside
     proc = results["demo"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "smoke run (24/576 cells)" in proc.stderr
+    assert f"smoke run (24/{STUDY_CELLS} cells)" in proc.stderr
     assert re.search(r"^ +store: demo/v2\.db$", proc.stdout, re.M), proc.stdout
     assert (cwd / "demo" / "v2.db").is_file()
 

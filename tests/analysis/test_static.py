@@ -27,6 +27,7 @@ from runner.study import (
     run_static,
 )
 from tests.analysis import _standin
+from tests.sizes import STATIC_ARM_COUNT, STATIC_SNAPSHOTS
 
 SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
 SIM = ProviderInfo(name="simulated", model="simulated-1", simulated=True)
@@ -55,7 +56,7 @@ def scripted() -> tuple[Any, StaticResults]:
 
 def test_every_snapshot_every_arm_and_each_ablation(scripted: tuple[Any, StaticResults]) -> None:
     r, _ = scripted
-    assert len(r.rows) == 432 * (7 + len(TABLE3_ABLATIONS))
+    assert len(r.rows) == STATIC_SNAPSHOTS * (STATIC_ARM_COUNT + len(TABLE3_ABLATIONS))
     ablated = {row.ablate for row in r.rows if row.ablate}
     assert ablated == {
         "claim_coverage",
@@ -96,7 +97,7 @@ def test_table2_reproduces_the_papers_shape(scripted: tuple[Any, StaticResults])
     assert ft.input_tokens == 324_000
     assert ft.cost_usd == pytest.approx((324_000 * 0.30 + 16_200 * 2.50) / 1e6)
     assert res.table2["critic_core"].model_calls == 0
-    assert res.inputs.heldout_snapshots == 324 and res.inputs.snapshots == 432
+    assert res.inputs.heldout_snapshots == 324 and res.inputs.snapshots == STATIC_SNAPSHOTS
 
 
 def test_h1_matches_the_paper(scripted: tuple[Any, StaticResults]) -> None:

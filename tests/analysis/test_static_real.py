@@ -17,6 +17,7 @@ from runner.ect import Certificate
 from runner.policies import CriticCoreInvariantBroken
 from runner.study import StaticSpec, run_static, static_provider
 from runner.worlds import static_grid
+from tests.sizes import STATIC_ARM_COUNT, STATIC_SNAPSHOTS
 
 SPEC = Path(__file__).resolve().parents[2] / "schedules" / "static.toml"
 
@@ -113,12 +114,12 @@ def test_ect_static_reproduces_table2_and_h1_shapes(study: tuple[Path, Any]) -> 
 def test_decisions_and_attempts_are_kept(study: tuple[Path, Any]) -> None:
     out, _ = study
     decisions = (out / "decisions.jsonl").read_text().splitlines()
-    assert len(decisions) == 432 * (7 + 7)
+    assert len(decisions) == STATIC_SNAPSHOTS * (STATIC_ARM_COUNT + 7)
     first = json.loads(decisions[0])
     assert first["provider"] == "simulated/simulated-1 (SIMULATED)"
     attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
     journal = (out / "attempts.journal.jsonl").read_text().splitlines()
-    assert len(attempts) == len(journal) > 432
+    assert len(attempts) == len(journal) > STATIC_SNAPSHOTS
     assert {a["arm"] for a in attempts} == {"self_check", "full_trace"}
     assert all(a["simulated"] and "started_utc" not in a for a in attempts)
 

@@ -34,6 +34,7 @@ from runner.providers import ProviderRequest, ProviderResult, SimulatedProvider
 from runner.study import load_spec, read_schedule
 from runner.study._execute import run_cell_trajectory
 from runner.worlds import closed_loop_checkpoints, execute_calls, propose_certificate
+from tests.sizes import STUDY_CELLS
 from tests.worlds.test_drafts import _derivable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +85,7 @@ def cells() -> list[Cell]:
         return out
 
     result: list[Cell] = anyio.run(all_cells)
-    assert len(result) == 576
+    assert len(result) == STUDY_CELLS
     return result
 
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from runner.cli._app import cli
 from runner.study import LockError, LockMismatch, check_lock, run_preflight, stop_file
+from tests.sizes import STUDY_CELLS
 from tests.study.conftest import Reference
 from tests.study.support import REPO, make_study
 
@@ -157,4 +158,4 @@ def test_committed_lock_is_current() -> None:
         pytest.fail(f"schedules/v2.lock.json is not current ({e}); run "
                     "`ect schedule build --replace && ect schedule lock --replace` and commit "
                     "schedules/v2.schedule.jsonl and schedules/v2.lock.json")
-    assert len(rows) == lock.schedule.rows == 576
+    assert len(rows) == lock.schedule.rows == STUDY_CELLS

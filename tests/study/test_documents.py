@@ -26,6 +26,7 @@ from runner.study import (
     read_lock,
     study_paths,
 )
+from tests.sizes import STUDY_CELLS
 
 REPO = Path(__file__).resolve().parents[2]
 V2 = REPO / "schedules" / "v2.toml"
@@ -44,7 +45,7 @@ def test_the_lock_reads_back_the_file_byte_for_byte() -> None:
     assert canonical_bytes(lock.to_json()) + b"\n" == raw
     assert StudyLock.from_json(lock.to_json()) == lock
     assert lock.digest == digest("ect/lock/v1", loads_strict(raw))
-    assert lock.schedule.rows == 576 and lock.spec.file == "v2.toml"
+    assert lock.schedule.rows == STUDY_CELLS and lock.spec.file == "v2.toml"
     assert lock.generation == generation_config(load_spec(V2))
 
 

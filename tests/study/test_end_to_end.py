@@ -30,6 +30,7 @@ from runner.study import (
     study_paths,
     verify_export,
 )
+from tests.sizes import STUDY_CELLS
 from tests.study.conftest import Reference
 from tests.study.support import SMALL_ROWS, bodies, ect, make_study, tampered_copy
 
@@ -139,6 +140,6 @@ def test_demo_runs_the_whole_offline_study(tmp_path: Path) -> None:
     store, manifest = out / "v2.db", out / "manifest.json"
     assert f"manifest: {manifest}" in " ".join(done.stdout.split())
     assert "simulated provider" in done.stdout
-    assert len(bodies(store)) == 576 and verify_store(store, full=True).ok
+    assert len(bodies(store)) == STUDY_CELLS and verify_store(store, full=True).ok
     verify_export(manifest, store)
     assert (out / "report" / "report.html").is_file()

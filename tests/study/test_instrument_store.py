@@ -20,6 +20,7 @@ from runner.ect import Claim, Ledger, values_match, verify_json
 from runner.policies._views import extract_view
 from runner.store import Store
 from runner.worlds import closed_loop_checkpoints, propose_certificate
+from tests.sizes import STUDY_CELLS
 from tests.study.support import make_study, run
 from tests.worlds.test_drafts import _derivable
 
@@ -34,7 +35,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = make_study(tmp / "study", worlds=("w10", "w11", "w12", "w13"), seeds=3)
     path = tmp / "v2.db"
     summary = run(spec, path, concurrency=2)
-    assert summary.committed == summary.total == 576
+    assert summary.committed == summary.total == STUDY_CELLS
     return path
 
 

@@ -18,6 +18,7 @@ import runner.study
 from runner.cli._app import cli
 from runner.cli._progress import CellProgress, CountProgress
 from runner.study import RunSummary, run_preflight, study_paths
+from tests.sizes import STUDY_CELLS
 from tests.study.conftest import Reference
 from tests.study.support import REPO, SMALL_ROWS
 
@@ -187,7 +188,7 @@ def test_demo_runs_outside_the_repository_root(tmp_path: Path,
     result = CliRunner().invoke(cli, ["demo", "--limit", "1", "--out", "o/"])
     assert result.exit_code == 0, result.output
     assert f"preflight: {REPO / 'schedules' / 'v2.toml'} -> " in result.stderr
-    assert "smoke run (1/576 cells)" in result.stderr
+    assert f"smoke run (1/{STUDY_CELLS} cells)" in result.stderr
     assert (tmp_path / "o" / "v2.db").is_file()
 
 

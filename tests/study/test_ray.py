@@ -28,6 +28,7 @@ from runner.store import Store
 from runner.study import NoUsableNode, RayExecutor, load_spec
 from runner.study._ray import RAY_ENV_DEFAULTS, NodeExpectations
 from runner.study._spec import SandboxLimits, sandbox_limits
+from tests.sizes import STUDY_CELLS
 from tests.study.conftest import Reference
 from tests.study.fake_openai import FakeOpenAI
 from tests.study.support import REPO, SMALL_ROWS, ect, result_digests, run, subprocess_env
@@ -566,5 +567,5 @@ def test_the_whole_study_through_ray_equals_the_local_run(cluster: Any, tmp_path
     local = run(own / "v2.toml", tmp_path / "local.db", concurrency=2)
     remote = run(own / "v2.toml", tmp_path / "ray.db", concurrency=2, executor="ray",
                  ray_address=cluster.address)
-    assert local.committed == remote.committed == 576
+    assert local.committed == remote.committed == STUDY_CELLS
     assert result_digests(tmp_path / "ray.db") == result_digests(tmp_path / "local.db")

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from runner.view import build_app
+from tests.sizes import STUDY_CELLS
 from tests.study.support import bodies, ect, make_study
 
 
@@ -21,14 +22,14 @@ def test_every_demo_trajectory_is_shown(tmp_path: Path) -> None:
     store = out / "v2.db"
     assert done.stdout.strip().splitlines()[-1].endswith(f"ect view --store {store}")
     recorded = bodies(store)
-    assert len(recorded) == 576
+    assert len(recorded) == STUDY_CELLS
     app = build_app(store=store)
 
     async def go() -> None:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://127.0.0.1") as c:
             cells = (await c.get("/api/cells")).json()["rows"]
-            assert len(cells) == 576
+            assert len(cells) == STUDY_CELLS
             for seq, body in enumerate(recorded, 1):
                 view = (await c.get(f"/api/cell-{seq}")).json()
                 assert view["cell_id"] == body["cell_id"]

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from runner.cli._app import cli
 from runner.worlds import task_manifest_digest
+from tests.sizes import STATIC_SNAPSHOTS
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -20,12 +21,12 @@ def test_manifest_json_prints_real_counts_and_digest() -> None:
     code, out, _ = _run("tasks", "manifest", "--json")
     assert code == 0
     assert json.loads(out) == {
-        "static": {"tasks": 48, "snapshots": 432, "heldout_fault_snapshots": 288},
+        "static": {"tasks": 48, "snapshots": STATIC_SNAPSHOTS, "heldout_fault_snapshots": 288},
         "closed_loop": {"tasks": 24, "checkpoints": 48},
         "digest": task_manifest_digest(),
     }
     code, out, _ = _run("tasks", "manifest")
-    assert code == 0 and "432 snapshots" in out and task_manifest_digest() in out
+    assert code == 0 and f"{STATIC_SNAPSHOTS} snapshots" in out and task_manifest_digest() in out
 
 
 def test_show_prints_task_contract_gold_and_checkpoints() -> None:
@@ -60,8 +61,8 @@ def test_list_names_all_72_tasks() -> None:
 def test_export_then_verify_by_hand(tmp_path: Path) -> None:
     target = tmp_path / "bench"
     code, out, _ = _run("tasks", "export", str(target))
-    assert code == 0 and "432 snapshots" in out
-    assert len(list((target / "static").glob("*/*/certificate.json"))) == 432
+    assert code == 0 and f"{STATIC_SNAPSHOTS} snapshots" in out
+    assert len(list((target / "static").glob("*/*/certificate.json"))) == STATIC_SNAPSHOTS
     assert len(list((target / "closed_loop").glob("*/*/certificate.json"))) == 48
     assert len(list((target / "worlds").glob("*.json"))) == 12
     for rel, expected in (

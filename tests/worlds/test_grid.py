@@ -25,6 +25,7 @@ from runner.worlds import (
     tools,
     world_snapshot,
 )
+from tests.sizes import STATIC_SNAPSHOTS
 
 # The reason families each static fault's definition implies: "required" must be present and
 # nothing outside "allowed" may appear. Faults that trip several families are listed in
@@ -43,7 +44,7 @@ STATIC_EXPECTED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 
 def test_static_grid_shape_and_canonical_order() -> None:
     grid = static_grid()
-    assert len(grid) == 432
+    assert len(grid) == STATIC_SNAPSHOTS
     expected = [f"{t.task_id}/{c}" for t in static_tasks() for c in STATIC_CONDITIONS]
     assert [s.snapshot_id for s in grid] == expected
     heldout = [s for s in grid if s.task.split == "heldout" and s.condition != "C0"]

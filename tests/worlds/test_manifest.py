@@ -7,10 +7,11 @@ import json
 
 from runner.canonical import digest, is_digest
 from runner.worlds import manifest_counts, task_manifest, task_manifest_digest
+from tests.sizes import STATIC_SNAPSHOTS
 from tests.worlds import regenerate_golden
 
 EXPECTED_COUNTS = {
-    "static": {"tasks": 48, "snapshots": 432, "heldout_fault_snapshots": 288},
+    "static": {"tasks": 48, "snapshots": STATIC_SNAPSHOTS, "heldout_fault_snapshots": 288},
     "closed_loop": {"tasks": 24, "checkpoints": 48},
 }
 
@@ -56,12 +57,12 @@ def test_regeneration_matches_golden() -> None:
 def test_manifest_pins_every_task_oracle_answer_snapshot_and_checkpoint() -> None:
     m = task_manifest()
     assert m["format"] == "ect.task-manifest/1"
-    assert len(m["tasks"]) == 72 and len(m["snapshots"]) == 432 and len(m["checkpoints"]) == 48
+    assert len(m["tasks"]) == 72 and len(m["snapshots"]) == STATIC_SNAPSHOTS and len(m["checkpoints"]) == 48
     assert len(m["worlds"]) == 12
     for t in m["tasks"]:
         assert all(is_digest(t[k]) for k in ("descriptor_digest", "contract_digest", "gold_digest"))
     assert all(is_digest(s["digest"]) and is_digest(s["ledger_digest"]) for s in m["snapshots"])
-    assert len({s["digest"] for s in m["snapshots"]}) == 432
+    assert len({s["digest"] for s in m["snapshots"]}) == STATIC_SNAPSHOTS
     assert m["counts"] == manifest_counts() == EXPECTED_COUNTS
     assert task_manifest_digest() == digest("ect/manifest/v1", m)
 
