@@ -85,7 +85,7 @@ def _sandbox_backends() -> tuple[str, ...]:
 
 
 def _executors() -> tuple[str, ...]:
-    from runner.sandbox import EXECUTORS  # runner.study's own list, kept where it loads light
+    from runner.sandbox import EXECUTORS  # the study's executors, kept where they load light
 
     return tuple(EXECUTORS)
 
@@ -99,7 +99,7 @@ def _stop_reasons() -> tuple[str, ...]:
 SANDBOX_BACKENDS = TableChoice(_sandbox_backends)
 """``--sandbox-backend`` / ``--backend``: runner.sandbox.BACKENDS."""
 EXECUTOR_CHOICE = TableChoice(_executors)
-"""``--executor``: runner.study.EXECUTORS."""
+"""``--executor``: runner.sandbox.EXECUTORS (the study's executors)."""
 STOP_REASONS = TableChoice(_stop_reasons)
 """A stop reason: runner.control.StopReason's values."""
 

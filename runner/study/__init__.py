@@ -28,7 +28,7 @@ from runner.study._execute import (
     stop_file,
     throttle_settings,
 )
-from runner.study._executor import EXECUTORS, LocalExecutor, ToolExecutor
+from runner.study._executor import LocalExecutor, ToolExecutor
 from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
 from runner.study._header import HeaderProvider, StoreHeader
 from runner.study._journal import (
@@ -138,7 +138,6 @@ from runner.study._workflow import (
 )
 
 __all__ = [
-    "EXECUTORS",
     "LOCK_FORMAT",
     "ON_TRANSPORT_FAILURE",
     "PREFLIGHT_FORMAT",

@@ -15,7 +15,7 @@ from runner.cli._params import TableChoice
 from runner.control import StopReason
 from runner.providers import PROVIDERS
 from runner.sandbox import BACKENDS, EXECUTORS
-from runner.study import EXECUTORS as STUDY_EXECUTORS
+from runner.study._executor import EXECUTORS as STUDY_EXECUTORS
 
 CLI_DIR = Path(__file__).resolve().parents[2] / "runner" / "cli"
 

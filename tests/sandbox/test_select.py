@@ -13,7 +13,7 @@ from runner.sandbox import BwrapBackend, SandboxUnavailable, select_backend
 
 def test_public_surface() -> None:
     assert set(sandbox.__all__) == {
-        "BACKENDS", "PINNED_FILES", "Backend", "BwrapBackend", "KillReason", "Limits",
+        "BACKENDS", "EXECUTORS", "PINNED_FILES", "Backend", "BwrapBackend", "KillReason", "Limits",
         "PinMismatch", "Probe", "ProbeResult", "ChildResult", "SandboxExecBackend",
         "SandboxUnavailable", "ToolSandbox", "WorkerFailed", "compile_policy",
         "compile_policy_file", "iter_probes", "load_probes", "pins_digest", "read_pinned",
