@@ -30,10 +30,15 @@ from runner.study import ScheduleRow
 FAULTS = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "U1", "U2", "U3", "T1")
 FAMILIES = ("lookup", "aggregation", "topk", "temporal", "hierarchy", "abstention")
 POLICIES = ("critic_core", "controller", "full_trace", "ect")
+SEEDS = (0, 1, 2)
 
 
 def task_ids() -> list[str]:
     return [f"t{i:02d}" for i in range(24)]
+
+
+ROWS = len(task_ids()) * 2 * len(SEEDS) * len(POLICIES)
+"""The synthetic study's rows (the frozen study's shape: 576)."""
 
 
 def schedule(faults: tuple[str, ...] = FAULTS) -> list[dict[str, Any]]:
@@ -42,7 +47,7 @@ def schedule(faults: tuple[str, ...] = FAULTS) -> list[dict[str, Any]]:
     n = 0
     for i, task in enumerate(task_ids()):
         for checkpoint in ("clean", "incomplete"):
-            for seed in (0, 1, 2):
+            for seed in SEEDS:
                 for policy in POLICIES:
                     rows.append(
                         {

@@ -138,7 +138,7 @@ def test_inventory_refusals_name_rows() -> None:
     with pytest.raises(InventoryIncomplete) as e:
         run(bad)
     assert e.value.unexpected == ("row 4 cell forged",) and e.value.missing == (4,)
-    with pytest.raises(InventoryIncomplete, match="576 schedule rows expected"):
+    with pytest.raises(InventoryIncomplete, match=f"{fx.ROWS} schedule rows expected"):
         run([])
 
 

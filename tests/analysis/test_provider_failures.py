@@ -46,16 +46,16 @@ def test_a_report_over_failures_says_so_first_and_counts_them(tmp_path: Path) ->
     assert res.exit_code == 0, res.output
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     counts = data["provider_failures"]
-    assert counts["total"] == 2 * 576 and counts["cells"] == 576
-    assert counts["by_class"] == {"transport": 576, "model_output": 576}
-    assert counts["by_role"] == {"critic": 576, "planner": 576}
-    assert counts["by_kind"] == {"empty_response": 576, "server_error": 576}
+    assert counts["total"] == 2 * fx.ROWS and counts["cells"] == fx.ROWS
+    assert counts["by_class"] == {"transport": fx.ROWS, "model_output": fx.ROWS}
+    assert counts["by_role"] == {"critic": fx.ROWS, "planner": fx.ROWS}
+    assert counts["by_kind"] == {"empty_response": fx.ROWS, "server_error": fx.ROWS}
     assert set(counts["by_pipeline"]) == {"critic_core", "controller", "full_trace", "ect"}
-    assert len(counts["cells_with_transport_failure"]) == 576
+    assert len(counts["cells_with_transport_failure"]) == fx.ROWS
     head = (tmp_path / "out" / "tables.md").read_text().splitlines()[:6]
-    assert any("provider failure(s)" in line and "576 transport" in line for line in head), head
+    assert any("provider failure(s)" in line and f"{fx.ROWS} transport" in line for line in head), head
     md = (tmp_path / "out" / "tables.md").read_text()
-    assert "## Provider failures" in md and "| role | planner | 576 |" in md
+    assert "## Provider failures" in md and f"| role | planner | {fx.ROWS} |" in md
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.index("provider failure(s)") < html.index('class="gates"')
     assert any(c["key"] == "transport_failures" for c in data["choices"])

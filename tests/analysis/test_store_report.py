@@ -30,7 +30,7 @@ from tests.analysis import _fixtures as fx
 REPO = Path(__file__).resolve().parents[2]
 # As runner.study writes them: the header names the provider and whether it was simulated;
 # each record's audit keeps the provider attempt records (with provider/model/simulated).
-STUDY_HEADER = {"provider": "simulated", "simulated": True, "schedule_rows": 576}
+STUDY_HEADER = {"provider": "simulated", "simulated": True, "schedule_rows": fx.ROWS}
 ATTEMPT = {"provider": "simulated", "model": "simulated-1", "simulated": True, "status": 200}
 BLOB = "sha256:" + "ab" * 32
 
@@ -118,7 +118,7 @@ def test_report_from_store_gives_the_known_tables(full: tuple[Path, Path], tmp_p
         "full_trace": 22,
         "ect": 0,
     }
-    assert data["inputs"]["store_records"] == 577 and data["inputs"]["schedule_rows"] == 576
+    assert data["inputs"]["store_records"] == fx.ROWS + 1 and data["inputs"]["schedule_rows"] == fx.ROWS
     assert data["inputs"]["replicates"] == 500
     tables = (tmp_path / "out" / "tables.md").read_text()
     # ECT's U and FC are marked as guaranteed by the verifier, not measured.
@@ -149,7 +149,7 @@ def test_report_refuses_missing_and_duplicate_rows(tmp_path: Path) -> None:
     missing = make_store(tmp_path, outs[:-1], name="missing.sqlite")
     res = report(missing, schedule, tmp_path / "o1")
     assert res.exit_code == 3
-    assert "inventory incomplete" in res.output and "rows 576" in res.output
+    assert "inventory incomplete" in res.output and f"rows {fx.ROWS}" in res.output
     assert not (tmp_path / "o1" / "results.json").exists()
     dup = make_store(tmp_path, [*outs, outs[0]], name="dup.sqlite")
     res = report(dup, schedule, tmp_path / "o2")
@@ -171,7 +171,7 @@ def test_report_refuses_a_record_of_another_schedule_row(tmp_path: Path) -> None
 def test_provider_comes_from_header_and_audits(full: tuple[Path, Path]) -> None:
     loaded = load_outcomes_from_store(full[0])
     assert (loaded.provider.name, loaded.provider.model) == ("simulated", "simulated-1")
-    assert loaded.provider.simulated and len(loaded.outcomes) == 576
+    assert loaded.provider.simulated and len(loaded.outcomes) == fx.ROWS
 
 
 def test_provider_fallbacks_and_contradictions(tmp_path: Path) -> None:
@@ -227,7 +227,7 @@ def test_report_refuses_a_schedule_of_another_size(full: tuple[Path, Path], tmp_
     short = tmp_path / "short.jsonl"
     short.write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in fx.schedule()[:-4]))
     res = report(full[0], short, tmp_path / "o")
-    assert res.exit_code == 3 and "run for 576 schedule rows" in res.output
+    assert res.exit_code == 3 and f"run for {fx.ROWS} schedule rows" in res.output
 
 
 def test_report_refuses_a_missing_store(tmp_path: Path) -> None:
@@ -298,13 +298,13 @@ def test_a_simulated_report_names_its_parameters_and_never_says_passed(tmp_path:
         assert "Paper vs this run" in text
     # ect report counts reason codes per fault stratum and pipeline from the cell records.
     strata = data["reason_codes"]
-    assert sum(e["cells"] for e in strata) == 576
+    assert sum(e["cells"] for e in strata) == fx.ROWS
     assert {e["pipeline"] for e in strata} == {"critic_core", "controller", "full_trace", "ect"}
 
 
 def test_a_real_provider_report_keeps_plain_verdicts(tmp_path: Path) -> None:
     header = {"provider": {"name": "gemini", "model": "gemini-2.5-flash", "simulated": False},
-              "schedule_rows": 576}
+              "schedule_rows": fx.ROWS}
     store = make_store(tmp_path, fx.outcomes(), header=header,
                        audit=audit_of({**ATTEMPT, "provider": "gemini",
                                        "model": "gemini-2.5-flash", "simulated": False}))

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from runner.analysis import load_outcomes_from_store
 from runner.cli import cli
+from tests.sizes import STUDY_CELLS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,8 @@ def test_report_refuses_the_limited_study(limited_store: tuple[Path, Path], tmp_
         cli, ["report", "--store", str(store), "--schedule", str(schedule), "--out", str(tmp_path)]
     )
     assert res.exit_code == 3, res.output
-    assert "inventory incomplete: 576 schedule rows expected, 568 missing (rows 9, 10" in res.output
+    assert (f"inventory incomplete: {STUDY_CELLS} schedule rows expected, {STUDY_CELLS - 8} missing "
+            "(rows 9, 10") in res.output
     assert not (tmp_path / "results.json").exists()
 
 
