@@ -34,6 +34,7 @@ from runner.policies._prompts import PROMPT_NAMES, load_prompt, prompt_digests
 from runner.policies._registry import (
     CRITICS,
     PIPELINES,
+    CriticSight,
     CriticSpec,
     GateRole,
     PipelineEntry,
@@ -75,6 +76,7 @@ __all__ = [
     "CellIdentity",
     "CriticBehaviour",
     "CriticCoreInvariantBroken",
+    "CriticSight",
     "CriticSpec",
     "CriticVerdict",
     "EscalateAction",

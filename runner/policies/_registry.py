@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CRITICS",
     "PIPELINES",
+    "CriticSight",
     "CriticSpec",
     "GateRole",
     "PipelineEntry",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 GateRole = Literal["treatment", "comparator"]
+CriticSight = Literal["answer", "last_step", "whole_trace"]
 PipelineFactory = Callable[["Provider | None", "PipelineParams"], "Pipeline"]
 
 
@@ -52,12 +54,16 @@ class CriticSpec:
     """A model critic: ``kind`` is what its view says it is (``kind``) and what its requests'
     metadata name (``critic``); ``prompt`` is its frozen prompt
     (``runner/policies/prompts/<prompt>.txt``, pinned by the lock); ``header`` is the first line
-    of its request. ``simulated_stuck_on_repeat``: the simulated critic answers ``stuck`` to a
-    repeated last call (with ``p_stuck_on_repeat``) before it looks for problems."""
+    of its request; ``sees`` is what its view shows besides the task and the proposal
+    (``answer``: nothing else; ``last_step``: the contract, the ledger and the most recent call;
+    ``whole_trace``: every call). ``simulated_stuck_on_repeat``: the simulated critic answers
+    ``stuck`` to a repeated last call (with ``p_stuck_on_repeat``) before it looks for
+    problems."""
 
     kind: str
     prompt: str
     header: str
+    sees: CriticSight
     simulated_stuck_on_repeat: bool = False
 
 
@@ -88,14 +94,14 @@ class PipelineEntry:
 
 CRITIC_CORE = CriticSpec(
     kind="critic_core", prompt="critic_core",
-    header="The agent asked to finish. Judge its proposal.")
+    header="The agent asked to finish. Judge its proposal.", sees="last_step")
 FULL_TRACE = CriticSpec(
     kind="full_trace", prompt="full_trace_critic",
-    header="Judge whether the agent may stop now. The whole run follows.",
+    header="Judge whether the agent may stop now. The whole run follows.", sees="whole_trace",
     simulated_stuck_on_repeat=True)
 SELF_CHECK = CriticSpec(
     kind="self_check", prompt="self_check",
-    header="Check your own final answer before you stop.")
+    header="Check your own final answer before you stop.", sees="answer")
 
 _PIPELINES = "runner.policies._pipelines"
 _TABLE: dict[str, PipelineEntry] = {

@@ -502,7 +502,9 @@ def _problems(view: Mapping[str, Any], rng: random.Random, notice_arithmetic: fl
     claims = [c for c in proposal.get("claims") or [] if isinstance(c, Mapping)]
     by_slot = {c.get("slot"): c for c in claims}
     problems += [f"slot {s} has no claim" for s in required if s not in by_slot]
-    if view.get("kind") == "self_check":
+    kind = view.get("kind")
+    critic = CRITICS.get(kind) if isinstance(kind, str) else None
+    if critic is not None and critic.sees == "answer":  # the self-check: its own answer only
         problems += [f"claim {c.get('slot')} cites no evidence" for c in claims if not c.get("evidence")]
         return problems
     try:

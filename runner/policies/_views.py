@@ -17,6 +17,7 @@ from typing import Any
 from runner.canonical import canonical_bytes, loads_strict
 from runner.ect import Contract, Ledger, descriptor_digest, ledger_digest
 from runner.errors import FormatError
+from runner.policies._registry import critic_spec
 
 __all__ = [
     "CRITIC_VIEW_FORMAT",
@@ -154,10 +155,15 @@ def critic_view_json(
     """The view one critic sees (``decision``: the 1-based index of the planner decision being
     judged, as a real request carries it; ``None``: not shown).
 
-    - ``full_trace``: the whole trace with responses, every receipt, the contract, the proposal;
-    - ``critic_core``: the contract, the receipts, the proposal, and only the most recent step;
-    - ``self_check``: the agent's own task descriptor and answer, nothing else.
+    What it shows is the critic's ``sees`` in the pipeline table:
+
+    - ``whole_trace`` (``full_trace``): the whole trace with responses, every receipt, the
+      contract, the proposal;
+    - ``last_step`` (``critic_core``): the contract, the receipts, the proposal, and only the
+      most recent step;
+    - ``answer`` (``self_check``): the agent's own task descriptor and answer, nothing else.
     """
+    sees = critic_spec(kind).sees
     view: dict[str, Any] = {
         "format": CRITIC_VIEW_FORMAT,
         "kind": kind,
@@ -167,11 +173,11 @@ def critic_view_json(
     }
     if decision is not None:
         view["decision"] = decision
-    if kind == "self_check":
+    if sees == "answer":
         return view
     calls = trace_json(trace, ledger)
     view["contract"] = contract.to_json()
     view["ledger"] = ledger.to_json()
-    view["trace"] = calls if kind == "full_trace" else calls[-1:]
+    view["trace"] = calls if sees == "whole_trace" else calls[-1:]
     view["trace_length"] = len(calls)
     return view

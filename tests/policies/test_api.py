@@ -19,7 +19,7 @@ EXPORTED = {
     "planner_tool_decls", "prompt_digests", "simulated_responder",
     "CellIdentity", "PipelineVerdict", "action_from_json",
     # the pipeline table
-    "CRITICS", "PIPELINE_VERDICTS", "CriticSpec", "GateRole", "PipelineEntry", "critic_spec",
+    "CRITICS", "PIPELINE_VERDICTS", "CriticSight", "CriticSpec", "GateRole", "PipelineEntry", "critic_spec",
     "gate_pipeline", "pipeline_entry", "registered",
 }
 
