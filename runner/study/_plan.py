@@ -113,6 +113,7 @@ class PilotResult:
     # error (a ratio estimator's, from the spread of its cells); None for "first"
     ratio: float | None = None
     ratio_se: float | None = None
+    wall_s: float = 0.0  # the pilot run's own wall time
 
     @property
     def retry_factor(self) -> float:
@@ -125,6 +126,7 @@ class PilotResult:
                 "simulated_requests": self.simulated_requests, "attempts": self.attempts,
                 "ratio": None if self.ratio is None else round(self.ratio, 6),
                 "ratio_se": None if self.ratio_se is None else round(self.ratio_se, 6),
+                "wall_s": round(self.wall_s, 3),
                 "input_tokens": self.input_tokens,
                 "simulated_input_tokens": self.simulated_input_tokens,
                 "output_tokens": self.output_tokens,
@@ -157,6 +159,17 @@ class Plan:
     pilot: PilotResult | None = None
     # the expected requests' standard error from a spread pilot's sampling (None: no such pilot)
     requests_se: float | None = None
+    # seconds a throttled run takes beyond its spaced attempts, from the pilot (0: no pilot)
+    throttle_overhead_s: float = 0.0
+
+    def pilot_cells_for(self, within: float = 0.10) -> int | None:
+        """About how many spread-pilot cells bring one standard error of the expected requests
+        within ``within`` of them (the error falls as one over the root of the pilot's size;
+        None: no spread pilot, or no error measured)."""
+        if self.pilot is None or self.requests_se is None or not self.requests.expected:
+            return None
+        rel = self.requests_se / self.requests.expected
+        return max(self.pilot.cells, math.ceil(self.pilot.cells * (rel / within) ** 2))
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -170,6 +183,7 @@ class Plan:
             "price": self.price.to_json(),
             "requests": self.requests.to_json(),
             "requests_se": None if self.requests_se is None else round(self.requests_se, 6),
+            "pilot_cells_for_10pct": self.pilot_cells_for(0.10),
             "requests_by_role": dict(sorted(self.requests_by_role.items())),
             "requests_by_pipeline": dict(sorted(self.requests_by_pipeline.items())),
             "input_tokens": self.input_tokens.to_json(),
@@ -177,6 +191,7 @@ class Plan:
             "cost_usd": self.cost_usd.to_json(),
             "wall_s": self.wall_s.to_json(),
             "wall_bound": self.wall_bound,
+            "throttle_overhead_s": round(self.throttle_overhead_s, 3),
             "token_estimate": TOKEN_ESTIMATE,
             "simulated": True,
             "simulated_pass_s": round(self.simulated_pass_s, 3),
@@ -214,7 +229,8 @@ class Plan:
                     ratio += f" ± {p.ratio_se:.3f}"
                 se = ("" if self.requests_se is None
                       else f"; expected requests ± {self.requests_se:.0f} (one standard error "
-                           "of the sample)")
+                           f"of the sample; about {self.pilot_cells_for(0.10)} pilot cells "
+                           "bring it within 10%)")
                 pilot = [f"with a live pilot of {p.cells} cells spread over the strata "
                          f"({p.store}, a sample the run does not continue; rows "
                          + ", ".join(str(r) for r in p.rows)
@@ -236,7 +252,9 @@ class Plan:
             f"cost at ${self.price.input_per_mtok:g}/${self.price.output_per_mtok:g} per "
             f"million tokens: {rng(self.cost_usd, '.4f', '$')}",
             f"wall time: {rng(self.wall_s, '.0f')} s ({self.wall_bound}; "
-            f"{self.latency_s:.2f} s a request {latency})",
+            f"{self.latency_s:.2f} s a request {latency}"
+            + (f"; {self.throttle_overhead_s:.1f} s beyond the throttle's spacing, measured in "
+               "the pilot" if self.throttle_overhead_s else "") + ")",
             *pilot,
         ]
 
@@ -343,14 +361,21 @@ def plan_study(settings: PlanSettings) -> Plan:
                      dollars(input_tokens.max, output_tokens.max))
     tool_s = summary.wall_s  # the simulated pass: tools in the sandbox, no model latency
 
+    spacing = (_THROTTLE_SPACING * 60.0 / throttle.requests_per_minute
+               if throttle.requests_per_minute else 0.0)
+    # what a run takes beyond its throttled attempts (starting, the last cells' tools and
+    # commits), as the pilot measured it under the same throttle
+    overhead_s = 0.0
+    if pilot is not None and spacing and pilot.attempts:
+        overhead_s = max(0.0, pilot.wall_s - ((pilot.attempts - 1) * spacing + latency_s))
+
     def wall(n: float, tok: float) -> tuple[float, str]:
         bounds = [(tool_s + n * latency_s / settings.concurrency,
                    "tool calls and model latency at this concurrency")]
-        if throttle.requests_per_minute:
+        if spacing:
             # the first attempt goes at once, each next one a spacing later, and the last
             # reply takes a latency
-            spacing = _THROTTLE_SPACING * 60.0 / throttle.requests_per_minute
-            bounds.append((max(0.0, n - 1) * spacing + latency_s,
+            bounds.append((max(0.0, n - 1) * spacing + latency_s + overhead_s,
                            "the requests-per-minute throttle"))
         if throttle.tokens_per_minute:
             bounds.append((tok * 60.0 / throttle.tokens_per_minute, "the tokens-per-minute "
@@ -372,7 +397,7 @@ def plan_study(settings: PlanSettings) -> Plan:
         requests_by_pipeline=dict(by_pipeline), input_tokens=input_tokens,
         output_tokens=output_tokens, cost_usd=cost, wall_s=PlanRange(w_min, w_exp, w_max),
         wall_bound=bound, simulated_pass_s=summary.wall_s, simulator=simulator, pilot=pilot,
-        requests_se=requests_se)
+        requests_se=requests_se, throttle_overhead_s=overhead_s)
 
 
 def pilot_rows(rows: list[ScheduleRow], n: int, sampling: str = "spread") -> list[ScheduleRow]:
@@ -500,4 +525,4 @@ def _run_pilot(settings: PlanSettings, rows: list[ScheduleRow],
         rows=tuple(ran), input_tokens=tokens_in, simulated_input_tokens=sim_in,
         output_tokens=tokens_out, simulated_output_tokens=sim_out,
         latency_s=sum(latencies) / len(latencies) if latencies else None,
-        cost_usd=summary.cost_usd, ratio=ratio, ratio_se=ratio_se)
+        cost_usd=summary.cost_usd, ratio=ratio, ratio_se=ratio_se, wall_s=summary.wall_s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,11 @@ def test_a_spread_pilot_rescales_every_other_cell_by_its_ratio(study: Path,
     assert p.ratio_se is not None and plan.requests_se == pytest.approx(rest * p.ratio_se)
     out = plan.to_json()
     assert out["pilot"]["rows"] == list(p.rows) and out["requests_se"] is not None
+    # the pilot size that brings one standard error within 10%: at least this pilot's, and
+    # growing as the square of the error
+    rel = plan.requests_se / plan.requests.expected
+    assert out["pilot_cells_for_10pct"] == max(4, math.ceil(4 * (rel / 0.10) ** 2))
+    assert before.pilot_cells_for() is None
     text = "\n".join(plan.lines())
     assert "spread over the strata" in text and "a sample the run does not continue" in text
     # the sample is not a prefix of the run: resuming it is refused in one line, nothing run
@@ -187,7 +193,7 @@ def test_the_pilots_retries_are_planned(study: Path, tmp_path: Path) -> None:
     with FakeProvider(Faults(first_faults=dict(faults))) as server:
         plan = plan_study(PlanSettings(
             study, provider="openai", model="gemini-2.5-flash", concurrency=2, limit=8,
-            requests_per_minute=0, tokens_per_minute=0, pilot=8,
+            requests_per_minute=600, tokens_per_minute=0, pilot=8,
             pilot_store=tmp_path / "pilot.db",
             pilot_choice=ProviderChoice("openai", "gemini-2.5-flash", server.url)))
     with FakeProvider(Faults(first_faults=dict(faults))) as server:
@@ -196,3 +202,10 @@ def test_the_pilots_retries_are_planned(study: Path, tmp_path: Path) -> None:
     assert plan.pilot is not None and plan.pilot.attempts > plan.pilot.requests
     assert summary.provider_attempts > plan.pilot.requests
     assert plan.requests.expected == pytest.approx(summary.provider_attempts)
+    # under the throttle, what the pilot took beyond its spaced attempts is planned too: a pilot
+    # of every cell predicts its own wall time
+    p = plan.pilot
+    spaced = (p.attempts - 1) * 1.001 * 60 / 600 + plan.latency_s
+    assert plan.throttle_overhead_s == pytest.approx(max(0.0, p.wall_s - spaced))
+    assert plan.wall_bound == "the requests-per-minute throttle"
+    assert plan.wall_s.expected == pytest.approx(max(spaced, p.wall_s))
