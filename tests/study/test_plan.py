@@ -155,7 +155,7 @@ def test_a_spread_pilot_rescales_every_other_cell_by_its_ratio(study: Path,
     before = plan_study(settings)
     with FakeProvider() as server:
         plan = plan_study(dataclasses.replace(
-            settings, pilot=4, pilot_store=tmp_path / "pilot.db",
+            settings, pilot=4, pilot_store=tmp_path / "pilot.db", pilot_probes="mandatory",
             pilot_choice=ProviderChoice("openai", "gemini-2.5-flash", server.url)))
         sent = len(server.seen)
     p = plan.pilot
@@ -194,7 +194,7 @@ def test_the_pilots_retries_are_planned(study: Path, tmp_path: Path) -> None:
         plan = plan_study(PlanSettings(
             study, provider="openai", model="gemini-2.5-flash", concurrency=2, limit=8,
             requests_per_minute=600, tokens_per_minute=0, pilot=8,
-            pilot_store=tmp_path / "pilot.db",
+            pilot_store=tmp_path / "pilot.db", pilot_probes="mandatory",
             pilot_choice=ProviderChoice("openai", "gemini-2.5-flash", server.url)))
     with FakeProvider(Faults(first_faults=dict(faults))) as server:
         choice = ProviderChoice("openai", "gemini-2.5-flash", server.url)
