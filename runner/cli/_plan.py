@@ -39,24 +39,30 @@ __all__ = ["COMMANDS"]
 @click.option("--sandbox-backend", default=None, type=SANDBOX_BACKENDS,
               help="Override the platform's sandbox backend.")
 @click.option("--pilot", default=None, type=click.IntRange(1), metavar="N",
-              help="Run the first N cells live first (a real, paid run into --pilot-store, "
-                   "resumable) and rescale the plan from their real requests, tokens and "
-                   "latency.")
+              help="Run N cells live first (a real, paid run into --pilot-store; which cells: "
+                   "--pilot-cells) and rescale the plan from their real requests, retries, "
+                   "tokens and latency.")
 @click.option("--pilot-store", default=None, type=click.Path(dir_okay=False),
-              help="The new run store the pilot writes (continue it later with ect resume).")
+              help="The new store the pilot writes.")
+@click.option("--pilot-cells", "pilot_cells", default=None, show_default="spread",
+              type=click.Choice(["spread", "first"]),
+              help="Which cells the pilot runs: spread over the strata (checkpoint, fault, "
+                   "pipeline; over tasks and seeds within each), a sample whose real/simulated "
+                   "ratio rescales every other cell; or the first N, a prefix of the run that "
+                   "ect resume continues, whose real requests replace only their own.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 @map_errors()
 def plan_cmd(spec: str | None, provider_name: str, model: str | None, base_url: str | None,
              credential_file: str | None, credential_env: str | None, concurrency: int,
              limit: int | None, requests_per_minute: int | None, tokens_per_minute: int | None,
              latency_s: float, sandbox_backend: str | None, pilot: int | None,
-             pilot_store: str | None, as_json: bool) -> None:
+             pilot_store: str | None, pilot_cells: str | None, as_json: bool) -> None:
     """Predict a run before paying: provider requests (by role and pipeline), tokens, dollars
     at the spec's price table and wall time under the throttle, min/expected/max.
 
     Runs the locked study once with the simulated provider (the real sandbox, a throwaway
     store), so every figure is SIMULATED; nothing is sent to any API and no credential is read,
-    unless --pilot N runs the first N cells live (into --pilot-store) to rescale the plan.
+    unless --pilot N runs N cells live (into --pilot-store) to rescale the plan.
     """
     from pathlib import Path
 
@@ -67,9 +73,9 @@ def plan_cmd(spec: str | None, provider_name: str, model: str | None, base_url: 
     path = study_file(spec, DEFAULT_SPEC, "--study")
     choice = None
     if pilot is None:
-        if pilot_store or base_url or credential_file or credential_env:
-            die("--pilot-store, --base-url and a credential are for --pilot N only (a plan "
-                "without a pilot sends nothing)", EXIT_USAGE)
+        if pilot_store or pilot_cells or base_url or credential_file or credential_env:
+            die("--pilot-store, --pilot-cells, --base-url and a credential are for --pilot N "
+                "only (a plan without a pilot sends nothing)", EXIT_USAGE)
     else:
         if pilot_store is None:
             die("--pilot N needs --pilot-store PATH (the pilot is a real run)", EXIT_USAGE)
@@ -88,7 +94,8 @@ def plan_cmd(spec: str | None, provider_name: str, model: str | None, base_url: 
                                    tokens_per_minute=tokens_per_minute, latency_s=latency_s,
                                    sandbox_backend=sandbox_backend, pilot=pilot,
                                    pilot_store=Path(pilot_store) if pilot_store else None,
-                                   pilot_choice=choice))
+                                   pilot_choice=choice,
+                                   pilot_cells=pilot_cells or "spread"))
     if as_json:
         click.echo(json.dumps(plan.to_json(), indent=2))  # noqa: TID251 - display only
         return

@@ -61,11 +61,13 @@ from runner.study._lock import (
     write_schedule,
 )
 from runner.study._plan import (
+    PILOT_CELLS,
     PilotResult,
     Plan,
     PlanFailed,
     PlanRange,
     PlanSettings,
+    pilot_rows,
     plan_study,
 )
 from runner.study._preflight import (
@@ -140,6 +142,7 @@ from runner.study._workflow import (
 __all__ = [
     "LOCK_FORMAT",
     "ON_TRANSPORT_FAILURE",
+    "PILOT_CELLS",
     "PREFLIGHT_FORMAT",
     "STATIC_ABLATIONS",
     "TABLE3_ABLATIONS",
@@ -229,6 +232,7 @@ __all__ = [
     "load_spec",
     "lock_digest",
     "orphan_attempts",
+    "pilot_rows",
     "plan_study",
     "read_journal",
     "read_lock",

@@ -7,6 +7,14 @@ table, and the wall time under the given throttle and concurrency. The simulated
 decides how long each trajectory is, so every figure is SIMULATED and names its parameters;
 the range (min/expected/max) comes from the budgets (docs/providers.md, "Before paying: ect
 plan").
+
+A real model's trajectories are not the simulated planner's: nothing before its first reply says
+how long they are. ``--pilot N`` therefore runs N cells live and rescales the plan from what
+they really sent: by default N cells spread over the study's strata (checkpoint, fault and
+pipeline, evenly over tasks, faults and seeds within each), whose ratio of real to simulated requests
+carries over to the other cells, with its sampling error stated; or (``pilot_cells="first"``)
+the first N cells, a resumable prefix of the run, whose real requests replace only their own
+simulated ones.
 """
 
 from __future__ import annotations
@@ -22,10 +30,17 @@ from runner.errors import ExitCategory, StudyError
 from runner.providers import PriceTable
 from runner.study._execute import RunSettings, execute, throttle_settings
 from runner.study._preflight import PreflightFailed, ProviderChoice, run_preflight
-from runner.study._records import CellRecord
+from runner.study._records import CellRecord, ScheduleRow
 from runner.study._spec import load_spec
 
-__all__ = ["PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings", "plan_study"]
+__all__ = ["PILOT_CELLS", "PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings",
+           "pilot_rows", "plan_study"]
+
+# How --pilot picks its cells: "spread" over the strata (a sample: not a resumable run) or the
+# "first" N rows (a prefix of the run: ect resume continues it).
+PILOT_CELLS = ("spread", "first")
+# The throttle spaces attempts a hair over 60/N s apart (runner/providers/_throttle.py).
+_THROTTLE_SPACING = 1.001
 
 TOKEN_ESTIMATE = ("ceil(bytes / 4) of each canonical request (input) and reply (output), the "
                   "simulated provider's count: no tokenizer was called")
@@ -68,11 +83,13 @@ class PlanSettings:
     tokens_per_minute: int | None = None
     latency_s: float = 2.0
     sandbox_backend: str | None = None
-    # --pilot: the first ``pilot`` cells are run live into ``pilot_store`` with ``pilot_choice``
-    # (a real run: resume it later) and the plan is rescaled from their real usage
+    # --pilot: ``pilot`` cells are run live into ``pilot_store`` with ``pilot_choice`` and the
+    # plan is rescaled from their real usage; ``pilot_cells`` says which cells (PILOT_CELLS)
     pilot: int | None = None
     pilot_store: Path | None = None
     pilot_choice: ProviderChoice | None = None
+    pilot_cells: str = "spread"
+    pilot_probes: str = "all"  # the pilot's preflight probes, as a run's ("mandatory": fewer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +100,33 @@ class PilotResult:
     store: str
     requests: int  # calls (retries not counted), as the simulated pass counts them
     simulated_requests: int
+    attempts: int  # every attempt, retries included
+    sampling: str  # PILOT_CELLS
+    rows: tuple[int, ...]  # the schedule rows it ran
     input_tokens: int
     simulated_input_tokens: int
     output_tokens: int
     simulated_output_tokens: int
     latency_s: float | None  # the mean latency of its answered attempts
     cost_usd: float  # the committed cells' cost
+    # "spread": real / simulated requests over the pilot's cells, and that ratio's standard
+    # error (a ratio estimator's, from the spread of its cells); None for "first"
+    ratio: float | None = None
+    ratio_se: float | None = None
+    wall_s: float = 0.0  # the pilot run's own wall time
+
+    @property
+    def retry_factor(self) -> float:
+        """Attempts a call in the pilot (1.0: no retry)."""
+        return self.attempts / self.requests if self.requests else 1.0
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"cells": self.cells, "store": self.store, "requests": self.requests,
-                "simulated_requests": self.simulated_requests,
+        return {"cells": self.cells, "store": self.store, "sampling": self.sampling,
+                "rows": list(self.rows), "requests": self.requests,
+                "simulated_requests": self.simulated_requests, "attempts": self.attempts,
+                "ratio": None if self.ratio is None else round(self.ratio, 6),
+                "ratio_se": None if self.ratio_se is None else round(self.ratio_se, 6),
+                "wall_s": round(self.wall_s, 3),
                 "input_tokens": self.input_tokens,
                 "simulated_input_tokens": self.simulated_input_tokens,
                 "output_tokens": self.output_tokens,
@@ -123,6 +157,19 @@ class Plan:
     simulated_pass_s: float = 0.0
     simulator: dict[str, JsonValue] = field(default_factory=dict)
     pilot: PilotResult | None = None
+    # the expected requests' standard error from a spread pilot's sampling (None: no such pilot)
+    requests_se: float | None = None
+    # seconds a throttled run takes beyond its spaced attempts, from the pilot (0: no pilot)
+    throttle_overhead_s: float = 0.0
+
+    def pilot_cells_for(self, within: float = 0.10) -> int | None:
+        """About how many spread-pilot cells bring one standard error of the expected requests
+        within ``within`` of them (the error falls as one over the root of the pilot's size;
+        None: no spread pilot, or no error measured)."""
+        if self.pilot is None or self.requests_se is None or not self.requests.expected:
+            return None
+        rel = self.requests_se / self.requests.expected
+        return max(self.pilot.cells, math.ceil(self.pilot.cells * (rel / within) ** 2))
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -135,6 +182,8 @@ class Plan:
                             and self.pilot.latency_s is not None else "assumed",
             "price": self.price.to_json(),
             "requests": self.requests.to_json(),
+            "requests_se": None if self.requests_se is None else round(self.requests_se, 6),
+            "pilot_cells_for_10pct": self.pilot_cells_for(0.10),
             "requests_by_role": dict(sorted(self.requests_by_role.items())),
             "requests_by_pipeline": dict(sorted(self.requests_by_pipeline.items())),
             "input_tokens": self.input_tokens.to_json(),
@@ -142,6 +191,7 @@ class Plan:
             "cost_usd": self.cost_usd.to_json(),
             "wall_s": self.wall_s.to_json(),
             "wall_bound": self.wall_bound,
+            "throttle_overhead_s": round(self.throttle_overhead_s, 3),
             "token_estimate": TOKEN_ESTIMATE,
             "simulated": True,
             "simulated_pass_s": round(self.simulated_pass_s, 3),
@@ -161,15 +211,32 @@ class Plan:
         pilot = []
         if self.pilot is not None:
             p = self.pilot
-            pilot = [f"with a live pilot of the first {p.cells} cells ({p.store}; their real "
-                     "requests replace their simulated ones, tokens a request and latency are "
-                     "theirs): "
-                     f"{p.requests} requests (simulated {p.simulated_requests}), "
-                     f"{p.input_tokens}/{p.output_tokens} input/output tokens (simulated "
-                     f"{p.simulated_input_tokens}/{p.simulated_output_tokens}), "
-                     f"${p.cost_usd:.4f}"
-                     + (f", {p.latency_s:.2f} s a request" if p.latency_s is not None else "")
-                     + f"; continue it with `ect resume --store {p.store} --limit N`"]
+            measured = (f"{p.requests} requests, {p.attempts} attempts (simulated "
+                        f"{p.simulated_requests}), "
+                        f"{p.input_tokens}/{p.output_tokens} input/output tokens (simulated "
+                        f"{p.simulated_input_tokens}/{p.simulated_output_tokens}), "
+                        f"${p.cost_usd:.4f}"
+                        + (f", {p.latency_s:.2f} s a request" if p.latency_s is not None
+                           else ""))
+            if p.sampling == "first":
+                pilot = [f"with a live pilot of the first {p.cells} cells ({p.store}; their real "
+                         "requests replace their simulated ones, tokens a request, attempts a "
+                         f"request and latency are theirs): {measured}; continue it with "
+                         f"`ect resume --store {p.store} --limit N`"]
+            else:
+                ratio = "" if p.ratio is None else f"{p.ratio:.3f}"
+                if p.ratio_se is not None:
+                    ratio += f" ± {p.ratio_se:.3f}"
+                se = ("" if self.requests_se is None
+                      else f"; expected requests ± {self.requests_se:.0f} (one standard error "
+                           f"of the sample; about {self.pilot_cells_for(0.10)} pilot cells "
+                           "bring it within 10%)")
+                pilot = [f"with a live pilot of {p.cells} cells spread over the strata "
+                         f"({p.store}, a sample the run does not continue; rows "
+                         + ", ".join(str(r) for r in p.rows)
+                         + "): the other cells' simulated requests times the pilot's real/"
+                         f"simulated ratio {ratio}, tokens a request, attempts a request and "
+                         f"latency are the pilot's{se}: {measured}"]
         latency = ("measured in the pilot" if self.pilot is not None
                    and self.pilot.latency_s is not None else "assumed")
         return [
@@ -185,7 +252,9 @@ class Plan:
             f"cost at ${self.price.input_per_mtok:g}/${self.price.output_per_mtok:g} per "
             f"million tokens: {rng(self.cost_usd, '.4f', '$')}",
             f"wall time: {rng(self.wall_s, '.0f')} s ({self.wall_bound}; "
-            f"{self.latency_s:.2f} s a request {latency})",
+            f"{self.latency_s:.2f} s a request {latency}"
+            + (f"; {self.throttle_overhead_s:.1f} s beyond the throttle's spacing, measured in "
+               "the pilot" if self.throttle_overhead_s else "") + ")",
             *pilot,
         ]
 
@@ -235,6 +304,7 @@ def plan_study(settings: PlanSettings) -> Plan:
         tokens_in = tokens_out = 0
         min_requests = max_requests = 0.0
         per_row: dict[int, tuple[int, int, int]] = {}  # row -> requests, input, output tokens
+        rows: dict[int, ScheduleRow] = {}
         with Store.open(store_path, readonly=True) as store:
             for rec in store.records(1):
                 cell = CellRecord.from_json(rec.body, f"record {rec.seq}")
@@ -260,6 +330,7 @@ def plan_study(settings: PlanSettings) -> Plan:
                 tokens_in += row_in
                 tokens_out += row_out
                 per_row[cell.row] = (len(cell.audit.calls), row_in, row_out)
+                rows[cell.row] = cell.schedule_row
                 # the budgets: at least one planner call (and the calls a finish costs this
                 # pipeline), at most max_decisions planner calls, each with as many other calls
                 ratio = others / planner if planner else 0.0
@@ -270,12 +341,10 @@ def plan_study(settings: PlanSettings) -> Plan:
     per_request_out = tokens_out / expected if expected else 0.0
     latency_s = settings.latency_s
     pilot = None
+    requests_se = None
     if settings.pilot:
-        # The pilot's cells count as what they really sent; the other cells stay as simulated
-        # (the first cells in canonical order are one task's: a ratio taken from them would
-        # not carry over to the others). Tokens a request and the latency are the pilot's.
-        pilot = _run_pilot(settings, per_row)
-        expected += pilot.requests - pilot.simulated_requests
+        pilot = _run_pilot(settings, [rows[r] for r in sorted(rows)], per_row)
+        expected, requests_se = _rescale(pilot, per_row)
         if pilot.requests:
             per_request_in = pilot.input_tokens / pilot.requests
             per_request_out = pilot.output_tokens / pilot.requests
@@ -292,12 +361,22 @@ def plan_study(settings: PlanSettings) -> Plan:
                      dollars(input_tokens.max, output_tokens.max))
     tool_s = summary.wall_s  # the simulated pass: tools in the sandbox, no model latency
 
+    spacing = (_THROTTLE_SPACING * 60.0 / throttle.requests_per_minute
+               if throttle.requests_per_minute else 0.0)
+    # what a run takes beyond its throttled attempts (starting, the last cells' tools and
+    # commits), as the pilot measured it under the same throttle
+    overhead_s = 0.0
+    if pilot is not None and spacing and pilot.attempts:
+        overhead_s = max(0.0, pilot.wall_s - ((pilot.attempts - 1) * spacing + latency_s))
+
     def wall(n: float, tok: float) -> tuple[float, str]:
         bounds = [(tool_s + n * latency_s / settings.concurrency,
                    "tool calls and model latency at this concurrency")]
-        if throttle.requests_per_minute:
-            bounds.append((n * 60.0 / throttle.requests_per_minute, "the requests-per-minute "
-                           "throttle"))
+        if spacing:
+            # the first attempt goes at once, each next one a spacing later, and the last
+            # reply takes a latency
+            bounds.append((max(0.0, n - 1) * spacing + latency_s + overhead_s,
+                           "the requests-per-minute throttle"))
         if throttle.tokens_per_minute:
             bounds.append((tok * 60.0 / throttle.tokens_per_minute, "the tokens-per-minute "
                            "throttle"))
@@ -317,43 +396,133 @@ def plan_study(settings: PlanSettings) -> Plan:
         price=price, requests=requests, requests_by_role=dict(by_role),
         requests_by_pipeline=dict(by_pipeline), input_tokens=input_tokens,
         output_tokens=output_tokens, cost_usd=cost, wall_s=PlanRange(w_min, w_exp, w_max),
-        wall_bound=bound, simulated_pass_s=summary.wall_s, simulator=simulator, pilot=pilot)
+        wall_bound=bound, simulated_pass_s=summary.wall_s, simulator=simulator, pilot=pilot,
+        requests_se=requests_se, throttle_overhead_s=overhead_s)
 
 
-def _run_pilot(settings: PlanSettings, per_row: dict[int, tuple[int, int, int]]) -> PilotResult:
-    """Run the first ``settings.pilot`` cells live (a real run into ``pilot_store``, resumable)
-    and measure them beside the simulated pass's figures for the same rows."""
+def pilot_rows(rows: list[ScheduleRow], n: int, sampling: str = "spread") -> list[ScheduleRow]:
+    """The ``n`` rows a pilot runs, in schedule order: the first ``n`` (``"first"``), or
+    (``"spread"``) ``n`` spread over the strata -- (checkpoint, pipeline), in the order they
+    first appear -- as evenly as ``n`` allows (round robin), each stratum's share evenly spaced
+    over its rows (so over its tasks, their faults and the seeds), the i-th of K strata starting
+    (i + 1/2)/K of a spacing in, so that one cell a stratum does not take every stratum's cell
+    from the same task."""
+    if sampling not in PILOT_CELLS:
+        raise ValueError(f"pilot sampling must be one of {PILOT_CELLS}, not {sampling!r}")
+    n = min(n, len(rows))
+    if sampling == "first":
+        return rows[:n]
+    strata: dict[tuple[str, str], list[ScheduleRow]] = {}
+    for r in rows:
+        strata.setdefault((r.checkpoint, r.policy), []).append(r)
+    share = dict.fromkeys(strata, 0)
+    keys, k = list(strata), 0
+    for _ in range(n):
+        while share[keys[k % len(keys)]] >= len(strata[keys[k % len(keys)]]):
+            k += 1
+        share[keys[k % len(keys)]] += 1
+        k += 1
+    picked = [members[int((j + (i + 0.5) / len(keys)) * len(members) / share[key])]
+              for i, (key, members) in enumerate(strata.items()) for j in range(share[key])]
+    return sorted(picked, key=lambda r: r.row)
+
+
+def _rescale(pilot: PilotResult, per_row: dict[int, tuple[int, int, int]]
+             ) -> tuple[float, float | None]:
+    """The expected provider attempts given the pilot, and its standard error (spread only).
+
+    ``"first"``: the pilot's cells count as what they really sent, the other cells as
+    simulated (the first cells in canonical order are one task's: a ratio taken from them does
+    not carry over). ``"spread"``: the pilot's cells as sent, every other cell's simulated
+    requests times the pilot's ratio of real to simulated requests (a ratio estimator; its
+    standard error from the spread of the pilot's cells around that ratio). Either way times
+    the pilot's attempts a call (its retries).
+    """
+    ran = set(pilot.rows)
+    rest = sum(n for row, (n, _, _) in per_row.items() if row not in ran)
+    if pilot.sampling == "first" or pilot.ratio is None:
+        return (pilot.requests + rest) * pilot.retry_factor, None
+    se = None if pilot.ratio_se is None else rest * pilot.ratio_se * pilot.retry_factor
+    return (pilot.requests + rest * pilot.ratio) * pilot.retry_factor, se
+
+
+def _ratio(real: list[int], simulated: list[int], population: int) -> tuple[float | None,
+                                                                          float | None]:
+    """A ratio estimator (sum real / sum simulated) and its standard error, with the finite
+    population correction for ``population`` cells (None: no simulated request, or one cell)."""
+    n, xs = len(real), sum(simulated)
+    if not n or not xs:
+        return None, None
+    ratio = sum(real) / xs
+    if n < 2:
+        return ratio, None
+    residuals = sum((y - ratio * x) ** 2 for y, x in zip(real, simulated, strict=True)) / (n - 1)
+    fpc = max(0.0, 1.0 - n / population) if population else 0.0
+    return ratio, math.sqrt(fpc * residuals / n) / (xs / n)
+
+
+def _run_pilot(settings: PlanSettings, rows: list[ScheduleRow],
+               per_row: dict[int, tuple[int, int, int]]) -> PilotResult:
+    """Run the pilot's cells live (a real run into ``pilot_store``) and measure them beside the
+    simulated pass's figures for the same rows."""
+    import dataclasses
+
     from runner.store import Store
-    from runner.study._workflow import run_study
+    from runner.study._execute import refuse_if_locked
 
     assert settings.pilot is not None
     if settings.pilot_store is None or settings.pilot_choice is None:
         raise StudyError("--pilot needs --pilot-store and a provider to run the pilot on")
+    sample = pilot_rows(rows, settings.pilot, settings.pilot_cells)
     run = RunSettings(settings.spec_path, settings.pilot_store, settings.pilot_choice,
-                      concurrency=settings.concurrency, limit=settings.pilot,
+                      concurrency=settings.concurrency,
+                      limit=settings.pilot if settings.pilot_cells == "first" else None,
                       sandbox_backend=settings.sandbox_backend,
                       requests_per_minute=settings.requests_per_minute,
                       tokens_per_minute=settings.tokens_per_minute)
-    summary = run_study(run)
-    calls = tokens_in = tokens_out = 0
-    sim_calls = sim_in = sim_out = 0
+    # a new store (run_study's refusals, the same preflight as a run's, then the cells); a spread
+    # sample is not a prefix of the run, so a resume's preflight refuses its store
+    load_spec(settings.spec_path)
+    refuse_if_locked(settings.pilot_store)
+    if settings.pilot_store.exists():
+        raise StudyError(f"{settings.pilot_store} exists: the pilot writes a new store")
+    report = run_preflight(settings.spec_path, settings.pilot_store, settings.pilot_choice,
+                           sandbox_backend=settings.sandbox_backend,
+                           probes=settings.pilot_probes)
+    if not report.passed:
+        raise PreflightFailed(report)
+    if settings.pilot_cells == "spread":
+        report = dataclasses.replace(report, rows=sample)
+    summary = execute(run, preflight=report)
+    calls = attempts = tokens_in = tokens_out = 0
+    real: list[int] = []
+    simulated: list[int] = []
+    ran: list[int] = []
     latencies: list[float] = []
     with Store.open(settings.pilot_store, readonly=True) as store:
         for rec in store.records(1):
             cell = CellRecord.from_json(rec.body, f"record {rec.seq}")
             calls += len(cell.audit.calls)
+            ran.append(cell.row)
             for call in cell.audit.calls:
+                attempts += len(call.attempts)
                 for a in call.attempts:
                     if a.usage is not None:
                         tokens_in += a.usage.input_tokens
                         tokens_out += a.usage.output_tokens
                     if a.error_class is None and a.latency_s is not None:
                         latencies.append(a.latency_s)
-            n, i, o = per_row.get(cell.row, (0, 0, 0))
-            sim_calls, sim_in, sim_out = sim_calls + n, sim_in + i, sim_out + o
+            real.append(len(cell.audit.calls))
+            simulated.append(per_row.get(cell.row, (0, 0, 0))[0])
+    sim_in = sum(per_row.get(r, (0, 0, 0))[1] for r in ran)
+    sim_out = sum(per_row.get(r, (0, 0, 0))[2] for r in ran)
+    ratio = ratio_se = None
+    if settings.pilot_cells == "spread":
+        ratio, ratio_se = _ratio(real, simulated, len(per_row))
     return PilotResult(
         cells=summary.committed, store=str(settings.pilot_store), requests=calls,
-        simulated_requests=sim_calls, input_tokens=tokens_in, simulated_input_tokens=sim_in,
+        simulated_requests=sum(simulated), attempts=attempts, sampling=settings.pilot_cells,
+        rows=tuple(ran), input_tokens=tokens_in, simulated_input_tokens=sim_in,
         output_tokens=tokens_out, simulated_output_tokens=sim_out,
         latency_s=sum(latencies) / len(latencies) if latencies else None,
-        cost_usd=summary.cost_usd)
+        cost_usd=summary.cost_usd, ratio=ratio, ratio_se=ratio_se, wall_s=summary.wall_s)
