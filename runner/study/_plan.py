@@ -20,9 +20,10 @@ from pathlib import Path
 from runner.canonical import JsonValue, loads_strict
 from runner.errors import ExitCategory, StudyError
 from runner.providers import PriceTable
-from runner.study._execute import RunSettings, execute, throttle_settings
+from runner.study._execute import execute
 from runner.study._preflight import PreflightFailed, ProviderChoice, run_preflight
 from runner.study._records import CellRecord
+from runner.study._settings import RunSettings, throttle_settings
 from runner.study._spec import load_spec
 
 __all__ = ["PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings", "plan_study"]
