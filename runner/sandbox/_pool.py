@@ -16,18 +16,18 @@ import contextlib
 import os
 import queue
 import signal
-import subprocess
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.canonical import canonical_bytes
 from runner.errors import SandboxError
 from runner.sandbox._backend import ChildResult, Limits
+from runner.sandbox._child import _Child
 from runner.sandbox._linux import CallGroup
 
 __all__ = ["ChildPool"]
@@ -257,18 +257,3 @@ def _reclaim_waiting() -> None:
     finds no free host id: the waiting children hold them)."""
     for backend in list(_BACKENDS):
         backend.discard_waiting()
-
-
-@dataclass
-class _Child:
-    """A started sandbox (bwrap launcher ``proc``, a pidfd on its pid 1) and what it holds."""
-
-    proc: subprocess.Popen[bytes]
-    pidfd: int
-    group: CallGroup | None
-    uid: int | None
-    born: float
-    key: bytes
-    tag: str | None = None  # its launcher's argv[0], registered with the reaper
-    host_view: dict[str, Any] | None = None  # its identity as the host sees it (non-root)
-    waiting_since: float = 0.0  # when it joined the pool
