@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import runner.sandbox._bwrap as bw
+import runner.sandbox._layout as layout
 from runner.canonical import canonical_bytes
 from runner.errors import SandboxError
 from runner.sandbox import BwrapBackend, Limits, SandboxUnavailable, ToolSandbox, WorkerFailed
