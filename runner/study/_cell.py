@@ -47,7 +47,6 @@ from runner.study._spec import StudySpec
 from runner.worlds import TaskCheckpoint
 
 if TYPE_CHECKING:
-
     from runner.store import Store
 
 __all__ = ["cell_result", "run_cell_trajectory"]

@@ -4,8 +4,9 @@ journal (docs/store.md, docs/providers.md).
 :class:`_Journaled` wraps a cell's provider: every attempt is journaled in the store before it is
 sent and ended (with the response bytes of a live reply) when it returns. For cells that never
 committed, :func:`orphan_attempts` lists the journaled attempts and :func:`replay_cache` gives
-the well-formed replies resume replays instead of paying for them again. Reading the journal as
-typed entries is :mod:`runner.study._journal`.
+the well-formed replies resume replays instead of paying for them again. A transport failure
+that survives its retry under ``on_transport_failure = "halt"`` raises :class:`TransportFailed`
+(the cell is not committed). Reading the journal as typed entries is :mod:`runner.study._journal`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from runner.study._records import (
 )
 
 if TYPE_CHECKING:
-
     from runner.store import Store
 
 __all__ = ["TransportFailed", "orphan_attempts", "replay_cache"]

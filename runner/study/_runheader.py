@@ -21,7 +21,6 @@ from runner.study._settings import RunSettings, ThrottleSettings, throttle_setti
 from runner.study._spec import StudySpec
 
 if TYPE_CHECKING:
-
     from runner.store import Store
 
 __all__ = ["ProviderMismatch", "RecordedRun", "ResumeMismatch", "StoreNotEmpty",
