@@ -1,6 +1,6 @@
 """A fake paid API on 127.0.0.1: OpenAI-compatible and Gemini-compatible, with a paid API's faults.
 
-A real HTTP server (threads, one per connection) that answers
+A real HTTP server (``tests/fake_http.py``'s: threads, one per connection) that answers
 
 * ``POST /v1/chat/completions`` as an OpenAI-compatible server (the runner's httpx adapter), and
 * ``POST /v1beta/models/<model>:generateContent`` as the Gemini API (the real google-genai client),
@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import http.server
 import re
-import socket
 import threading
 import time
 from collections import Counter, deque
@@ -48,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
+from tests.fake_http import Action, Close, FakeHTTPServer, Reply, Seen, Stall, Truncated
 
 _VIEW_RE = re.compile(r"<ect-view format=\"([^\"]+)\">\s*(.*?)\s*</ect-view>", re.S)
 FAULT_KINDS = ("503", "500", "429", "hang", "malformed", "truncated", "close")
@@ -144,50 +143,29 @@ def gemini_reply(body: bytes) -> bytes:
         "modelVersion": "fake-gemini", "responseId": hashlib.sha256(body).hexdigest()[:12]})
 
 
-class FakeProvider:
-    """The server; use as a context manager. ``url`` is the OpenAI base URL (``.../v1``),
-    ``origin`` the Gemini base URL. ``stats`` counts replies by status and fault."""
+class FakeProvider(FakeHTTPServer):
+    """The server (``tests/fake_http.py``'s); use as a context manager. ``url`` is the OpenAI base
+    URL (``.../v1``), ``origin`` the Gemini base URL. ``stats`` counts replies by status and
+    fault; ``seen`` holds every request received."""
 
     def __init__(self, faults: Faults | None = None, *, port: int = 0) -> None:
         self.faults = faults or Faults()
         self.stats: Counter[str] = Counter()
-        self.seen: list[bytes] = []
         self._sent: set[bytes] = set()
         self._faulted: Counter[bytes] = Counter()  # how often each body got a first fault
         self._times: deque[float] = deque()
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer._handle(self, body)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 256
-
-        self.httpd = Server(("127.0.0.1", port), Handler)
-        host, port = self.httpd.server_address[:2]
-        assert isinstance(host, str)  # an AF_INET address: (host, port)
-        self.origin = f"http://{host}:{port}"
+        self._fault_lock = threading.Lock()
+        super().__init__(self._handle, port=port)
         self.url = self.origin + "/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     # -- one request --------------------------------------------------------------------
 
-    def _admit(self, body: bytes) -> str | None:
+    def _admit(self, request: Seen) -> str | None:
         """The fault this request gets (None: a normal reply), decided under the lock."""
         f = self.faults
-        with self._lock:
-            self.seen.append(body)
-            scripted = f.at.get(len(self.seen))
+        body = request.body
+        with self._fault_lock:
+            scripted = f.at.get(request.n)
             if scripted is not None:
                 self._sent.add(body)
                 return scripted
@@ -216,7 +194,7 @@ class FakeProvider:
             for kind in FAULT_KINDS:
                 edge += f.first_faults.get(kind, 0.0)
                 if u < edge:
-                    with self._lock:
+                    with self._fault_lock:
                         self._faulted[body] = 1
                     return kind
         return None
@@ -225,72 +203,35 @@ class FakeProvider:
         f = self.faults
         if f.rate_limit is None:  # a scripted 429 (``at``)
             return 1
-        with self._lock:
+        with self._fault_lock:
             oldest = self._times[0] if self._times else time.monotonic()
         return max(1, int(oldest + f.rate_limit[1] - time.monotonic() + 0.999))
 
-    def _handle(self, h: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
-        fault = self._admit(body)
+    def _handle(self, request: Seen) -> Action:
+        fault = self._admit(request)
         self.stats[fault or "ok"] += 1
         if self.faults.latency_s:
             time.sleep(self.faults.latency_s)
         if fault == "hang":
-            self._closing.wait(600)
-            h.close_connection = True
-            return
+            return Stall(600)
         if fault == "close":
-            h.close_connection = True
-            h.connection.shutdown(socket.SHUT_RDWR)
-            return
+            return Close()
         if fault in ("429", "503", "500", "storm"):
             status = {"429": 429, "500": 500}.get(fault, 503)
-            data = canonical_bytes({"error": {"code": status, "message": "fake fault",
-                                              "status": "UNAVAILABLE"}})
             headers = {"Retry-After": str(self._retry_after())} if fault == "429" else {}
-            self._send(h, status, data, headers)
-            return
+            return Reply.json({"error": {"code": status, "message": "fake fault",
+                                         "status": "UNAVAILABLE"}}, status, **headers)
         try:
-            data = (gemini_reply(body) if ":generateContent" in h.path else openai_reply(body))
+            data = (gemini_reply(request.body) if ":generateContent" in request.path
+                    else openai_reply(request.body))
         except Exception as e:  # a request the fake cannot read: a client error, loudly
-            self._send(h, 400, canonical_bytes({"error": {"message": f"fake: {e}"}}), {})
-            return
+            return Reply.json({"error": {"message": f"fake: {e}"}}, 400)
         if fault == "malformed":
-            self._send(h, 200, b"<html>upstream proxy error</html>", {})
-            return
+            return Reply(200, b"<html>upstream proxy error</html>",
+                         {"Content-Type": "application/json"})
         if fault == "truncated":
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data[: len(data) // 2])
-            h.wfile.flush()
-            h.close_connection = True
-            h.connection.shutdown(socket.SHUT_RDWR)
-            return
-        self._send(h, 200, data, {})
-
-    @staticmethod
-    def _send(h: http.server.BaseHTTPRequestHandler, status: int, data: bytes,
-              headers: dict[str, str]) -> None:
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(data)))
-        for k, v in headers.items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data)
-
-    # -- lifetime -----------------------------------------------------------------------
-
-    def __enter__(self) -> FakeProvider:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._closing.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+            return Truncated(data)
+        return Reply(200, data, {"Content-Type": "application/json"})
 
 
 def main() -> None:

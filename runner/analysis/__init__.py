@@ -1,10 +1,7 @@
 """Analysis: the static study, the closed-loop hypotheses, tables and reports (docs/analysis.md)."""
 
-from runner.analysis._closed import (
-    ClosedLoopResults,
-    analyse_closed_loop,
-    check_inventory,
-)
+from runner.analysis._closed import analyse_closed_loop, check_inventory
+from runner.analysis._closed_results import ClosedLoopResults
 from runner.analysis._common import CLOSED_LOOP_POLICIES, STATIC_POLICIES, ProviderInfo
 from runner.analysis._demo import DemoHooks, DemoResult, check_demo_specs, default_out_dir, run_demo
 from runner.analysis._driver import (

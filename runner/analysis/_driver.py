@@ -10,13 +10,13 @@ from pathlib import Path
 import anyio
 
 from runner.analysis._audit import VerifiedCompletion, verified_completions
-from runner.analysis._closed import (
+from runner.analysis._closed import analyse_closed_loop
+from runner.analysis._closed_results import (
     ClosedLoopResults,
     PlanRow,
     PlanVsActual,
     ProviderAccounting,
     StoreInputs,
-    analyse_closed_loop,
 )
 from runner.analysis._common import ProviderInfo
 from runner.analysis._errors import (

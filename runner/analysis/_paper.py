@@ -23,7 +23,7 @@ from runner.canonical import JsonObject
 from runner.errors import AnalysisError
 
 if TYPE_CHECKING:
-    from runner.analysis._closed import H2Gate, H3Gate, H4Gate, Table4Row
+    from runner.analysis._closed_results import H2Gate, H3Gate, H4Gate, Table4Row
     from runner.analysis._static import H1Gate, Table2Row, Table3Row
 
 __all__ = [

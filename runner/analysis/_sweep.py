@@ -29,7 +29,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.analysis._closed import Table4Counts
+from runner.analysis._closed_results import Table4Counts
 from runner.analysis._honesty import SIMULATOR_NOTE
 from runner.analysis._record import Record
 from runner.analysis._svg import _n, _text
@@ -43,7 +43,7 @@ from runner.canonical import (
 from runner.errors import AnalysisError, ExitCategory, FormatError
 
 if TYPE_CHECKING:
-    from runner.analysis._closed import ClosedLoopResults
+    from runner.analysis._closed_results import ClosedLoopResults
     from runner.study import CellRecord, RunSummary
 
 __all__ = [

@@ -28,7 +28,9 @@ Layers, outermost first:
 * the parent enforces the wall clock, the output cap and the call's CPU budget (its cpu cgroup)
   and kills the whole process group;
 * pre-spawned single-use children (``pool_size``) have all of the above in place before the call
-  is known; each serves one call and is destroyed.
+  is known; each serves one call and is destroyed (the pool: ``_pool.py``).
+
+The mount tree, namespaces and Landlock rules of a call are laid out in ``_layout.py``.
 """
 
 from __future__ import annotations
@@ -38,25 +40,29 @@ import contextlib
 import hashlib
 import logging
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
-from runner.errors import FormatError, SandboxError
+from runner.errors import FormatError
 from runner.sandbox._backend import ChildResult, Limits, WorkerRunMixin, supervise
+from runner.sandbox._child import _Child, _host_view, _memfd, _read_child_pid
 from runner.sandbox._errors import PinMismatch, SandboxUnavailable
 from runner.sandbox._layers import HostFacts, assess, seccomp_passthrough
+from runner.sandbox._layout import (
+    PYTHON_PREFIX,
+    SANDBOX_GID,
+    SANDBOX_UID,
+    WORKER_PATH,
+    BwrapLayout,
+)
 from runner.sandbox._linux import (
     CallCgroups,
     CallGroup,
@@ -66,6 +72,7 @@ from runner.sandbox._linux import (
     userns_restrictions,
 )
 from runner.sandbox._pins import REPO_ROOT, read_pinned
+from runner.sandbox._pool import _BACKENDS, ChildPool, _reclaim_waiting
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._tool import check_worker_result
 
@@ -74,36 +81,20 @@ _log = logging.getLogger("runner.sandbox")
 __all__ = ["PYTHON_PREFIX", "SANDBOX_GID", "SANDBOX_HOST_ID", "SANDBOX_HOST_IDS", "SANDBOX_UID",
            "BwrapBackend", "interpreter"]  # fmt: skip
 
-SANDBOX_UID = 65534
-SANDBOX_GID = 65534
 # The host uids (and equal gids) a root parent runs calls as, one per call, leased for the call's
 # life (runner/sandbox/_linux.py HostIds): ids with no account, no files and no other processes,
 # so no per-uid quota, keyring or DAC right is shared with the host or between concurrent calls.
 # (Not 65534: "nobody" is shared by NFS squashing and other daemons.)
 SANDBOX_HOST_IDS = range(64_936, 65_000)
 SANDBOX_HOST_ID = SANDBOX_HOST_IDS[0]  # the first id leased (the self-check's)
-# A bind's bytes are copied into a memfd per call (so no host path shows in mountinfo):
-# directory binds are bounded in files and bytes.
 # Pre-spawned single-use children waiting for a call (0: every call starts its own sandbox).
 DEFAULT_POOL_SIZE = 2
-MAX_BIND_FILES = 512
-MAX_BIND_BYTES = 256 << 20
-WORKER_PATH = "/ect/worker.py"
-# Where an interpreter installed outside /usr (a version manager's directory under a home, a
-# relocatable build) is bound inside the sandbox: a fixed path, so no call learns the host's.
-PYTHON_PREFIX = "/ect/python"
-# Landlock ABI 1 (Linux 5.13) provides the one guarantee no other layer gives: execute only
-# beneath the read-only binds. Everything else has a layer on any kernel bwrap runs on
-# (runner/sandbox/_layers.py); newer ABIs add defence in depth and are applied when present.
-MIN_LANDLOCK_ABI = 1
 SANDBOX_ENV: Mapping[str, str] = {
     "PATH": "/usr/bin:/bin",
     "HOME": "/tmp",
     "TMPDIR": "/tmp",
     "LANG": "C.UTF-8",
 }
-_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
-_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py", PYTHON_PREFIX)
 
 
 def interpreter() -> tuple[Path, Path]:
@@ -208,63 +199,7 @@ def _needs_own_libpython(exe: Path, prefix: Path) -> bool:
     return any(lib.name.split(".so")[0].encode() in data for lib in libs)
 
 
-def _host_view(pid: int, deadline: float) -> dict[str, Any] | None:
-    """The sandbox's identity as the host sees it, read from the host's ``/proc`` while the
-    sandbox's pid 1 runs: its uid and gid there, and its user namespace's maps relative to the
-    host's (``None`` if it is already gone). The worker reads its ``uid_map`` from inside, which
-    under newer bwrap (``--disable-userns`` makes a nested user namespace) names only bwrap's own
-    namespace (``65534 65534 1``), not the host's uid."""
-    try:
-        # the maps are written by bwrap's launcher just after it reports pid 1
-        while True:
-            maps = {k: [int(x) for x in Path(f"/proc/{pid}/{k}").read_text().split()[:3]]
-                    for k in ("uid_map", "gid_map")}  # fmt: skip
-            if all(maps.values()) or time.monotonic() >= deadline:
-                break
-            time.sleep(0.001)
-        # the uid the kernel charges the process with (its kuid), in the host's terms
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (OSError, ValueError):
-        return None
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    try:
-        uid, gid = int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0])
-    except (KeyError, ValueError, IndexError):
-        return None
-    return {"uid": uid, "gid": gid, **maps}
-
-
-def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _read_child_pid(fd: int, deadline: float) -> int | None:
-    """The host pid of the sandbox's pid 1, from bwrap's ``--info-fd`` JSON (None if bwrap failed)."""
-    import json
-    import select
-
-    buf = b""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
-        if not ready:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        buf += chunk
-        try:
-            info = json.loads(buf)
-        except ValueError:
-            continue
-        pid = info.get("child-pid") if isinstance(info, dict) else None
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-    return None
-
-
-class BwrapBackend(WorkerRunMixin):
+class BwrapBackend(ChildPool, BwrapLayout, WorkerRunMixin):
     """Runs one call per fresh bwrap child. Construction checks everything it can up front.
 
     Args:
@@ -301,22 +236,7 @@ class BwrapBackend(WorkerRunMixin):
         pool_size: int = DEFAULT_POOL_SIZE,
         pool_max_idle_s: float = 30.0,
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0 \
-                or pool_size >= len(host_ids):
-            raise ValueError(f"pool_size must be 0..{len(host_ids) - 1}, got {pool_size!r}")
-        if not pool_max_idle_s > 0:
-            raise ValueError(f"pool_max_idle_s must be positive, got {pool_max_idle_s!r}")
-        self.pool_size = pool_size
-        self.pool_max_idle_s = float(pool_max_idle_s)
-        self._pool: dict[bytes, list[_Child]] = {}
-        self._pending: dict[bytes, int] = {}
-        self._pool_lock = threading.Lock()
-        self._pool_pid = os.getpid()
-        self._pool_jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._pool_thread: threading.Thread | None = None
-        self._closed = False
-        # calls served by a waiting child, calls that started their own, children discarded
-        self.pool_stats = {"served": 0, "cold": 0, "discarded": 0}
+        self._init_pool(pool_size, pool_max_idle_s, host_ids)
         if not isinstance(host_ids, range) or len(host_ids) == 0 or host_ids.step != 1 \
                 or host_ids.start <= 0 or host_ids.stop > 2**32 - 1:
             raise ValueError(f"host_ids must be a non-empty range of non-root ids, got {host_ids!r}")
@@ -576,337 +496,6 @@ class BwrapBackend(WorkerRunMixin):
         """Where a bind of ``host`` on ``dest`` appears inside the sandbox."""
         return dest
 
-    def _landlock(self, ro_dests: Sequence[str]) -> dict[str, Any]:
-        read = ["/usr", str(self.prefix), "/ect", *ro_dests]
-        return {
-            "min_abi": MIN_LANDLOCK_ABI,
-            "emulate_abi": self.emulate_landlock_abi,
-            "allow_weaker_landlock_unsafe": self.allow_weaker_landlock_unsafe,
-            "read": read,
-            "read_nox": ["/proc"],
-            "write": ["/tmp"],
-            "devices": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"],
-        }
-
-    def bwrap_argv(self, limits: Limits, ro_binds: Sequence[tuple[int, str] | tuple[int, str, int]],
-                   seccomp_fd: int, worker_fd: int, prefix_fd: int | None = None,
-                   proc_data: Sequence[tuple[int, str]] = ()) -> list[str]:  # fmt: skip
-        """bwrap's argv. ``ro_binds`` are ``(fd, dest[, mode])``: a memfd holding a copy of the
-        file the parent read (``--ro-bind-data``, so the mount table names no host path and no
-        path can be swapped between the check and the mount), or ``-1`` for a directory of a
-        copied tree. ``prefix_fd`` is an ``O_PATH`` descriptor of the interpreter prefix, bound at
-        ``PYTHON_PREFIX``. ``proc_data`` are files laid over ``/proc`` entries (the per-call
-        ``boot_id``, the masked ``key-users``)."""
-        if self.drops_root:
-            # Root parent: no user namespace (it could only map the sandbox to host root). bwrap,
-            # as root, makes the other namespaces; the command keeps only CAP_SETPCAP, CAP_SETUID and
-            # CAP_SETGID, which the pinned worker uses first thing to empty the capability bounding
-            # set and become host_id, losing every capability.
-            ids = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                   "--unshare-cgroup", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
-                   "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]  # fmt: skip
-        else:
-            ids = ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID),
-                   "--gid", str(SANDBOX_GID), "--disable-userns", "--cap-drop", "ALL"]  # fmt: skip
-        argv = [
-            self.bwrap, *ids,
-            "--die-with-parent", "--new-session",
-            "--hostname", "ect-sandbox",
-            "--clearenv",
-        ]  # fmt: skip
-        for k, v in self.env.items():
-            argv += ["--setenv", k, v]
-        argv += ["--ro-bind", "/usr", "/usr"]
-        for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
-            p = Path(top)
-            if p.is_symlink():
-                argv += ["--symlink", os.readlink(p), top]
-            elif p.is_dir():
-                argv += ["--ro-bind", top, top]
-        # bwrap would copy a bind source's parent mode (often 0700) onto directories it creates
-        # for the destination, so they are made explicitly: readable, not writable
-        made = {"/", "/ect"}
-        argv += ["--perms", "0555", "--dir", "/ect"]
-        if prefix_fd is not None:
-            # an interpreter installed outside /usr, at a fixed path (no host path inside)
-            argv += ["--ro-bind-fd", str(prefix_fd), PYTHON_PREFIX]
-        for bind in ro_binds:
-            for parent in reversed(Path(bind[1]).parents):
-                if str(parent) not in made:
-                    made.add(str(parent))
-                    argv += ["--perms", "0555", "--dir", str(parent)]
-        argv += ["--perms", "0444", "--ro-bind-data", str(worker_fd), WORKER_PATH]
-        for bind in ro_binds:
-            fd, dest = bind[0], bind[1]
-            mode = bind[2] if len(bind) > 2 else 0o444
-            if fd < 0:
-                if dest not in made:
-                    made.add(dest)
-                    argv += ["--perms", "0555", "--dir", dest]
-            else:
-                argv += ["--perms", f"{mode:04o}", "--ro-bind-data", str(fd), dest]
-        proc_over = []
-        for fd, dest in proc_data:
-            proc_over += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
-        argv += [
-            "--proc", "/proc",
-            *self._proc_covers(),
-            *proc_over,
-            # only the four devices a tool may need (bwrap's --dev would add pts, shm, tty, full)
-            "--perms", "0555", "--dir", "/dev",
-            "--dev-bind", "/dev/null", "/dev/null",
-            "--dev-bind", "/dev/zero", "/dev/zero",
-            "--dev-bind", "/dev/random", "/dev/random",
-            "--dev-bind", "/dev/urandom", "/dev/urandom",
-            "--perms", "1777", "--size", str(int(limits.tmpfs_bytes)), "--tmpfs", "/tmp",
-            "--remount-ro", "/",
-            "--chdir", "/tmp",
-            "--seccomp", str(seccomp_fd),
-        ]  # fmt: skip
-        return argv
-
-    @staticmethod
-    def _proc_covers() -> list[str]:
-        """Read-only binds over the kernel knobs in ``/proc``, whatever the uid and Landlock.
-
-        bwrap itself covers ``irq`` and ``bus`` but, as measured with bwrap 0.8 under a root
-        parent, not ``sys`` or ``sysrq-trigger``; ``fs`` holds writable knobs too (nfsd).
-        """
-        argv: list[str] = []
-        for knob in _PROC_KNOBS:
-            if os.path.lexists(knob):
-                argv += ["--ro-bind", knob, knob]
-        return argv
-
-    def _check_binds(self, ro_binds: Sequence[tuple[Path, str]]) -> None:
-        for host, dest in ro_binds:
-            if not dest.startswith("/") or ".." in dest.split("/") or dest == "/":
-                raise ValueError(f"bind destination must be an absolute path, got {dest!r}")
-            for r in _RESERVED:
-                if dest == r or dest.startswith(r + "/"):
-                    raise ValueError(f"bind destination {dest!r} is reserved by the sandbox")
-            if not Path(host).exists():
-                raise FileNotFoundError(2, "No such file or directory", str(host))
-
-    # -- running --------------------------------------------------------------------------------
-
-    def _copy_binds(self, ro_binds: Sequence[tuple[Path, str]]) -> list[tuple[int, str, int]]:
-        """Copy each bind's bytes into memfds: ``(fd, dest, mode)``, ``fd = -1`` for a directory.
-
-        Why copies: a bind mount shows its source path in ``/proc/self/mountinfo`` (the tools
-        file's checkout, the snapshot and bytecode directories); data binds show bwrap's own
-        temporary name. A directory is copied file by file (regular files and directories only,
-        at most ``MAX_BIND_FILES`` files and ``MAX_BIND_BYTES`` bytes in all)."""
-        out: list[tuple[int, str, int]] = []
-        total = 0
-
-        def copy(path: Path, dest: str) -> None:
-            nonlocal total
-            src = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-            try:
-                st = os.fstat(src)
-                total += st.st_size
-                if len(out) >= MAX_BIND_FILES or total > MAX_BIND_BYTES:
-                    raise ValueError(f"binds exceed {MAX_BIND_FILES} files or "
-                                     f"{MAX_BIND_BYTES} bytes (at {path})")  # fmt: skip
-                fd = os.memfd_create("ect-bind", os.MFD_CLOEXEC)
-                out.append((fd, dest, 0o555 if st.st_mode & 0o111 else 0o444))
-                left = st.st_size
-                while left > 0:
-                    n = os.sendfile(fd, src, None, left)
-                    if n == 0:
-                        break
-                    left -= n
-                os.lseek(fd, 0, os.SEEK_SET)
-            finally:
-                os.close(src)
-
-        for host, dest in ro_binds:
-            host = Path(host)
-            if not host.is_dir():
-                copy(host, dest)
-                continue
-            out.append((-1, dest, 0o555))
-            for root, dirs, files in os.walk(host):
-                dirs.sort()
-                rel = Path(root).relative_to(host)
-                for d in list(dirs):
-                    if (Path(root) / d).is_symlink():
-                        raise ValueError(f"bind source {host} holds a symlink: {Path(root) / d}")
-                    out.append((-1, str(Path(dest) / rel / d), 0o555))
-                for f in sorted(files):
-                    p = Path(root) / f
-                    if p.is_symlink() or not p.is_file():
-                        raise ValueError(f"bind source {host} holds a symlink or special file: {p}")
-                    copy(p, str(Path(dest) / rel / f))
-        return out
-
-    # -- pre-spawned single-use children -------------------------------------------------------
-
-    def _signature(self, binds: Sequence[tuple[Path, str]]) -> list[Any]:
-        """Identity of every bind source's content (a pooled child holds copies made at spawn)."""
-        out: list[Any] = []
-        for host, dest in binds:
-            paths = [Path(host)]
-            if paths[0].is_dir():
-                paths += sorted(Path(r) / f for r, _, fs in os.walk(host) for f in fs)
-            for p in paths:
-                st = os.stat(p, follow_symlinks=False)
-                out.append([dest, str(p), *(str(v) for v in (st.st_dev, st.st_ino, st.st_size,
-                                                                st.st_mtime_ns, st.st_ctime_ns))])
-        return out
-
-    def _take(self, key: bytes) -> _Child | None:
-        """A ready child for ``key`` (discarding any that waited too long or died), or None."""
-        stale: list[_Child] = []
-        found = None
-        with self._pool_lock:
-            ready = self._pool.get(key, [])
-            while ready and found is None:
-                child = ready.pop(0)
-                if time.monotonic() - child.waiting_since > self.pool_max_idle_s or \
-                        child.proc.poll() is not None:
-                    stale.append(child)
-                else:
-                    found = child
-        for child in stale:
-            self._discard(child)
-        return found
-
-    def _replenish(self, key: bytes, cfg: dict[str, Any], limits: Limits,
-                   binds: Sequence[tuple[Path, str]], dirs: Sequence[str]) -> None:  # fmt: skip
-        """Start children for ``key`` in the background until ``pool_size`` wait in all (the
-        oldest waiting children of other keys make room)."""
-
-        def fill() -> None:
-            while True:
-                evict: list[_Child] = []
-                with self._pool_lock:
-                    if self._closed:
-                        return
-                    mine = len(self._pool.get(key, [])) + self._pending.get(key, 0)
-                    if mine >= self.pool_size:
-                        return
-                    others = sorted((c for k, cs in self._pool.items() if k != key for c in cs),
-                                    key=lambda c: c.born)  # fmt: skip
-                    total = sum(len(cs) for cs in self._pool.values()) + sum(
-                        self._pending.values())
-                    while total >= self.pool_size and others:
-                        old = others.pop(0)
-                        self._pool[old.key].remove(old)
-                        evict.append(old)
-                        total -= 1
-                    self._pending[key] = self._pending.get(key, 0) + 1
-                for old in evict:
-                    self._discard(old)
-                try:
-                    child: _Child | None = self._launch(dict(cfg), limits, binds, key, dirs,
-                                                        background=True)  # fmt: skip
-                except (OSError, SandboxError, ValueError):
-                    with self._pool_lock:  # the call that needs one starts it (and reports)
-                        self._pending[key] -= 1
-                    return
-                with self._pool_lock:
-                    self._pending[key] -= 1
-                    if child is not None and not self._closed:
-                        child.waiting_since = time.monotonic()
-                        self._pool.setdefault(key, []).append(child)
-                        child = None
-                if child is not None:
-                    self._discard(child)
-                    return
-
-        # one long-lived thread starts every pooled child: bwrap's --die-with-parent is the
-        # parent-death signal, which fires when the *thread* that started it ends
-        with self._pool_lock:
-            if self._pool_thread is None:
-                self._pool_thread = threading.Thread(target=self._pool_loop,
-                                                     name="ect-sandbox-pool", daemon=True)
-                self._pool_thread.start()
-        self._pool_jobs.put(fill)
-
-    def _pool_loop(self) -> None:
-        while True:
-            try:
-                job = self._pool_jobs.get(timeout=self.pool_max_idle_s / 2)
-            except queue.Empty:  # idle: discard the children that waited too long
-                self.discard_waiting(older_than=self.pool_max_idle_s)
-                continue
-            try:
-                job()
-            except Exception:  # a failed refill: the call that needs a child starts one itself
-                continue
-
-    def discard_waiting(self, older_than: float = 0.0) -> int:
-        """Destroy the waiting children that waited longer than ``older_than`` seconds; returns
-        how many (they hold cgroups and host ids while they wait)."""
-        now = time.monotonic()
-        with self._pool_lock:
-            gone = [c for cs in self._pool.values() for c in cs
-                    if now - c.waiting_since >= older_than]  # fmt: skip
-            for c in gone:
-                self._pool[c.key].remove(c)
-        for c in gone:
-            self._discard(c)
-        return len(gone)
-
-    def _run_pooled(self, config: Mapping[str, Any], stdin: bytes, limits: Limits,
-                    ro_binds: Sequence[tuple[Path, str]]) -> ChildResult:  # fmt: skip
-        """Serve one call from a pre-spawned child (or one started now, cold), then start its
-        replacement: the child applied every layer and loaded the worker (and in tool mode the
-        tools) before the call was known; it gets the call's own fields on its stdin."""
-        cfg = dict(config)
-        binds = list(ro_binds)
-        request: dict[str, Any] = {}
-        dirs: list[str] = []
-        if cfg["mode"] == "exec":
-            request["argv"] = cfg.pop("argv")
-        else:  # tool: the world's snapshot goes in the request, so one pool serves every world
-            request["world_id"] = cfg.pop("world_id")
-            snap = cfg.pop("snapshot")
-            host = [h for h, d in binds if d == snap]
-            binds = [(h, d) for h, d in binds if d != snap]
-            if len(host) != 1:
-                raise SandboxError(f"no bind gives the snapshot {snap}")
-            request["snapshot_data"] = Path(host[0]).read_text("utf-8")
-            # its directory still exists, read-only, as it does around a bound snapshot
-            dirs = [str(Path(snap).parent)]
-        cfg["await_request"] = True
-        key = canonical_bytes({"cfg": cfg, "limits": asdict(limits), "dirs": dirs,
-                               "binds": self._signature(binds)})  # fmt: skip
-        if os.getpid() != self._pool_pid:  # a forked copy: the parent's children are not ours
-            self._forget_pool()
-        child = self._take(key)
-        with self._pool_lock:
-            self.pool_stats["served" if child is not None else "cold"] += 1
-        if child is None:
-            child = self._launch(dict(cfg), limits, binds, key, dirs)
-        self._replenish(key, cfg, limits, binds, dirs)
-        head = canonical_bytes(request)
-        return self._finish(child, b"%010d" % len(head) + head + stdin, limits, time.monotonic())
-
-    def _forget_pool(self) -> None:
-        self._pool_pid = os.getpid()
-        self._pool_lock = threading.Lock()
-        self._pool = {}
-        self._pending = {}
-        self._pool_jobs = queue.SimpleQueue()
-        self._pool_thread = None
-
-    def pool_waiting(self) -> int:
-        """How many pre-spawned children wait for a call now."""
-        with self._pool_lock:
-            return sum(len(cs) for cs in self._pool.values())
-
-    def close(self) -> None:
-        """Destroy every waiting pre-spawned child (also at exit)."""
-        with self._pool_lock:
-            self._closed = True
-            children = [c for cs in self._pool.values() for c in cs]
-            self._pool.clear()
-        for child in children:
-            self._discard(child)
-
     # -- running --------------------------------------------------------------------------------
 
     def run_worker(
@@ -1061,44 +650,3 @@ class BwrapBackend(WorkerRunMixin):
                 with contextlib.suppress(OSError):
                     os.close(child.pidfd)
             self._release(child.group, child.uid, child.tag)
-
-    def _discard(self, child: _Child) -> None:
-        """Destroy a child that will serve no call."""
-        with self._pool_lock:
-            self.pool_stats["discarded"] += 1
-        with contextlib.suppress(OSError):
-            if child.pidfd >= 0:
-                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.killpg(child.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            child.proc.communicate(timeout=5)
-        if child.pidfd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(child.pidfd)
-        self._release(child.group, child.uid, child.tag)
-
-
-_BACKENDS: weakref.WeakSet[BwrapBackend] = weakref.WeakSet()
-
-
-def _reclaim_waiting() -> None:
-    """Discard every waiting pre-spawned child of every backend in this process (a call that
-    finds no free host id: the waiting children hold them)."""
-    for backend in list(_BACKENDS):
-        backend.discard_waiting()
-
-
-@dataclass
-class _Child:
-    """A started sandbox (bwrap launcher ``proc``, a pidfd on its pid 1) and what it holds."""
-
-    proc: subprocess.Popen[bytes]
-    pidfd: int
-    group: CallGroup | None
-    uid: int | None
-    born: float
-    key: bytes
-    tag: str | None = None  # its launcher's argv[0], registered with the reaper
-    host_view: dict[str, Any] | None = None  # its identity as the host sees it (non-root)
-    waiting_since: float = 0.0  # when it joined the pool

@@ -7,7 +7,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -15,6 +15,7 @@ from typing import Any
 
 from runner.canonical import canonical_bytes, digest_bytes, is_digest, loads_strict, raw_digest
 from runner.errors import FormatError
+from runner.store._attempts import AttemptJournal
 from runner.store._check import (
     HEADER_REQUIRED,
     HEADER_RESERVED,
@@ -28,7 +29,6 @@ from runner.store._db import (
     FORMAT_VERSION,
     GENESIS,
     Journal,
-    attempt_chain_hash,
     chain_hash,
     configure,
     connect,
@@ -38,8 +38,6 @@ from runner.store._db import (
     wrap,
 )
 from runner.store._errors import (
-    AttemptError,
-    AttemptJournalDamaged,
     BlobCorrupt,
     BlobNotFound,
     SignatureInvalid,
@@ -75,7 +73,7 @@ class Record:
         return digest_bytes("ect/record/v1", canonical_bytes(self.body))
 
 
-class Store:
+class Store(AttemptJournal):
     """An open run store. Build with :meth:`create` or :meth:`open`; use as a context manager.
 
     One connection per Store, serialised by a lock, so a Store may be shared between threads;
@@ -481,117 +479,6 @@ class Store:
                 self._hook("append.after_insert")
             self._hook("append.after_commit")
         return seqs
-
-    # ---- attempt journal ----------------------------------------------------------------
-
-    def _append_attempt(self, kind: str, ref: int | None, cell_id: str, body: bytes,
-                        blobs: Sequence[bytes] = ()) -> int:
-        leaf = leaf_hash(body)
-        prepared = [(raw_digest(bytes(b)), bytes(b)) for b in blobs]
-        with self._lock:
-            with self._transaction():
-                conn = self._conn
-                if prepared:
-                    conn.executemany(
-                        "INSERT INTO blobs (digest, data) VALUES (?, ?) "
-                        "ON CONFLICT(digest) DO NOTHING", prepared)
-                if ref is not None:
-                    row = conn.execute(
-                        "SELECT kind, cell_id FROM attempts WHERE seq = ?", (ref,)
-                    ).fetchone()
-                    if row is None or row[0] != "begin":
-                        raise AttemptError(f"attempt {ref} was never begun")
-                    if conn.execute(
-                        "SELECT 1 FROM attempts WHERE kind = 'end' AND ref = ?", (ref,)
-                    ).fetchone():
-                        raise AttemptError(f"attempt {ref} has already ended")
-                last = conn.execute(
-                    "SELECT seq, chain FROM attempts ORDER BY seq DESC LIMIT 1"
-                ).fetchone()
-                seq, prev = (last[0] + 1, last[1]) if last else (0, GENESIS)
-                chain = attempt_chain_hash(self._store_id, seq, prev, leaf)
-                conn.execute(
-                    "INSERT INTO attempts (seq, kind, ref, cell_id, body, leaf, chain) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (seq, kind, ref, cell_id, body, leaf, chain),
-                )
-        return seq
-
-    def attempt_begin(self, entry: dict[str, Any]) -> int:
-        """Journal a provider attempt BEFORE it is sent; returns its attempt seq (durable).
-
-        ``entry`` must carry ``cell_id`` (str); the rest is the caller's (request digest, ...).
-        """
-        if not isinstance(entry, dict) or not isinstance(entry.get("cell_id"), str):
-            raise TypeError("an attempt entry must be a dict with a string cell_id")
-        cell_id = entry["cell_id"]
-        body = canonical_bytes({"kind": "begin", "cell_id": cell_id, "entry": entry})
-        return self._append_attempt("begin", None, cell_id, body)
-
-    def attempt_end(self, attempt_seq: int, entry: dict[str, Any], *,
-                    blobs: Sequence[bytes] = ()) -> int:
-        """Journal the end of attempt ``attempt_seq``; returns the end entry's seq. ``blobs``
-        (the response bytes, say) are stored in the same transaction, under their digests.
-
-        Raises:
-            AttemptError: no such begun attempt, or it already ended.
-        """
-        if not isinstance(entry, dict):
-            raise TypeError("an attempt entry must be a dict")
-        if not isinstance(attempt_seq, int) or isinstance(attempt_seq, bool):
-            raise TypeError("attempt_seq must be an int")
-        with self._lock:
-            row = (
-                self._live()
-                .execute(
-                    "SELECT cell_id FROM attempts WHERE seq = ? AND kind = 'begin'", (attempt_seq,)
-                )
-                .fetchone()
-            )
-            if row is None:
-                raise AttemptError(f"attempt {attempt_seq} was never begun")
-            cell_id = row[0]
-            body = canonical_bytes(
-                {"kind": "end", "cell_id": cell_id, "begin_seq": attempt_seq, "entry": entry}
-            )
-            return self._append_attempt("end", attempt_seq, cell_id, body, blobs)
-
-    def attempts(self) -> list[dict[str, Any]]:
-        """Every attempt, in begin order: ``{"attempt_seq", "cell_id", "begin", "end",
-        "end_seq"}`` (``end``/``end_seq`` None while it has not ended)."""
-        with self._lock:
-            rows = (
-                self._live()
-                .execute("SELECT seq, kind, ref, body FROM attempts ORDER BY seq")
-                .fetchall()
-            )
-        out: dict[int, dict[str, Any]] = {}
-        for seq, kind, ref, body in rows:
-            try:
-                obj = loads_strict(body)
-            except FormatError as e:
-                raise AttemptJournalDamaged(
-                    f"attempt {seq}: body is not valid JSON ({e}); run `ect store verify "
-                    "--full`", seq=seq) from e
-            if kind == "begin":
-                out[seq] = {
-                    "attempt_seq": seq,
-                    "cell_id": obj["cell_id"],
-                    "begin": obj["entry"],
-                    "end": None,
-                    "end_seq": None,
-                }
-            elif ref in out:
-                out[ref]["end"] = obj["entry"]
-                out[ref]["end_seq"] = seq
-        return list(out.values())
-
-    def orphan_attempts(self, committed: Collection[str]) -> list[dict[str, Any]]:
-        """Attempts (ended or not) whose ``cell_id`` is not in ``committed``, the caller's ids of
-        the cells its committed records hold (the store reads no field of a record body):
-        calls that were made, and possibly paid for, by a trajectory that never committed."""
-        done = set(committed)
-        return [a for a in self.attempts() if a["cell_id"] not in done]
 
     # ---- blobs --------------------------------------------------------------------------
 

@@ -4,29 +4,14 @@
 ``ect replay`` are thin layers over this package.
 """
 
+from runner.study._cell import cell_result
 from runner.study._execute import (
-    CallFailure,
     ClusterLost,
-    FailureCounts,
     Halted,
-    ProviderMismatch,
-    RecordedRun,
-    ResumeMismatch,
-    RunSettings,
-    RunSummary,
     StoreInUse,
-    StoreNotEmpty,
-    ThrottleSettings,
-    TransportFailed,
-    cell_result,
-    check_resume_provider,
     execute,
-    orphan_attempts,
-    record_failures,
-    resume_command,
     run_lock_path,
     stop_file,
-    throttle_settings,
 )
 from runner.study._executor import LocalExecutor, ToolExecutor
 from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
@@ -40,6 +25,7 @@ from runner.study._journal import (
     read_journal,
     store_accounting,
 )
+from runner.study._journaling import TransportFailed, orphan_attempts
 from runner.study._lock import (
     LOCK_FORMAT,
     Drift,
@@ -96,6 +82,14 @@ from runner.study._replay import (
     ReplayReport,
     replay_store,
 )
+from runner.study._runheader import (
+    ProviderMismatch,
+    RecordedRun,
+    ResumeMismatch,
+    StoreNotEmpty,
+    check_resume_provider,
+    resume_command,
+)
 from runner.study._schedule import (
     CheckpointRef,
     ScheduleError,
@@ -104,6 +98,7 @@ from runner.study._schedule import (
     read_schedule,
     schedule_bytes,
 )
+from runner.study._settings import RunSettings, ThrottleSettings, throttle_settings
 from runner.study._spec import (
     ON_TRANSPORT_FAILURE,
     ProviderSettings,
@@ -131,6 +126,7 @@ from runner.study._static import (
     static_provider,
 )
 from runner.study._strata import StratumReasons, reason_codes_by_stratum
+from runner.study._summary import CallFailure, FailureCounts, RunSummary, record_failures
 from runner.study._workflow import (
     RunHooks,
     StopFilePresent,

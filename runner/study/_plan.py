@@ -28,9 +28,10 @@ from pathlib import Path
 from runner.canonical import JsonValue, loads_strict
 from runner.errors import ExitCategory, StudyError
 from runner.providers import PriceTable
-from runner.study._execute import RunSettings, execute, throttle_settings
+from runner.study._execute import execute
 from runner.study._preflight import PreflightFailed, ProviderChoice, run_preflight
 from runner.study._records import CellRecord, ScheduleRow
+from runner.study._settings import RunSettings, throttle_settings
 from runner.study._spec import load_spec
 
 __all__ = ["PILOT_CELLS", "PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings",

@@ -115,7 +115,7 @@ class _ReplayProvider:
 
 async def _replay_cell(record: CellRecord, store: Store, header: RunHeader,
                        checkpoints: dict[str, TaskCheckpoint], spec: StudySpec) -> str:
-    from runner.study._execute import cell_result, run_cell_trajectory
+    from runner.study._cell import cell_result, run_cell_trajectory
 
     row = record.schedule_row
     provider = _ReplayProvider(record.audit.calls, store, header.provider)

@@ -10,15 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import ExitCategory, StoreError, StudyError
-from runner.study._execute import (
-    RunSettings,
-    RunSummary,
-    StoreNotEmpty,
-    check_resume_provider,
-    execute,
-    refuse_if_locked,
-    stop_file,
-)
+from runner.study._execute import execute, refuse_if_locked, stop_file
 from runner.study._preflight import (
     PreflightCheck,
     PreflightFailed,
@@ -27,7 +19,10 @@ from runner.study._preflight import (
 )
 from runner.study._ray import ClusterUnreachable
 from runner.study._records import CellRecord
+from runner.study._runheader import StoreNotEmpty, check_resume_provider
+from runner.study._settings import RunSettings
 from runner.study._spec import load_spec
+from runner.study._summary import RunSummary
 
 __all__ = ["RunHooks", "StopFilePresent", "StoreNotWritable", "run_study", "study_root"]
 

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from runner.analysis import ClosedLoopResults, ProviderInfo, analyse_closed_loop, render_outputs
-from runner.analysis._closed import HaltRow, ProviderAccounting
+from runner.analysis._closed_results import HaltRow, ProviderAccounting
 from runner.canonical import canonical_bytes
 from tests.analysis import _fixtures as fx
 

@@ -17,7 +17,7 @@ from runner.analysis import (
     read_results,
     results_json_bytes,
 )
-from runner.analysis._closed import H4Gate, Table4Row
+from runner.analysis._closed_results import H4Gate, Table4Row
 from runner.analysis._static import ConditionCounts, NoMatchedFault, Table3Row
 from runner.analysis._sweep import (
     SweepGate,
@@ -101,7 +101,7 @@ def test_the_format_is_checked(doc: dict[str, Any]) -> None:
 def test_absent_intervals_are_left_out_not_null(doc: dict[str, Any]) -> None:
     iv = copy.deepcopy(doc["intervals"]["ect"])
     del iv["FC"]
-    from runner.analysis._closed import ClosedIntervals
+    from runner.analysis._closed_results import ClosedIntervals
 
     read = ClosedIntervals.from_json(iv, "iv")
     assert read.FC is None and "FC" not in read.to_json()

@@ -32,7 +32,7 @@ from runner.policies._pipelines import ECT_DIRECTIVE_FOOTER, ECT_DIRECTIVE_HEADE
 from runner.policies._views import extract_view
 from runner.providers import ProviderRequest, ProviderResult, SimulatedProvider
 from runner.study import load_spec, read_schedule
-from runner.study._execute import run_cell_trajectory
+from runner.study._cell import run_cell_trajectory
 from runner.worlds import closed_loop_checkpoints, execute_calls, propose_certificate
 from tests.sizes import STUDY_CELLS
 from tests.worlds.test_drafts import _derivable

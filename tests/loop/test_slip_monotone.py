@@ -32,7 +32,7 @@ from runner.policies._simulated import _missing_calls
 from runner.policies._views import extract_view
 from runner.providers import ProviderRequest, SimulatedProvider, simulated_rng
 from runner.study import load_spec, read_schedule, with_overrides
-from runner.study._execute import run_cell_trajectory
+from runner.study._cell import run_cell_trajectory
 from runner.worlds import closed_loop_checkpoints, execute_calls
 
 REPO = Path(__file__).resolve().parents[2]

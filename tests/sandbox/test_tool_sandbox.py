@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import runner.sandbox._bwrap as bw
+import runner.sandbox._layout as layout
 from runner.canonical import canonical_bytes
 from runner.errors import SandboxError
 from runner.sandbox import BwrapBackend, Limits, SandboxUnavailable, ToolSandbox, WorkerFailed
@@ -84,7 +84,7 @@ def test_landlock_refusal_maps_to_sandbox_unavailable(bwrap: BwrapBackend, tiny_
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The worker itself refuses (exit 78) when the kernel's ABI is below the required one."""
     tools, snaps = tiny_world
-    monkeypatch.setattr(bw, "MIN_LANDLOCK_ABI", bwrap.landlock_abi + 1)
+    monkeypatch.setattr(layout, "MIN_LANDLOCK_ABI", bwrap.landlock_abi + 1)
     sb = ToolSandbox(bwrap, snaps, tools_path=tools)
     with pytest.raises(
         SandboxUnavailable, match=r"landlock-refused: kernel Landlock ABI \d+ < required"

@@ -1,4 +1,4 @@
-"""A tiny OpenAI-compatible chat-completions server on 127.0.0.1 (a real HTTP server thread).
+"""A tiny OpenAI-compatible chat-completions server on 127.0.0.1 (``tests/fake_http.py``'s).
 
 Planner requests (they declare a ``finish`` tool) get one ``get_parent`` tool call on a view
 with every decision left, then a ``finish`` with an empty certificate; critic requests (a
@@ -7,20 +7,13 @@ response schema) get an ``accept`` verdict. Every request's headers and body are
 
 from __future__ import annotations
 
-import http.server
-import threading
-from dataclasses import dataclass
 from typing import Any
 
 from runner.canonical import canonical_bytes, loads_strict
 from runner.policies import extract_view
+from tests.fake_http import FakeHTTPServer, Reply, Seen
 
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: bytes
+__all__ = ["FakeOpenAI", "Seen"]
 
 
 def _reply(request: dict[str, Any]) -> dict[str, Any]:
@@ -44,40 +37,7 @@ def _reply(request: dict[str, Any]) -> dict[str, Any]:
             "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeHTTPServer):
     def __init__(self) -> None:
-        self.seen: list[Seen] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()},
-                                       body))
-                data = canonical_bytes(_reply(loads_strict(body)))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(lambda request: Reply.json(_reply(loads_strict(request.body))))
+        self.url = self.origin + "/v1"

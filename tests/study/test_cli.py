@@ -135,10 +135,10 @@ def test_stop_file_exits_4(reference: Reference, tmp_path: Path,
 
 def test_replay_difference_exits_1(reference: Reference, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.study._execute as execute_module
+    import runner.study._cell as cell_module
 
-    real = vars(execute_module)["score"]
-    monkeypatch.setattr(execute_module, "score",
+    real = vars(cell_module)["score"]
+    monkeypatch.setattr(cell_module, "score",
                         lambda t, row: dataclasses.replace(real(t, row), cost_usd=-1.0))
     store = tmp_path / "ref.db"
     shutil.copyfile(reference.store, store)

@@ -98,15 +98,15 @@ def test_replay_rescores_with_the_current_code(reference: Reference,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Replay re-runs and re-scores each cell (it does not just re-read stored digests): with the
     scoring changed, every cell is reported as differing, naming the row."""
-    import runner.study._execute as execute_module
+    import runner.study._cell as cell_module
 
-    real = vars(execute_module)["score"]
+    real = vars(cell_module)["score"]
 
     def skewed(trajectory: Any, row: Any) -> Outcome:
         outcome: Outcome = real(trajectory, row)
         return dataclasses.replace(outcome, turns=outcome.turns + 1)
 
-    monkeypatch.setattr(execute_module, "score", skewed)
+    monkeypatch.setattr(cell_module, "score", skewed)
     report = replay_store(reference.store, reference.spec)
     assert report.cells == SMALL_ROWS and report.reproduced == 0
     assert [m.row for m in report.mismatches] == list(range(1, SMALL_ROWS + 1))

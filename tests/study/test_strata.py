@@ -28,7 +28,7 @@ from runner.study import (
     simulator_parameters,
     with_overrides,
 )
-from runner.study._execute import run_cell_trajectory
+from runner.study._cell import run_cell_trajectory
 from runner.study._lock import closed_loop_refs
 from runner.study._schedule import build_schedule
 from runner.worlds import closed_loop_checkpoints, world_snapshot
