@@ -74,9 +74,10 @@ def probes(workers: int | None, file_order: bool = False) -> float:
         be.close()
         p._least_wall_s = least
     took = time.perf_counter() - t
-    failed = [r.name for r in results if not r.passed]
+    failed = [f"{r.name}: expected {r.expected}, observed {r.observed} {r.detail}".strip()
+              for r in results if not r.passed]  # fmt: skip
     if failed:
-        raise SystemExit(f"probes failed: {failed}")
+        raise SystemExit("probes failed: " + "; ".join(failed))
     return took
 
 
