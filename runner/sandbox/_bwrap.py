@@ -74,6 +74,7 @@ from runner.sandbox._linux import (
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._pool import _BACKENDS, ChildPool, _reclaim_waiting
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
+from runner.sandbox._stage import staged_prefix as _staged_prefix
 from runner.sandbox._tool import check_worker_result
 
 _log = logging.getLogger("runner.sandbox")
@@ -112,79 +113,6 @@ def interpreter() -> tuple[Path, Path]:
 
 def _under_usr(path: Path) -> bool:
     return path == Path("/usr") or str(path).startswith("/usr/")
-
-
-def _staged_prefix(exe: Path, prefix: Path) -> Path:
-    """A copy of the interpreter installed at ``prefix`` (its binary and ``lib/`` without
-    ``site-packages`` or the test suite), at a path naming nothing of the host's, made once.
-
-    Why a copy: a bind mount shows its source path in ``/proc/self/mountinfo`` (the mount's
-    root within its filesystem), so binding ``/home/alice/.pyenv/versions/3.11.9`` at a fixed
-    path would still tell every call where it came from. The copy lives in
-    ``/var/cache/ect-sandbox/python-<key>`` under a root parent and ``/var/tmp/ect-python-<uid>-
-    <key>`` otherwise; ``key`` is a digest of the interpreter's path, size and mtime. An existing
-    copy is used only if it is complete, owned by this user and writable by no one else.
-    """
-    import stat as st_mod
-
-    info = exe.stat()
-    key = hashlib.sha256(f"{exe}\0{prefix}\0{info.st_size}\0{info.st_mtime_ns}".encode()
-                         ).hexdigest()[:16]  # fmt: skip
-    uid = os.geteuid()
-    if uid == 0:
-        base = Path("/var/cache/ect-sandbox")
-        base.mkdir(mode=0o755, parents=True, exist_ok=True)
-        final = base / f"python-{key}"
-    else:
-        base = Path("/var/tmp")
-        final = base / f"ect-python-{uid}-{key}"
-
-    def trusted(d: Path) -> bool:
-        try:
-            s = d.lstat()
-            return (st_mod.S_ISDIR(s.st_mode) and s.st_uid == uid and not s.st_mode & 0o022
-                    and (d / ".complete").is_file())  # fmt: skip
-        except OSError:
-            return False
-
-    if trusted(final):
-        return final
-    if final.exists() or final.is_symlink():
-        raise SandboxUnavailable(f"{final} exists but is not a complete copy of the interpreter "
-                                 "owned by this user: remove it")  # fmt: skip
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=base))
-    try:
-        (tmp / "bin").mkdir()
-        shutil.copy2(exe, tmp / "bin" / exe.name)
-        lib = prefix / "lib"
-        if lib.is_dir():
-            shutil.copytree(lib, tmp / "lib", symlinks=False, ignore_dangling_symlinks=True,
-                            ignore=_skip_in_lib)  # fmt: skip
-        for root, dirs, files in os.walk(tmp):
-            for name in dirs:
-                os.chmod(Path(root) / name, 0o755)
-            for name in files:
-                f = Path(root) / name
-                os.chmod(f, 0o755 if f.stat().st_mode & 0o111 else 0o644)
-        tmp.chmod(0o755)
-        (tmp / ".complete").write_text("")
-        try:
-            tmp.rename(final)
-        except OSError:  # another runner made it first
-            if not trusted(final):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
-
-
-def _skip_in_lib(directory: str, names: list[str]) -> set[str]:
-    skip = {"site-packages", "dist-packages", "test", "idle_test", "__pycache__"}
-    return {n for n in names if n in skip}
 
 
 def _needs_own_libpython(exe: Path, prefix: Path) -> bool:

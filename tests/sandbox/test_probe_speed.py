@@ -66,3 +66,29 @@ def test_a_probe_killed_for_its_speed_is_not_a_failed_layer(bwrap: BwrapBackend,
     assert "killed for cpu at its budget (cpu_s=1)" in r.detail
     assert "not a failed layer" in r.detail
 
+
+
+class Recorder(InFlight):
+    """The real backend, recording each call's probe arguments in the order the calls start."""
+
+    def __init__(self, backend: BwrapBackend) -> None:
+        super().__init__(backend)
+        self.started: list[list[str]] = []
+
+    def run(self, argv: list[str], *args: Any, **kwargs: Any) -> ChildResult:
+        with self.lock:
+            self.started.append(list(argv[4:]))  # python -I -S <program> <args...>
+        return super().run(argv, *args, **kwargs)
+
+
+def test_the_probes_that_wait_for_a_limit_start_first(bwrap: BwrapBackend) -> None:
+    # Before, the probes started in the file's order, so limits.cpu_tree (last in the file, at
+    # least cpu_s = 3 s at the call's one CPU) began only once every other probe had started and
+    # preflight's wall time was the others' plus its own.
+    slow = ["limits.wall_clock"]  # a kill at its 1.5 s wall budget
+    names = [*QUICK[:3], *slow]
+    recorded = Recorder(bwrap)
+    results = run_probes(recorded, only=names, workers=1)
+    assert recorded.started[0][-1] == "sleep", recorded.started  # limits.wall_clock's program
+    assert [r.name for r in results] == names  # still reported in the file's order
+    assert all(r.passed for r in results), results
