@@ -624,7 +624,6 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
     base_calls = {c.call_id for c in t.checkpoint.trace}
     return CellResult(
         outcome=score(t, row),
-        stop_reason=t.stop_reason.value,
         stop_detail=t.stop_detail,
         decisions=tuple(t.decisions),
         final_certificate=t.accepted.certificate_obj if t.accepted is not None else None,
@@ -991,7 +990,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         for rec in store.records(1):
             committed = CellRecord.from_json(rec.body, f"record {rec.seq}")
             cell_ids.add(committed.cell_id)
-            summary.stop_reasons[committed.result.stop_reason] += 1
+            summary.stop_reasons[committed.result.stop_reason.value] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
             summary.failures.add(committed)
         replay = None
