@@ -55,6 +55,7 @@ from runner.study._executor import EXECUTORS, ExecutorLost, LocalExecutor, ToolE
 from runner.study._journal import (
     Accounting,
     HaltEntry,
+    NestedObserver,
     halt_entry,
     read_journal,
     store_accounting,
@@ -522,7 +523,8 @@ class _Journaled:
             await self.throttle.acquire(estimate_tokens(canonical))
         self.requests.append(raw_digest(canonical))
         self.roles.append(request.role)
-        result: ProviderResult = await self._inner.generate(request, observer=self)
+        result: ProviderResult = await self._inner.generate(
+            request, observer=self if observer is None else NestedObserver(observer, self))
         if self._halt and result.failure is not None and result.failure.transport:
             raise TransportFailed(self._row.cell_id, request.role, result.failure,
                                   len(result.attempts))

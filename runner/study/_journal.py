@@ -15,13 +15,44 @@ from typing import TYPE_CHECKING, Any
 
 from runner.canonical import JsonObject, JsonValue
 from runner.errors import EctError, FormatError
-from runner.providers import AttemptRecord, PriceTable, Usage
+from runner.providers import AttemptObserver, AttemptRecord, PriceTable, Usage
 
 if TYPE_CHECKING:
     from runner.store import Store
 
-__all__ = ["Accounting", "CellAccount", "HaltEntry", "JournalEntry", "account", "halt_entry",
-           "read_journal", "store_accounting"]
+__all__ = ["Accounting", "CellAccount", "HaltEntry", "JournalEntry", "NestedObserver", "account",
+           "halt_entry", "read_journal", "store_accounting"]
+
+
+class NestedObserver:
+    """Two attempt observers as one: the caller's ``outer`` around the journal's ``inner``.
+
+    ``outer.begin``, then ``inner.begin`` (the journal's entry is durable before the attempt is
+    sent; a caller that refuses the attempt leaves no entry), the attempt, then ``inner.end``
+    and ``outer.end``. An answered attempt's response bytes go to each observer that keeps
+    them (``end_with_response``); the other gets ``end``. This is how a journaled provider
+    passes its caller's observer through (``_Journaled.generate``) instead of dropping it.
+    """
+
+    def __init__(self, outer: AttemptObserver, inner: AttemptObserver) -> None:
+        self.outer = outer
+        self.inner = inner
+
+    async def begin(self, record: AttemptRecord) -> None:
+        await self.outer.begin(record)
+        await self.inner.begin(record)
+
+    async def end(self, record: AttemptRecord) -> None:
+        await self.inner.end(record)
+        await self.outer.end(record)
+
+    async def end_with_response(self, record: AttemptRecord, response: bytes) -> None:
+        for observer in (self.inner, self.outer):
+            keep = getattr(observer, "end_with_response", None)
+            if keep is not None:
+                await keep(record, response)
+            else:
+                await observer.end(record)
 
 
 @dataclass(frozen=True, slots=True)

@@ -366,7 +366,7 @@ def test_the_outcome_holds_the_trajectorys_stop_reason_member(stop: StopReason) 
 ])
 def test_an_unknown_stop_reason_is_refused_naming_the_path(value: object, message: str) -> None:
     obj = score(_trajectory(CLEAN, StopReason.GOAL_MET), _row(CLEAN)).to_json()
-    obj["stop_reason"] = value  # type: ignore[assignment]
+    obj["stop_reason"] = value
     with pytest.raises(RecordFormatError, match=message):
         Outcome.from_json(obj)
 

@@ -119,9 +119,9 @@ def test_the_stop_reason_is_held_once_typed_and_written_under_both_keys(
         assert isinstance(result.stop_reason, StopReason)
         assert "stop_reason" not in {f.name for f in dataclasses.fields(CellResult)}
         written = result.to_json()
-        assert written["stop"]["reason"] == written["outcome"]["stop_reason"]  # type: ignore[index, call-overload]
-        assert type(written["stop"]["reason"]) is str  # type: ignore[index, call-overload]
-        assert written["stop"]["reason"] == body["result"]["stop"]["reason"]  # type: ignore[index, call-overload]
+        assert written["stop"]["reason"] == written["outcome"]["stop_reason"]
+        assert type(written["stop"]["reason"]) is str
+        assert written["stop"]["reason"] == body["result"]["stop"]["reason"]
 
 
 @pytest.mark.parametrize(
