@@ -77,7 +77,7 @@ from runner.worlds import TaskCheckpoint
 if TYPE_CHECKING:
     from types import FrameType
 
-    from runner.store import Store
+    from runner.store import JournalRow, Store
     from runner.study._ray import RayExecutor
 
 __all__ = [
@@ -162,7 +162,7 @@ class StoreInUse(StudyError):
     exit_category = ExitCategory.REFUSED
 
 
-def orphan_attempts(store: Store) -> list[JsonObject]:
+def orphan_attempts(store: Store) -> list[JournalRow]:
     """The provider attempts (and tool retries) journaled in ``store`` (an open
     ``runner.store.Store``) for cells that never committed, halts left out, each record read
     as a :class:`CellRecord` (the store knows no record shape: it is given the committed cell
@@ -176,9 +176,9 @@ def orphan_attempts(store: Store) -> list[JsonObject]:
     return _attempts_only(store.orphan_attempts(committed))
 
 
-def _attempts_only(entries: list[JsonObject]) -> list[JsonObject]:
+def _attempts_only(entries: list[JournalRow]) -> list[JournalRow]:
     """The journal's attempt entries without its halt entries (a halt is not an attempt)."""
-    return [a for a in entries if not (isinstance(a.get("begin"), dict) and "halt" in a["begin"])]
+    return [a for a in entries if "halt" not in a.begin]
 
 
 def run_lock_path(store_path: Path) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.canonical import JsonObject, JsonValue
 from runner.errors import EctError, FormatError
@@ -108,7 +108,7 @@ def halt_entry(halt: HaltEntry) -> JsonObject:
     return {"cell_id": halt.cell_id, "row": halt.row, "halt": halt.to_json()}
 
 
-def _row(obj: dict[str, Any]) -> int | None:
+def _row(obj: JsonObject) -> int | None:
     row = obj.get("row")
     return row if isinstance(row, int) and not isinstance(row, bool) else None
 
@@ -123,22 +123,19 @@ def read_journal(store: Store, *, exclude: Collection[str] = ()) -> list[Journal
     done = set(exclude)
     out: list[JournalEntry] = []
     for raw in store.attempts():
-        cell_id = str(raw["cell_id"])
-        if cell_id in done:
+        if raw.cell_id in done:
             continue
-        begin, end = raw["begin"], raw["end"]
-        path = f"attempt {raw['attempt_seq']}"
-        if not isinstance(begin, dict):
-            raise FormatError(f"{path}: not an object")
+        begin, end = raw.begin, raw.end
+        path = f"attempt {raw.seq}"
         if "halt" in begin:
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin),
                                     halt=HaltEntry.from_json(begin["halt"], f"{path}.halt")))
         elif "tool_retry" in begin:
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin), tool_retry=True))
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin), tool_retry=True))
         else:
             ended = (AttemptRecord.from_json(end["attempt"], f"{path}.end.attempt")
-                     if isinstance(end, dict) and "attempt" in end else None)
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+                     if end is not None and "attempt" in end else None)
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin),
                                     begun=AttemptRecord.from_json(begin.get("attempt"),
                                                                   f"{path}.attempt"),
                                     ended=ended))
