@@ -42,7 +42,7 @@ def test_exported_members() -> None:
     assert set(store_pkg.__all__) == {
         "DAMAGE_KINDS", "DEFAULT_BUSY_TIMEOUT_S", "HEADER_RESERVED", "MANIFEST_FORMAT", "AttemptError",
         "AttemptJournalDamaged", "BlobCorrupt", "BlobNotFound", "CheckpointMissing",
-        "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestCell", "ManifestInvalid",
+        "FileCorrupt", "InsecureKeyFile", "JournalRow", "KeyFileError", "ManifestCell", "ManifestInvalid",
         "NotAStore",
         "ProofInvalid", "Record", "ScheduleMismatch", "SignatureInvalid", "StaleCheckpoint",
         "StoreUnavailable",
