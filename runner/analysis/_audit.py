@@ -17,6 +17,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from runner.control import StopReason
 from runner.ect import CERTIFICATE_FORMAT, Ledger, ledger_digest, values_match, verify_json
 from runner.errors import AnalysisError
 from runner.study import CellRecord
@@ -48,7 +49,7 @@ def _checkpoints() -> dict[str, TaskCheckpoint]:
 def _one(cell: CellRecord, cp: TaskCheckpoint) -> VerifiedCompletion:
     row = cell.schedule_row
     result = cell.result
-    completed = result.stop_reason == "goal_met" and result.final_certificate is not None
+    completed = result.stop_reason is StopReason.GOAL_MET and result.final_certificate is not None
     accepts = off = False
     if completed and result.final_certificate is not None:
         ledger = Ledger(cp.ledger.task_id, (*cp.ledger.receipts, *result.new_receipts))

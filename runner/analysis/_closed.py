@@ -155,7 +155,7 @@ def _table4_row(rows: Sequence[Outcome]) -> Table4Row:
         mean_tokens=rnd(_mean(rows, "tokens")),
         mean_latency_s=rnd(_mean(rows, "latency_s")),
         mean_cost_usd=rnd(_mean(rows, "cost_usd")),
-        stop_reasons=dict(sorted(Counter(r.stop_reason for r in rows).items())),
+        stop_reasons=dict(sorted(Counter(r.stop_reason.value for r in rows).items())),
     )
 
 

@@ -428,7 +428,7 @@ def resume_cmd(store: str, spec: str | None, provider_name: str, model: str | No
             orphans = []
     spec_path = _recorded_spec(store, spec)
     if orphans and not quiet:
-        cells = sorted({a["cell_id"] for a in orphans})
+        cells = sorted({a.cell_id for a in orphans})
         click.echo(f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) "
                    f"that never committed (first: {cells[0]}); those cells run again", err=True)
     # The run header records the provider, model, base URL, limit, concurrency and throttle:

@@ -1,6 +1,6 @@
 """The closed-loop trajectory engine and its independent outcome scoring (docs/protocol.md)."""
 
-from runner.loop._outcome import OUTCOME_FIELDS, Outcome, ScoredRow
+from runner.loop._outcome import OUTCOME_FIELDS, Outcome, ScoredRow, read_stop_reason
 from runner.loop._scoring import score
 from runner.loop._trajectory import (
     DecisionRecord,
@@ -26,6 +26,7 @@ __all__ = [
     "ToolCallFn",
     "Trajectory",
     "TrajectoryConfig",
+    "read_stop_reason",
     "run_trajectory",
     "score",
     "stop_rules_in_force",

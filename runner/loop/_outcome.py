@@ -2,8 +2,10 @@
 
 One frozen type, written by the study into each cell record (``result.outcome``) and read back
 by the analysis. :meth:`Outcome.from_json` is strict: every field present, nothing extra, each
-of its JSON type (``bool`` is not a number here), errors naming the path. The field names are
-part of the record format (digest domain ``ect/record/v1``): renaming one is a format change.
+of its JSON type (``bool`` is not a number here), errors naming the path. ``stop_reason`` is
+held as a :class:`runner.control.StopReason` and written as its value; a reason this runner does
+not know is refused on read. The field names are part of the record format (digest domain
+``ect/record/v1``): renaming one is a format change.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 
 from runner.canonical import (
     JsonValue,
+    RecordFormatError,
     read_bool,
     read_int,
     read_number,
@@ -21,8 +24,9 @@ from runner.canonical import (
     read_opt_str,
     read_str,
 )
+from runner.control import StopReason
 
-__all__ = ["OUTCOME_FIELDS", "Outcome", "ScoredRow"]
+__all__ = ["OUTCOME_FIELDS", "Outcome", "ScoredRow", "read_stop_reason"]
 
 
 class ScoredRow(Protocol):
@@ -49,7 +53,7 @@ class Outcome:
     fault: str | None
     policy: str
     seed: int
-    stop_reason: str
+    stop_reason: StopReason
     final_decision: str
     premature_unsupported: bool
     supported_completion: bool
@@ -68,11 +72,15 @@ class Outcome:
 
     def to_json(self) -> dict[str, JsonValue]:
         """The outcome object, fields in declaration order."""
-        return {name: getattr(self, name) for name in OUTCOME_FIELDS}
+        out: dict[str, JsonValue] = {name: getattr(self, name) for name in OUTCOME_FIELDS}
+        out["stop_reason"] = self.stop_reason.value
+        return out
 
     def without_timing(self) -> dict[str, JsonValue]:
         """The outcome without its wall-clock field (what a cell's result digest covers)."""
-        return {name: getattr(self, name) for name in OUTCOME_FIELDS if name != "latency_s"}
+        out = self.to_json()
+        del out["latency_s"]
+        return out
 
     @classmethod
     def from_json(cls, obj: object, path: str = "outcome") -> Outcome:
@@ -81,6 +89,16 @@ class Outcome:
         for name in OUTCOME_FIELDS:
             values[name] = _READERS[name](o[name], f"{path}.{name}")
         return cls(**values)  # type: ignore[arg-type]
+
+
+def read_stop_reason(value: object, path: str) -> StopReason:
+    """A stop reason as a record writes it (its value); an unknown one is refused, naming the
+    path."""
+    text = read_str(value, path)
+    try:
+        return StopReason(text)
+    except ValueError:
+        raise RecordFormatError(path, f"unknown stop reason {text[:60]!r}") from None
 
 
 OUTCOME_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Outcome))
@@ -96,6 +114,7 @@ _READERS: dict[str, Callable[[object, str], object]] = {
     **{name: read_int for name in _INTS},
     **{name: read_bool for name in _BOOLS},
     "fault": read_opt_str,
+    "stop_reason": read_stop_reason,
     "latency_s": read_number,
     "cost_usd": read_number,
 }

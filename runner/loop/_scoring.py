@@ -38,6 +38,7 @@ Definitions (one cell):
 from __future__ import annotations
 
 from runner.canonical import JsonObject
+from runner.control import StopReason
 from runner.ect import CERTIFICATE_FORMAT, Ledger, Receipt, values_match, verify_json
 from runner.loop._outcome import Outcome, ScoredRow
 from runner.loop._trajectory import DecisionVerdict, Trajectory
@@ -144,7 +145,7 @@ def score(trajectory: Trajectory, row: ScoredRow) -> Outcome:
     """The cell outcome (the shape runner.analysis reads), from the trajectory and its row."""
     cp = trajectory.checkpoint
     incomplete = cp.kind == "incomplete"
-    goal = trajectory.stop_reason.value == "goal_met"
+    goal = trajectory.stop_reason is StopReason.GOAL_MET
     supported = goal and _fully_supported(trajectory, trajectory.accepted, trajectory.ledger)
     _, unsupported_claims = _supported_slots(trajectory, trajectory.accepted)
     false_continuation = False
@@ -168,12 +169,12 @@ def score(trajectory: Trajectory, row: ScoredRow) -> Outcome:
         fault=cp.fault,
         policy=trajectory.policy,
         seed=row.seed,
-        stop_reason=trajectory.stop_reason.value,
+        stop_reason=trajectory.stop_reason,
         final_decision=trajectory.pipeline_verdicts[-1] if trajectory.pipeline_verdicts else "none",
         premature_unsupported=incomplete and goal and not supported,
         supported_completion=supported,
         clean_false_continuation=false_continuation,
-        recoverable_stuck=(trajectory.stop_reason.value == "no_progress"
+        recoverable_stuck=(trajectory.stop_reason is StopReason.NO_PROGRESS
                            and trajectory.pipeline_verdicts[-1:] == ["stuck"] and recoverable),
         successful_recovery=recovered,
         recovered_then_supported=recovered and supported,

@@ -111,8 +111,10 @@ class PipelineDecision:
 @dataclass(frozen=True)
 class PipelineParams:
     """Per-cell settings: the critics' generation config, the cell the requests belong to (its
-    id and seed, never labels; it writes each request's metadata) and the attempt observer (the
-    study's journal) handed to every critic call."""
+    id and seed, never labels; it writes each request's metadata) and an attempt observer
+    handed to every critic call (a caller's hook to see the pipeline's own model calls). The
+    study sets none: it journals through the provider it hands the pipeline, which passes an
+    observer set here through to the call (docs/providers.md)."""
 
     generation: GenerationConfig = field(
         default_factory=lambda: GenerationConfig(temperature=0.2, seed=0, max_output_tokens=1024)

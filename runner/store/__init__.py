@@ -31,6 +31,7 @@ from runner.store._errors import (
     TruncationDetected,
     damage_label,
 )
+from runner.store._journal_row import JournalRow
 from runner.store._keys import (
     generate_key,
     load_public_key,
@@ -53,6 +54,7 @@ __all__ = [
     "CheckpointMissing",
     "FileCorrupt",
     "InsecureKeyFile",
+    "JournalRow",
     "KeyFileError",
     "ManifestCell",
     "ManifestInvalid",

@@ -15,10 +15,11 @@ from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from runner.canonical import canonical_bytes, loads_strict, raw_digest
+from runner.canonical import JsonObject, canonical_bytes, loads_strict, raw_digest
 from runner.errors import FormatError
 from runner.store._db import GENESIS, attempt_chain_hash
 from runner.store._errors import AttemptError, AttemptJournalDamaged
+from runner.store._journal_row import JournalRow
 from runner.store.merkle import leaf_hash
 
 __all__ = ["AttemptJournal"]
@@ -110,16 +111,17 @@ class AttemptJournal:
             )
             return self._append_attempt("end", attempt_seq, cell_id, body, blobs)
 
-    def attempts(self) -> list[dict[str, Any]]:
-        """Every attempt, in begin order: ``{"attempt_seq", "cell_id", "begin", "end",
-        "end_seq"}`` (``end``/``end_seq`` None while it has not ended)."""
+    def attempts(self) -> list[JournalRow]:
+        """Every attempt, in begin order, with its end entry (``None`` while it has not
+        ended)."""
         with self._lock:
             rows = (
                 self._live()
                 .execute("SELECT seq, kind, ref, body FROM attempts ORDER BY seq")
                 .fetchall()
             )
-        out: dict[int, dict[str, Any]] = {}
+        begins: dict[int, tuple[str, JsonObject]] = {}
+        ends: dict[int, tuple[JsonObject, int]] = {}
         for seq, kind, ref, body in rows:
             try:
                 obj = loads_strict(body)
@@ -127,22 +129,21 @@ class AttemptJournal:
                 raise AttemptJournalDamaged(
                     f"attempt {seq}: body is not valid JSON ({e}); run `ect store verify "
                     "--full`", seq=seq) from e
+            if not (isinstance(obj, dict) and isinstance(obj.get("cell_id"), str)
+                    and isinstance(obj.get("entry"), dict)):
+                raise AttemptJournalDamaged(
+                    f"attempt {seq}: not a journal entry; run `ect store verify --full`",
+                    seq=seq)
             if kind == "begin":
-                out[seq] = {
-                    "attempt_seq": seq,
-                    "cell_id": obj["cell_id"],
-                    "begin": obj["entry"],
-                    "end": None,
-                    "end_seq": None,
-                }
-            elif ref in out:
-                out[ref]["end"] = obj["entry"]
-                out[ref]["end_seq"] = seq
-        return list(out.values())
+                begins[seq] = (obj["cell_id"], obj["entry"])
+            elif ref in begins:
+                ends[ref] = (obj["entry"], seq)
+        return [JournalRow(seq, cell_id, begin, *ends.get(seq, (None, None)))
+                for seq, (cell_id, begin) in begins.items()]
 
-    def orphan_attempts(self, committed: Collection[str]) -> list[dict[str, Any]]:
+    def orphan_attempts(self, committed: Collection[str]) -> list[JournalRow]:
         """Attempts (ended or not) whose ``cell_id`` is not in ``committed``, the caller's ids of
         the cells its committed records hold (the store reads no field of a record body):
         calls that were made, and possibly paid for, by a trajectory that never committed."""
         done = set(committed)
-        return [a for a in self.attempts() if a["cell_id"] not in done]
+        return [a for a in self.attempts() if a.cell_id not in done]

@@ -149,7 +149,6 @@ def cell_result(row: ScheduleRow, t: Trajectory, *, simulated: bool) -> CellResu
     base_calls = {c.call_id for c in t.checkpoint.trace}
     return CellResult(
         outcome=score(t, row),
-        stop_reason=t.stop_reason.value,
         stop_detail=t.stop_detail,
         decisions=tuple(t.decisions),
         final_certificate=t.accepted.certificate_obj if t.accepted is not None else None,

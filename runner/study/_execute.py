@@ -294,7 +294,7 @@ def _execute_locked(settings: RunSettings, report: PreflightReport, summary: Run
         for rec in store.records(1):
             committed = CellRecord.from_json(rec.body, f"record {rec.seq}")
             cell_ids.add(committed.cell_id)
-            summary.stop_reasons[committed.result.stop_reason] += 1
+            summary.stop_reasons[committed.result.stop_reason.value] += 1
             summary.cost_usd += committed.result.outcome.cost_usd
             summary.failures.add(committed)
         replay = None

@@ -81,7 +81,7 @@ def _manifest_cell(record: CellRecord) -> ManifestCell:
     from runner.store import ManifestCell
 
     return ManifestCell(record.row, record.cell_id, record.result_digest, record.audit_digest,
-                        record.result.stop_reason)
+                        record.result.stop_reason.value)
 
 
 def _record_cell(seq: int, body: object) -> ManifestCell:

@@ -11,17 +11,48 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from runner.canonical import JsonObject, JsonValue
 from runner.errors import EctError, FormatError
-from runner.providers import AttemptRecord, PriceTable, Usage
+from runner.providers import AttemptObserver, AttemptRecord, PriceTable, Usage
 
 if TYPE_CHECKING:
     from runner.store import Store
 
-__all__ = ["Accounting", "CellAccount", "HaltEntry", "JournalEntry", "account", "halt_entry",
-           "read_journal", "store_accounting"]
+__all__ = ["Accounting", "CellAccount", "HaltEntry", "JournalEntry", "NestedObserver", "account",
+           "halt_entry", "read_journal", "store_accounting"]
+
+
+class NestedObserver:
+    """Two attempt observers as one: the caller's ``outer`` around the journal's ``inner``.
+
+    ``outer.begin``, then ``inner.begin`` (the journal's entry is durable before the attempt is
+    sent; a caller that refuses the attempt leaves no entry), the attempt, then ``inner.end``
+    and ``outer.end``. An answered attempt's response bytes go to each observer that keeps
+    them (``end_with_response``); the other gets ``end``. This is how a journaled provider
+    passes its caller's observer through (``_Journaled.generate``) instead of dropping it.
+    """
+
+    def __init__(self, outer: AttemptObserver, inner: AttemptObserver) -> None:
+        self.outer = outer
+        self.inner = inner
+
+    async def begin(self, record: AttemptRecord) -> None:
+        await self.outer.begin(record)
+        await self.inner.begin(record)
+
+    async def end(self, record: AttemptRecord) -> None:
+        await self.inner.end(record)
+        await self.outer.end(record)
+
+    async def end_with_response(self, record: AttemptRecord, response: bytes) -> None:
+        for observer in (self.inner, self.outer):
+            keep = getattr(observer, "end_with_response", None)
+            if keep is not None:
+                await keep(record, response)
+            else:
+                await observer.end(record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +108,7 @@ def halt_entry(halt: HaltEntry) -> JsonObject:
     return {"cell_id": halt.cell_id, "row": halt.row, "halt": halt.to_json()}
 
 
-def _row(obj: dict[str, Any]) -> int | None:
+def _row(obj: JsonObject) -> int | None:
     row = obj.get("row")
     return row if isinstance(row, int) and not isinstance(row, bool) else None
 
@@ -92,22 +123,19 @@ def read_journal(store: Store, *, exclude: Collection[str] = ()) -> list[Journal
     done = set(exclude)
     out: list[JournalEntry] = []
     for raw in store.attempts():
-        cell_id = str(raw["cell_id"])
-        if cell_id in done:
+        if raw.cell_id in done:
             continue
-        begin, end = raw["begin"], raw["end"]
-        path = f"attempt {raw['attempt_seq']}"
-        if not isinstance(begin, dict):
-            raise FormatError(f"{path}: not an object")
+        begin, end = raw.begin, raw.end
+        path = f"attempt {raw.seq}"
         if "halt" in begin:
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin),
                                     halt=HaltEntry.from_json(begin["halt"], f"{path}.halt")))
         elif "tool_retry" in begin:
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin), tool_retry=True))
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin), tool_retry=True))
         else:
             ended = (AttemptRecord.from_json(end["attempt"], f"{path}.end.attempt")
-                     if isinstance(end, dict) and "attempt" in end else None)
-            out.append(JournalEntry(raw["attempt_seq"], cell_id, _row(begin),
+                     if end is not None and "attempt" in end else None)
+            out.append(JournalEntry(raw.seq, raw.cell_id, _row(begin),
                                     begun=AttemptRecord.from_json(begin.get("attempt"),
                                                                   f"{path}.attempt"),
                                     ended=ended))

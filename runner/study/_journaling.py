@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
-from runner.canonical import JsonObject, raw_digest
+from runner.canonical import raw_digest
 from runner.errors import ExitCategory, StudyError
 from runner.providers import (
     AttemptObserver,
@@ -30,14 +30,14 @@ from runner.providers import (
     Throttle,
 )
 from runner.providers._throttle import estimate_tokens
-from runner.study._journal import read_journal
+from runner.study._journal import NestedObserver, read_journal
 from runner.study._records import (
     CellRecord,
     ScheduleRow,
 )
 
 if TYPE_CHECKING:
-    from runner.store import Store
+    from runner.store import JournalRow, Store
 
 __all__ = ["TransportFailed", "orphan_attempts", "replay_cache"]
 
@@ -60,7 +60,7 @@ class TransportFailed(StudyError):
                          f"on_transport_failure = \"halt\": the cell was not committed")
 
 
-def orphan_attempts(store: Store) -> list[JsonObject]:
+def orphan_attempts(store: Store) -> list[JournalRow]:
     """The provider attempts (and tool retries) journaled in ``store`` (an open
     ``runner.store.Store``) for cells that never committed, halts left out, each record read
     as a :class:`CellRecord` (the store knows no record shape: it is given the committed cell
@@ -74,9 +74,9 @@ def orphan_attempts(store: Store) -> list[JsonObject]:
     return _attempts_only(store.orphan_attempts(committed))
 
 
-def _attempts_only(entries: list[JsonObject]) -> list[JsonObject]:
+def _attempts_only(entries: list[JournalRow]) -> list[JournalRow]:
     """The journal's attempt entries without its halt entries (a halt is not an attempt)."""
-    return [a for a in entries if not (isinstance(a.get("begin"), dict) and "halt" in a["begin"])]
+    return [a for a in entries if "halt" not in a.begin]
 
 
 def replay_cache(store: Store, committed: set[str]) -> ReplayCache:
@@ -126,7 +126,8 @@ class _Journaled:
             await self.throttle.acquire(estimate_tokens(canonical))
         self.requests.append(raw_digest(canonical))
         self.roles.append(request.role)
-        result: ProviderResult = await self._inner.generate(request, observer=self)
+        result: ProviderResult = await self._inner.generate(
+            request, observer=self if observer is None else NestedObserver(observer, self))
         if self._halt and result.failure is not None and result.failure.transport:
             raise TransportFailed(self._row.cell_id, request.role, result.failure,
                                   len(result.attempts))

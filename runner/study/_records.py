@@ -34,8 +34,9 @@ from runner.canonical import (
     read_opt_str,
     read_str,
 )
+from runner.control import StopReason
 from runner.ect import Receipt, WireFormatError
-from runner.loop import DecisionRecord, Outcome
+from runner.loop import DecisionRecord, Outcome, read_stop_reason
 from runner.providers import FAILURE_KINDS, AttemptRecord, ProviderFailure, failure_class
 
 __all__ = [
@@ -98,10 +99,13 @@ class ScheduleRow:
 @dataclass(frozen=True, slots=True)
 class CellResult:
     """What one cell did: its outcome, stop, decisions and evidence; ``latency_s`` (the only
-    wall-clock field besides the outcome's) is left out of the result digest."""
+    wall-clock field besides the outcome's) is left out of the result digest.
+
+    The stop reason is held once, in the outcome (:attr:`stop_reason` reads it); the record
+    writes it twice, as ``stop.reason`` and ``outcome.stop_reason`` (the record format), and
+    :meth:`from_json` refuses a record where the two differ."""
 
     outcome: Outcome
-    stop_reason: str
     stop_detail: str
     decisions: tuple[DecisionRecord, ...]
     final_certificate: JsonObject | None
@@ -117,11 +121,16 @@ class CellResult:
         "outcome", "stop", "decisions", "final_certificate", "ledger_digest", "new_receipts",
         "notes", "tokens", "simulated", "timing")
 
+    @property
+    def stop_reason(self) -> StopReason:
+        """Why the cell's run stopped (the outcome's ``stop_reason``)."""
+        return self.outcome.stop_reason
+
     def deterministic_json(self) -> dict[str, JsonValue]:
         """The result without wall-clock fields (what :meth:`digest` covers)."""
         return {
             "outcome": self.outcome.without_timing(),
-            "stop": {"reason": self.stop_reason, "detail": self.stop_detail},
+            "stop": {"reason": self.stop_reason.value, "detail": self.stop_detail},
             "decisions": [d.to_json() for d in self.decisions],
             "final_certificate": self.final_certificate,
             "ledger_digest": self.ledger_digest,
@@ -150,9 +159,11 @@ class CellResult:
         receipts = read_list(r["new_receipts"], f"{path}.new_receipts")
         notes = read_json_object(r["notes"], f"{path}.notes")
         outcome = Outcome.from_json(r["outcome"], f"{path}.outcome")
+        if read_stop_reason(stop["reason"], f"{path}.stop.reason") is not outcome.stop_reason:
+            raise RecordFormatError(f"{path}.stop.reason",
+                                    f"differs from {path}.outcome.stop_reason")
         return cls(
             outcome=outcome,
-            stop_reason=read_str(stop["reason"], f"{path}.stop.reason"),
             stop_detail=read_str(stop["detail"], f"{path}.stop.detail"),
             decisions=tuple(DecisionRecord.from_json(d, f"{path}.decisions[{i}]")
                             for i, d in enumerate(read_list(r["decisions"], f"{path}.decisions"))),

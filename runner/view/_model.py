@@ -66,7 +66,7 @@ def cell_rows(src: StoreSource) -> list[list[str | int | float | None]]:
         o, srow = record.result.outcome, record.schedule_row
         rows.append([
             seq, record.row, record.cell_id, o.task_id, o.family, o.world_id, o.checkpoint,
-            o.policy, srow.seed_index, o.fault, outcome_label(o), o.stop_reason, o.turns,
+            o.policy, srow.seed_index, o.fault, outcome_label(o), o.stop_reason.value, o.turns,
             o.tool_calls, o.cost_usd, _failure_flag(record), None,
         ])
     return rows
@@ -153,7 +153,7 @@ def run_summary(src: StoreSource, *, integrity: StoreReport | None) -> JsonObjec
             continue
         failures.add(record)
         o = record.result.outcome
-        stops[o.stop_reason] += 1
+        stops[o.stop_reason.value] += 1
         outcomes[outcome_label(o)] += 1
         cost += float(o.cost_usd)
         tokens += o.input_tokens + o.output_tokens
@@ -309,7 +309,7 @@ def cell_view(src: StoreSource, seq: int) -> dict[str, Any]:
         "outcome": o.to_json(),
         "outcome_label": outcome_label(o),
         "schedule_row": record.schedule_row.to_json(),
-        "stop": {"reason": result.stop_reason, "detail": result.stop_detail},
+        "stop": {"reason": result.stop_reason.value, "detail": result.stop_detail},
         "final_certificate": result.final_certificate,
         "simulated": result.simulated,
         "provider": audit.provider,

@@ -58,7 +58,7 @@ def audit_of(*attempts: dict[str, Any], provider: str | None = "simulated") -> A
 def cell(o: dict[str, Any], srow: dict[str, Any], audit: AuditGroup) -> CellRecord:
     """A cell record as runner.study commits it, around a fixture outcome."""
     result = CellResult(
-        outcome=Outcome.from_json(o), stop_reason=o["stop_reason"], stop_detail="fixture",
+        outcome=Outcome.from_json(o), stop_detail="fixture",
         decisions=(), final_certificate=None, ledger_digest=BLOB, new_receipts=(), notes={},
         input_tokens=o["input_tokens"], output_tokens=o["output_tokens"], simulated=True,
         latency_s=o["latency_s"])

@@ -7,14 +7,17 @@ the world, normalised by the trusted adapter); only the run's decisions and stop
 
 from __future__ import annotations
 
+import ast
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from runner.canonical import RecordFormatError
 from runner.control import StopReason
 from runner.loop import (
     OUTCOME_FIELDS,
@@ -343,3 +346,42 @@ def test_engine_critic_tokens_count_against_the_token_ceiling() -> None:
     assert tight.stop_reason is StopReason.TOKEN_BUDGET and tight.accepted is None
     assert tight.pipeline_verdicts == ["complete"]
     assert not score(tight, _row(CLEAN)).supported_completion
+
+
+@pytest.mark.parametrize("stop", list(StopReason))
+def test_the_outcome_holds_the_trajectorys_stop_reason_member(stop: StopReason) -> None:
+    """The outcome carries the enum member (not its text) and writes its value."""
+    out = score(_trajectory(CLEAN, stop), _row(CLEAN))
+    assert out.stop_reason is stop
+    written = out.to_json()["stop_reason"]
+    assert type(written) is str and written == stop.value
+    assert out.without_timing()["stop_reason"] == stop.value
+    assert Outcome.from_json(out.to_json()).stop_reason is stop
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("finished", r"^outcome.stop_reason: unknown stop reason 'finished'$"),
+    ("GOAL_MET", r"^outcome.stop_reason: unknown stop reason 'GOAL_MET'$"),
+    (3, r"^outcome.stop_reason: expected a string, got number$"),
+])
+def test_an_unknown_stop_reason_is_refused_naming_the_path(value: object, message: str) -> None:
+    obj = score(_trajectory(CLEAN, StopReason.GOAL_MET), _row(CLEAN)).to_json()
+    obj["stop_reason"] = value
+    with pytest.raises(RecordFormatError, match=message):
+        Outcome.from_json(obj)
+
+
+def test_scoring_compares_stop_reason_members_not_strings() -> None:
+    """No comparison in runner/loop/_scoring.py has a stop reason's text as an operand."""
+    import runner.loop._scoring as scoring
+
+    tree = ast.parse(Path(scoring.__file__).read_text(encoding="utf-8"))
+    texts = {r.value for r in StopReason}
+    found = [(node.lineno, c.value) for node in ast.walk(tree) if isinstance(node, ast.Compare)
+             for c in (node.left, *node.comparators)
+             if isinstance(c, ast.Constant) and c.value in texts]
+    assert found == []
+    members = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+               and any(isinstance(c, ast.Attribute) and isinstance(c.value, ast.Name)
+                       and c.value.id == "StopReason" for c in node.comparators)]
+    assert len(members) >= 2  # goal_met and no_progress are judged by member identity

@@ -20,6 +20,7 @@ from runner.store import (
     BlobNotFound,
     CheckpointMissing,
     InsecureKeyFile,
+    JournalRow,
     KeyFileError,
     SignatureInvalid,
     Store,
@@ -41,7 +42,7 @@ def test_exported_members() -> None:
     assert set(store_pkg.__all__) == {
         "DAMAGE_KINDS", "DEFAULT_BUSY_TIMEOUT_S", "HEADER_RESERVED", "MANIFEST_FORMAT", "AttemptError",
         "AttemptJournalDamaged", "BlobCorrupt", "BlobNotFound", "CheckpointMissing",
-        "FileCorrupt", "InsecureKeyFile", "KeyFileError", "ManifestCell", "ManifestInvalid",
+        "FileCorrupt", "InsecureKeyFile", "JournalRow", "KeyFileError", "ManifestCell", "ManifestInvalid",
         "NotAStore",
         "ProofInvalid", "Record", "ScheduleMismatch", "SignatureInvalid", "StaleCheckpoint",
         "StoreUnavailable",
@@ -176,11 +177,14 @@ def test_attempt_journal_and_orphans(new_store: Callable[..., Store]) -> None:
     s.attempt_end(a2, {"status": 503})
     s.append(cell_body(0))  # only c000 committed
     att = s.attempts()
-    assert [a["attempt_seq"] for a in att] == [a0, a1, a2]
-    assert att[0]["end"] == {"status": 200} and att[1]["end"] is None
+    assert all(isinstance(a, JournalRow) for a in att)
+    assert [a.seq for a in att] == [a0, a1, a2]
+    assert att[0].begin == {"cell_id": "c000", "request_sha256": "r0"}
+    assert att[0].end == {"status": 200} and att[0].end_seq == a0 + 1 and att[0].ended
+    assert att[1].end is None and att[1].end_seq is None and not att[1].ended
     # the caller names its committed cells: the store reads no field of a record body
-    assert [a["cell_id"] for a in s.orphan_attempts({"c000"})] == ["c001", "c002"]
-    assert [a["cell_id"] for a in s.orphan_attempts(set())] == ["c000", "c001", "c002"]
+    assert [a.cell_id for a in s.orphan_attempts({"c000"})] == ["c001", "c002"]
+    assert [a.cell_id for a in s.orphan_attempts(set())] == ["c000", "c001", "c002"]
     with pytest.raises(AttemptError):
         s.attempt_end(a0, {"again": True})
     with pytest.raises(AttemptError):

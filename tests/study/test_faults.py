@@ -224,7 +224,7 @@ def test_static_refuses_hostile_specs(tmp_path: Path) -> None:
 def _all_attempts_ended(store: Path) -> None:
     with Store.open(store) as s:
         assert orphan_attempts(s) == []
-        assert all(a["end"] is not None for a in s.attempts())
+        assert all(a.end is not None for a in s.attempts())
 
 
 def test_sigterm_halts_at_a_cell_boundary_like_ctrl_c(tmp_path: Path,

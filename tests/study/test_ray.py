@@ -213,7 +213,7 @@ def test_a_worker_node_killed_mid_run_still_gives_the_local_results(
     assert killed and summary.committed == HALF and summary.halted is None
     assert result_digests(store) == _first(reference, HALF)
     with Store.open(store) as s:
-        retried = [a for a in s.attempts() if "tool_retry" in a["begin"]]
+        retried = [a for a in s.attempts() if "tool_retry" in a.begin]
     assert len(retried) == summary.tool_retries  # every re-run is in the journal
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from runner.canonical import RecordFormatError, canonical_bytes
+from runner.control import StopReason
 from runner.errors import FormatError
 from runner.loop import Outcome
 from runner.providers import AttemptRecord
@@ -86,10 +87,16 @@ def test_every_committed_body_round_trips_exactly(committed: list[dict[str, Any]
          r"^record.result.decisions\[0\].verdict: unknown verdict 'finish_perhaps'$"),
         (lambda b: b["result"]["decisions"][0]["action"].update(kind="wave"),
          r"^record.result.decisions\[0\].action.kind: unknown action kind 'wave'$"),
+        (lambda b: b["result"]["stop"].update(reason="finished"),
+         r"^record.result.stop.reason: unknown stop reason 'finished'$"),
+        (lambda b: b["result"]["outcome"].update(stop_reason="finished"),
+         r"^record.result.outcome.stop_reason: unknown stop reason 'finished'$"),
+        (lambda b: b["result"]["stop"].update(reason=_other_reason(b)),
+         r"^record.result.stop.reason: differs from record.result.outcome.stop_reason$"),
     ],
     ids=["missing", "unknown", "bool-seed", "float-turns", "decision-shape", "digest-shape",
          "result-digest", "outcome-row", "cell-id", "attempt-missing", "attempt-type",
-         "verdict", "action-kind"],
+         "verdict", "action-kind", "stop-reason", "outcome-stop-reason", "stop-reasons-differ"],
 )
 def test_malformed_records_name_the_path(committed: list[dict[str, Any]], edit: Any,
                                          message: str) -> None:
@@ -97,6 +104,46 @@ def test_malformed_records_name_the_path(committed: list[dict[str, Any]], edit: 
     edit(body)
     with pytest.raises(RecordFormatError, match=message):
         CellRecord.from_json(body)
+
+
+def _other_reason(body: dict[str, Any]) -> str:
+    """A known stop reason other than the one ``body`` recorded."""
+    return next(r.value for r in StopReason if r.value != body["result"]["stop"]["reason"])
+
+
+def test_the_stop_reason_is_held_once_typed_and_written_under_both_keys(
+        committed: list[dict[str, Any]]) -> None:
+    for body in committed:
+        result = CellResult.from_json(body["result"])
+        assert result.stop_reason is result.outcome.stop_reason
+        assert isinstance(result.stop_reason, StopReason)
+        assert "stop_reason" not in {f.name for f in dataclasses.fields(CellResult)}
+        written = result.to_json()
+        assert written["stop"]["reason"] == written["outcome"]["stop_reason"]
+        assert type(written["stop"]["reason"]) is str
+        assert written["stop"]["reason"] == body["result"]["stop"]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [("stop", r"^result.stop.reason: unknown stop reason 'finished'$"),
+     ("outcome", r"^result.outcome.stop_reason: unknown stop reason 'finished'$"),
+     ("both", r"^result.outcome.stop_reason: unknown stop reason 'finished'$"),
+     ("differ", r"^result.stop.reason: differs from result.outcome.stop_reason$")],
+)
+def test_a_result_with_an_unknown_or_disagreeing_stop_reason_is_refused(
+        committed: list[dict[str, Any]], where: str, message: str) -> None:
+    """Read alone (no result digest to trip over), a result whose stop reason is not one this
+    runner knows, or whose two copies disagree, used to be read as it stood."""
+    result = copy.deepcopy(committed[0]["result"])
+    if where in ("stop", "both"):
+        result["stop"]["reason"] = "finished"
+    if where in ("outcome", "both"):
+        result["outcome"]["stop_reason"] = "finished"
+    if where == "differ":
+        result["stop"]["reason"] = _other_reason(committed[0])
+    with pytest.raises(RecordFormatError, match=message):
+        CellResult.from_json(result)
 
 
 def test_the_one_matcher(committed: list[dict[str, Any]], reference: Reference) -> None:

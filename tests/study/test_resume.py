@@ -72,7 +72,7 @@ def test_kill9_mid_run_then_resume_gives_the_uninterrupted_digests(
     assert summary["committed_now"] == SMALL_ROWS - committed
     assert summary["orphan_attempts"] == len(orphans)
     if orphans:
-        cells = {a["cell_id"] for a in orphans}
+        cells = {a.cell_id for a in orphans}
         assert (f"{len(orphans)} provider attempt(s) were made for {len(cells)} cell(s) that "
                 f"never committed (first: {min(cells)})") in resumed.stderr
     assert len(orphans) > 0, "the kill came between cells: no orphaned attempt to report"
