@@ -29,7 +29,7 @@ from runner.control import (
     capture_case,
     run_case,
 )
-from runner.control._evals import MAX_EVAL_SECONDS
+from runner.control._evalcase import MAX_EVAL_SECONDS
 from tests.control.conftest import edited, merge, script, tools
 
 

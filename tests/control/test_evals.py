@@ -171,7 +171,7 @@ def test_a_case_without_max_seconds_still_has_a_wall_clock_ceiling(
 ) -> None:
     # issue 20: an eval case ran without end when nothing bounded its time; now every case runs
     # under MAX_EVAL_SECONDS unless it names a smaller max_seconds (patched small here)
-    import runner.control._evals as evals
+    import runner.control._evalcase as evals
 
     monkeypatch.setattr(evals, "MAX_EVAL_SECONDS", 0.3)
     out = run_case(EvalCase.from_json(_hung_case()))
@@ -179,7 +179,7 @@ def test_a_case_without_max_seconds_still_has_a_wall_clock_ceiling(
 
 
 def test_a_case_max_seconds_above_the_ceiling_is_refused() -> None:
-    from runner.control._evals import MAX_EVAL_SECONDS
+    from runner.control._evalcase import MAX_EVAL_SECONDS
 
     with pytest.raises(EvalCaseError, match=r"max_seconds.*must be <="):
         EvalCase.from_json(_hung_case(max_seconds=MAX_EVAL_SECONDS + 1))

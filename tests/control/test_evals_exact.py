@@ -100,8 +100,8 @@ def test_importing_an_agent() -> None:
                             "module 'runner.control.evals.agents' has no attribute "
                             "'follows_directive:x'")
     with pytest.raises(EvalCaseError) as e:
-        import_agent("runner.control._evals:EVAL_FORMAT")
-    assert str(e.value) == "agent 'runner.control._evals:EVAL_FORMAT' is not callable"
+        import_agent("runner.control._evalcase:EVAL_FORMAT")
+    assert str(e.value) == "agent 'runner.control._evalcase:EVAL_FORMAT' is not callable"
 
 
 def test_missing_path_and_duplicate_ids_are_named(tmp_path: Path) -> None:
