@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from runner.control._budget import Budget
 from runner.control._conditions import (
@@ -63,7 +63,7 @@ class _Checks:
         guard: Guard | None = None,
         rules: Sequence[StoppingRule] = (),
         validate: Validate | None = None,
-        no_progress: NoProgressDetector | None = None,
+        no_progress: NoProgressDetector | Literal[False] | None = None,
         tool_failure: ToolFailure | None = None,
         stop_when: StopCondition | None = None,
         kill_switch: KillSwitch | None = None,
@@ -85,7 +85,13 @@ class _Checks:
         self.guard = guard
         self.rules = tuple(rules)
         self.validate = validate
-        self.no_progress = no_progress if no_progress is not None else NoProgressDetector()
+        if no_progress is not None and no_progress is not False and not isinstance(
+                no_progress, NoProgressDetector):
+            raise TypeError("no_progress must be a NoProgressDetector, None (the default "
+                            f"detector) or False (off), got {type(no_progress).__name__}")
+        self.no_progress: NoProgressDetector | None = (
+            None if no_progress is False
+            else no_progress if no_progress is not None else NoProgressDetector())
         self.tool_failure = tool_failure if tool_failure is not None else ToolFailure()
         self.stop_when = stop_when
         self.kill_switch = kill_switch
@@ -100,8 +106,10 @@ class _Checks:
         self._escalation = EscalationRequested()
         self._gate = FinishGate()
         self._kill = KillSwitchStop()
-        self._observers: list[StopCondition] = [self._spend, self._tools, self.no_progress,
-                                                self.tool_failure]
+        self._observers: list[StopCondition] = [self._spend, self._tools]
+        if self.no_progress is not None:
+            self._observers.append(self.no_progress)
+        self._observers.append(self.tool_failure)
         if stop_when is not None:
             self._observers.append(stop_when)
         self._runs = 0

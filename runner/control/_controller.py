@@ -104,7 +104,8 @@ class RunController(_Steps):
         rules: predicate stopping rules, evaluated after each tool result, before each model
             call and on each finish.
         validate: ``(state, output) -> bool | PredicateReport`` (sync or async) checking a finish.
-        no_progress: the no-progress detector (default ``NoProgressDetector()``).
+        no_progress: the no-progress detector (default ``NoProgressDetector()``); ``False``
+            turns no-progress detection off (the run is then bounded by its budget alone).
         tool_failure: when tool failures end the run (fatal at once, else N in a row).
         stop_when: an extra :class:`StopCondition`, checked at every checkpoint after the
             built-in ones (it may not end a run ``goal_met``).

@@ -25,7 +25,7 @@ Case fields (unknown fields are refused)::
                     {"per_tool"?, "default"?, "side_effect_default"?, "total"?}}
     guard          {"allow": [...], "side_effects"?: {tool: {"amount_arg"?, "max_amount"?,
                     "escalate_above"?, "requires_approval"?, "idempotency_arg"?}}, "approvals"?}
-    no_progress    {"repeats"?, "empty_results"?, "stalled"?}
+    no_progress    {"repeats"?, "empty_results"?, "stalled"?}, or null: no-progress detection off
     tool_failure   {"consecutive"?}
     kill_switch    optional {"max_spend_per_day_usd"?, "step_reserve_usd"?,
                    "engage_after_calls"?}: the run is admitted by a kill switch (with a daily
@@ -75,7 +75,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from runner.canonical import canonical_bytes, load_strict_file
 from runner.control._budget import Budget, ToolLimits
@@ -385,11 +385,12 @@ def _controller(r: _Reader, top: dict[str, Any], clock: _CaseClock) -> RunContro
                           approvals=frozenset(r.str_list(g.get("approvals", []), "$.guard.approvals")))
         except ValueError as e:
             raise r.fail("$.guard", str(e)) from None
-    np_ = r.obj(top.get("no_progress", {}), "$.no_progress", set(),
-                {"repeats", "empty_results", "stalled"})
+    off = "no_progress" in top and top["no_progress"] is None  # null: detection off
+    np_ = {} if off else r.obj(top.get("no_progress", {}), "$.no_progress", set(),
+                               {"repeats", "empty_results", "stalled"})
     tf = r.obj(top.get("tool_failure", {}), "$.tool_failure", set(), {"consecutive"})
     try:
-        no_progress = NoProgressDetector(
+        no_progress: NoProgressDetector | Literal[False] = False if off else NoProgressDetector(
             repeats=r.count(np_.get("repeats", 3), "$.no_progress.repeats"),
             empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"),
             stalled=(r.count(np_["stalled"], "$.no_progress.stalled")

@@ -181,7 +181,8 @@ class _Steps(_Claims):
         stop = (self._spend.check(point) or self._timed(point) or self._flag(state)
                 or self._escalation.check(point)
                 or (_call("guard", self.guard.check, point) if self.guard is not None else None)
-                or _call("no_progress", self.no_progress.check, point))
+                or (_call("no_progress", self.no_progress.check, point)
+                    if self.no_progress is not None else None))
         if stop is not None:
             if isinstance(action, Escalate):
                 state.findings.extend(action.found)
@@ -329,7 +330,8 @@ class _Steps(_Claims):
             if stop is not None:
                 return stop
         point = Checkpoint(Phase.AFTER_TOOL, state, None, call, result)
-        stop = (self.tool_failure.check(point) or self.no_progress.check(point)
+        stop = (self.tool_failure.check(point)
+                or (self.no_progress.check(point) if self.no_progress is not None else None)
                 or self._spend.check(point) or self._timed(point) or self._user(point))
         if stop is not None:
             return self._end(state, stop)
@@ -400,8 +402,9 @@ class _Steps(_Claims):
         return {
             "budget": self.budget.to_json(),
             "guard": self.guard.to_json() if self.guard is not None else None,
-            "no_progress": {"repeats": np_.repeats, "empty_results": np_.empty_results,
-                            **({"stalled": np_.stalled} if np_.stalled is not None else {})},
+            "no_progress": None if np_ is None else {
+                "repeats": np_.repeats, "empty_results": np_.empty_results,
+                **({"stalled": np_.stalled} if np_.stalled is not None else {})},
             "tool_failure": {"consecutive": self.tool_failure.consecutive},
             "rules": [{"name": r.name, "predicates": [p.name for p in r.predicates],
                        "stop_early": r.stops_early} for r in self.rules],

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from runner.control import (
     Budget,
+    EvalCase,
     Finish,
     NoProgressDetector,
     PredicateReport,
     RepeatedAction,
     RunController,
+    RunResult,
     RunState,
     StoppingRule,
     StopReason,
     ToolCall,
+    ToolLimits,
     ToolResult,
     action_fingerprint,
+    capture_case,
+    run_case,
 )
 from tests.control.conftest import merge, script, tools
 
@@ -152,3 +161,44 @@ def test_predicate_names_are_exact() -> None:
     rule = _Rule("r", {"a": lambda s: True, "A": lambda s: False})
     report = rule.evaluate(_State("r", "t"))
     assert (report.satisfied, report.missing) == (("a",), ("A",))
+
+
+def _repeating_run(no_progress: NoProgressDetector | bool | None) -> RunResult[Any]:
+    """The same call, answered with the same empty result, until the step budget ends it."""
+    ctl = RunController(Budget(max_steps=8, max_tokens=10_000,
+                               tool_limits=ToolLimits(default=20, total=20)),
+                        no_progress=no_progress,  # type: ignore[arg-type]
+                        validate=lambda state, output: True)
+    return ctl.run("poll", script(ToolCall("poll", {})), tools({"poll": ToolResult.success(None)}))
+
+
+def test_no_progress_off_never_stops_for_no_progress() -> None:
+    # issue 40: RunController had no "off"; runner.loop bypassed NoProgressDetector.__init__
+    # with a member-less subclass. no_progress=False is the real off.
+    on = _repeating_run(None)
+    assert on.stop.reason is R.NO_PROGRESS and on.steps == 3  # the default detector fires
+    off = _repeating_run(False)
+    assert off.stop.reason is R.STEP_BUDGET  # only the budget ends it
+    assert off.steps == 8 and off.tool_calls == 8
+    assert off.record["controls"]["no_progress"] is None  # the record says it was off
+
+
+def test_no_progress_off_survives_capture_and_replay() -> None:
+    off = _repeating_run(False)
+    case = capture_case(off.to_json())
+    assert case["no_progress"] is None
+    replay = run_case(EvalCase.from_json(case))
+    assert replay.passed and replay.observed is R.STEP_BUDGET
+
+
+def test_no_progress_refuses_anything_but_a_detector_none_or_false() -> None:
+    with pytest.raises(TypeError, match="no_progress must be a NoProgressDetector"):
+        RunController(Budget(max_steps=2, max_tokens=10), no_progress=True)  # type: ignore[arg-type]
+
+
+def test_the_loop_turns_no_progress_off_without_bypassing_the_detector() -> None:
+    import runner.loop._trajectory as trajectory
+
+    assert not hasattr(trajectory, "_NoProgressOff")
+    # no subclass of the detector anywhere in runner skips its __init__ to switch it off
+    assert NoProgressDetector.__subclasses__() == []
