@@ -13,7 +13,7 @@ from runner.cli._common import EXIT_NEGATIVE, map_errors
 __all__ = ["COMMANDS", "evals"]
 
 # The stop reasons (runner.control.StopReason), spelled here so `ect --help` does not import the
-# controller; tests/control/test_v2_features.py checks they match.
+# controller; tests/control/test_capture.py checks they match.
 _REASONS = ["goal_met", "step_budget", "token_budget", "tool_limit", "no_progress", "needs_human",
             "tool_error", "policy_block", "time_budget", "internal_error"]
 
