@@ -1,4 +1,5 @@
-"""Budgets are set from the task and fail closed on nonsense."""
+"""Budgets: set from the task, failing closed on nonsense (refusals name their parameters),
+tool limits, the token ceiling before a model call, and unmetered usage warned at the caller."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Calibration of a confidence score and two-sided rule reports, on hand-checked fixtures."""
+"""Calibration of a confidence score and two-sided rule reports, on hand-checked fixtures; the
+rendered tables, refusals and boundaries pinned exactly."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""`ect evals capture` on records a user may hand it: every malformed part of a run record is
-named by its path in one line (never a traceback), and what a replay needs is kept: per-tool
-timeouts, a wall-clock budget longer than an eval may run (capped, and said so), and the
-idempotency key of every side-effect call, not only the last one."""
+"""Capture (``capture_case``, ``ect evals capture``): the run record a replay needs, the case
+written for every kind of step, replays of tool timeouts and spent time budgets, and records a
+user may hand it: every malformed part named by its path in one line (never a traceback)."""
 
 from __future__ import annotations
 

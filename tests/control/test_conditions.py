@@ -1,6 +1,6 @@
-"""Exact behaviour of each stop condition: names, descriptions, details, steps, phases and
-boundaries. Written against the mutation run (tests/control/mutation.py): each assertion pins
-something a mutant of runner/control/_conditions.py changed without any other test noticing."""
+"""Each stop condition: names, descriptions, details, steps, phases and boundaries, combinators
+(AllOf, AnyOf) and the tool-failure streak. Each exact assertion pins something a mutant of
+runner/control/_conditions.py changed without any other test noticing (tests/control/mutation.py)."""
 
 from __future__ import annotations
 

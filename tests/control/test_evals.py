@@ -1,4 +1,5 @@
-"""Stop-reason evals: the bundled suite, the interpreter, and `ect evals run`."""
+"""Stop-reason evals: the bundled suite, the interpreter, the case reader, your own agent, and
+`ect evals run`; output checks and replayed verdicts pinned exactly."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Exact behaviour of RunController's smaller entry points (charge, halt, reopen, crashed tools,
-interruptions, the validate contract in the step API), pinned against surviving mutants."""
+"""Every exit is typed: user code that raises or breaks its contract (decide, a guard rule,
+validate, a rule's evaluator, a cost alert, reported usage), Ctrl-C, SIGTERM and outside
+cancellation, async callables given to ``run``; and RunController's smaller entry points
+(charge, halt, reopen, crashed tools, the validate contract in the step API), pinned exactly."""
 
 from __future__ import annotations
 

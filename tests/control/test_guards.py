@@ -1,4 +1,5 @@
-"""Guards on side-effect tools and idempotency keys."""
+"""Guards on side-effect tools and idempotency keys: the allow-list before a tool runs, amount
+limits, approvals, plain-code rules and their contract, and the guard's JSON."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The handoff package: asked, done, found, and the one question, readable in a minute."""
+"""The handoff package (asked, done, found, and the one question, readable in a minute), and
+resuming a needs_human run after a person decided."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Kill switch: disable flag, daily ceilings in a UTC ledger, per-run cost alert."""
+"""Kill switch: the disable flag (a STOP file, read mid-run and while waiting for a claim), daily
+ceilings in a UTC ledger, per-run cost alerts, leases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""No-progress fingerprints, predicate stopping rules and directives."""
+"""No progress (fingerprints, empty results, stale facts; and turning it off), predicate stopping
+rules and directives."""
 
 from __future__ import annotations
 

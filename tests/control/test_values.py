@@ -1,5 +1,6 @@
-"""The small public value types pinned exactly: their JSON, the tool-result constructors, facts
-with freshness under the controller's clock, and the rendered handoff a person reads."""
+"""The small public value types pinned exactly: their JSON, the tool-result constructors and
+constructors that normalise and refuse, facts with freshness under the controller's clock, the
+no-progress detectors' bookkeeping, and the rendered handoff a person reads (with its caps)."""
 
 from __future__ import annotations
 
