@@ -22,6 +22,7 @@ from runner.control._calibration import (
     render_reports,
     report_rule,
 )
+from runner.control._capture import capture_case
 from runner.control._conditions import (
     AllOf,
     AnyOf,
@@ -43,19 +44,7 @@ from runner.control._conditions import (
     ToolTimeout,
     action_fingerprint,
 )
-from runner.control._controller import (
-    ContractViolation,
-    Decide,
-    Execute,
-    Fold,
-    Interrupted,
-    KillSwitchStop,
-    RunController,
-    UserCodeError,
-    Validate,
-    Verdict,
-    VerdictKind,
-)
+from runner.control._controller import RunController
 from runner.control._errors import (
     CalibrationMismatch,
     DailyRunCeiling,
@@ -68,18 +57,8 @@ from runner.control._errors import (
     RunRefused,
     UnmeteredUsage,
 )
-from runner.control._evals import (
-    BUNDLED_EVALS,
-    EVAL_FORMAT,
-    CaseResult,
-    EvalCase,
-    EvalReport,
-    capture_case,
-    import_agent,
-    load_cases,
-    run_case,
-    run_evals,
-)
+from runner.control._evalcase import BUNDLED_EVALS, EVAL_FORMAT, EvalCase, load_cases
+from runner.control._evals import CaseResult, EvalReport, import_agent, run_case, run_evals
 from runner.control._guards import Guard, GuardRule, SideEffectRule
 from runner.control._handoff import HandoffPackage, build_handoff
 from runner.control._killswitch import KILL_SWITCH_LEDGER_FORMAT, Admission, CostAlert, KillSwitch
@@ -105,6 +84,18 @@ from runner.control._types import (
     ToolCall,
     ToolResult,
     Turn,
+)
+from runner.control._verdicts import (
+    ContractViolation,
+    Decide,
+    Execute,
+    Fold,
+    Interrupted,
+    KillSwitchStop,
+    UserCodeError,
+    Validate,
+    Verdict,
+    VerdictKind,
 )
 
 __all__ = [

@@ -41,7 +41,6 @@ from runner.canonical import (
     read_str,
 )
 from runner.control import (
-    AnyOf,
     Budget,
     Escalate,
     Finish,
@@ -339,16 +338,6 @@ def stop_rules_in_force(config: TrajectoryConfig) -> dict[str, JsonValue]:
 _NO_TOKEN_CEILING = 2**62
 
 
-class _NoProgressOff(NoProgressDetector):
-    """The protocol's (absent) no-progress rule: a detector with no members, which never fires."""
-
-    def __init__(self) -> None:
-        AnyOf.__init__(self)
-        self.repeats = 0
-        self.empty_results = 0
-        self.stalled = None
-
-
 def _controller(config: TrajectoryConfig) -> RunController:
     rules = config.stop_rules
     side = {tool: SideEffectRule() for tool in sorted(SIDE_EFFECT_TOOLS)}
@@ -360,7 +349,7 @@ def _controller(config: TrajectoryConfig) -> RunController:
         tool_limits=ToolLimits(default=calls, side_effect_default=side_limit, total=calls),
     )
     return RunController(budget, guard=Guard(allow=frozenset(TOOL_SCHEMAS), side_effects=side),
-                         no_progress=NoProgressDetector() if rules.no_progress else _NoProgressOff())
+                         no_progress=NoProgressDetector() if rules.no_progress else False)
 
 
 def _control_action(action: PlannerAction) -> ToolCall | Finish | Escalate | Invalid:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from runner.control import Action, RunState, ToolCall, ToolResult, Turn
+from runner.control import (
+    Action,
+    RunState,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
 
 # mutmut names the mutant under test here; its own phases use these fixed names
 _MUTMUT_PHASES = {"", "stats", "fail", "list_all_tests", "mutant_generation"}
@@ -80,3 +87,11 @@ def edited(record: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[st
     else:
         node[last] = value
     return out
+
+
+# -- 3. a time budget that cancels work in flight ---------------------------------------------------
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    ev = threading.Event()
+    yield ev
+    ev.set()  # let the abandoned worker thread finish

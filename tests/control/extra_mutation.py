@@ -51,18 +51,34 @@ PACKAGE = REPO / "runner" / "control"
 CLASSES = ("statement", "boolean", "case")
 
 # The control tests that judge a mutant of a module: the module's own test files
-# (tests/control/test_<module>*.py) and the regression and stop-reason suites (mutmut maps
-# tests to functions by tracing; this run maps them by name, which keeps a mutant to seconds).
-SHARED_TESTS = ("test_stop_reasons.py", "test_v2_regressions.py", "test_step_api.py",
-                "test_progress_and_rules.py", "test_values_exact.py", "test_budget_exact.py",
-                "test_controller_exact.py")
+# (tests/control/test_<module>*.py, or OWN_TESTS where tests/control, grouped by behaviour,
+# names them otherwise) and the suites every module is judged by (mutmut maps tests to
+# functions by tracing; this run maps them by name, which keeps a mutant to seconds).
+SHARED_TESTS = ("test_stop_reasons.py", "test_step_api.py", "test_progress_and_rules.py",
+                "test_values.py", "test_budget.py", "test_exits.py", "test_deadlines.py",
+                "test_ceilings.py", "test_killswitch.py", "test_idempotency.py",
+                "test_conditions.py", "test_guards.py", "test_calibration.py")
+OWN_TESTS: dict[str, tuple[str, ...]] = {
+    "_verdicts": ("test_exits.py",),
+    "_checks": ("test_exits.py", "test_drivers.py"),
+    "_claims": ("test_idempotency.py", "test_claims.py"),
+    "_steps": ("test_exits.py", "test_drivers.py", "test_handoff.py"),
+    "_controller": ("test_drivers.py",),
+    "_evalcase": ("test_evals.py", "test_eval_case_errors.py", "test_eval_fields.py"),
+    "_evals": ("test_evals.py", "test_eval_harness.py", "test_eval_fields.py"),
+    "_capture": ("test_capture.py", "test_eval_harness.py"),
+    "_types": ("test_values.py",),
+    "_ledger": ("test_ledgers.py", "test_ledger_liveness.py", "test_claims.py"),
+}
 
 
 def unit_tests(module: str) -> tuple[str, ...]:
-    stem = module.rsplit(".", 1)[-1].lstrip("_")
-    own = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "control").glob(
-        f"test_{stem}*.py"))
-    return (*own, *(f"tests/control/{name}" for name in SHARED_TESTS))
+    name = module.rsplit(".", 1)[-1]
+    stem = name.lstrip("_")
+    own = sorted({*(str(p.relative_to(REPO)) for p in (REPO / "tests" / "control").glob(
+        f"test_{stem}*.py")), *(f"tests/control/{f}" for f in OWN_TESTS.get(name, ()))})
+    shared = (f"tests/control/{f}" for f in SHARED_TESTS)
+    return (*own, *(s for s in shared if s not in own))
 
 # mutant id -> why it survives (it cannot change behaviour), reviewed by hand
 EXPLAINED: dict[str, str] = {

@@ -44,14 +44,14 @@ REQUIRED = 7  # the bundled evals must catch at least this many of the nine
 class Bug:
     ident: str
     kind: str  # the class of bug
-    module: str  # runner.control._controller
-    function: str  # RunController.result
+    module: str  # runner.control._steps
+    function: str  # _Steps.result
     old: str  # the line as it is (stripped; it must occur exactly once in the function)
     new: str  # the line as the bug writes it
 
 
 BUGS: tuple[Bug, ...] = (
-    Bug("B1", "dropped settle", "runner.control._controller", "RunController.result",
+    Bug("B1", "dropped settle", "runner.control._steps", "_Steps.result",
         "self._settle(state)", "pass"),
     Bug("B2", "case-insensitive allow-list", "runner.control._guards", "Guard.judge",
         "if call.tool not in self.allow:",
@@ -59,13 +59,13 @@ BUGS: tuple[Bug, ...] = (
     Bug("B3", "off-by-one deadline", "runner.control._conditions", "MaxTime.check",
         "if left is not None and left.seconds is not None and left.seconds <= 0:",
         "if left is not None and left.seconds is not None and left.seconds < 0:"),
-    Bug("B4", "kill switch not re-read", "runner.control._controller",
-        "RunController._before_model",
+    Bug("B4", "kill switch not re-read", "runner.control._steps",
+        "_Steps._before_model",
         "stop = (self._flag(state) or self._steps.check(point) or self._timed(point)",
         "stop = (self._steps.check(point) or self._timed(point)"),
     Bug("B5", "wrong idempotency key", "runner.control._guards", "_key_of",
         "return call.idempotency_key", "return call.tool"),
-    Bug("B6", "clock source", "runner.control._controller", "RunController.__init__",
+    Bug("B6", "clock source", "runner.control._checks", "_Checks.__init__",
         "self.clock = clock or time.monotonic", "self.clock = time.monotonic"),
     Bug("B7", "handoff fields", "runner.control._handoff", "build_handoff",
         "question=stop.question or _default_question(stop),",
@@ -73,7 +73,7 @@ BUGS: tuple[Bug, ...] = (
     Bug("B8", "calibration arithmetic", "runner.control._calibration", "RuleReport.error_rate",
         "return self.errors / self.firings if self.firings else None",
         "return self.errors / self.runs if self.runs else None"),
-    Bug("B9", "dropped settle", "runner.control._controller", "RunController._reserve",
+    Bug("B9", "dropped settle", "runner.control._checks", "_Checks._reserve",
         "self._settle(state)", "pass"),
 )
 

@@ -25,7 +25,7 @@ def test_every_class_is_generated_for_the_guard() -> None:
 
 
 def test_the_bundled_evals_kill_a_dropped_settlement_of_the_spend() -> None:
-    mutant, mod, live, code = _find("_controller", "RunController.result", "statement",
+    mutant, mod, live, code = _find("_steps", "_Steps.result", "statement",
                                     "self._settle(state)")
     assert run_evals().ok
     with applied(mod, live, code):  # type: ignore[arg-type]

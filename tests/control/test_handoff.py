@@ -1,14 +1,24 @@
-"""The handoff package: asked, done, found, and the one question, readable in a minute."""
+"""The handoff package (asked, done, found, and the one question, readable in a minute), and
+resuming a needs_human run after a person decided."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
 
 from runner.canonical import canonical_bytes
 from runner.control import (
     Budget,
     Escalate,
+    Finish,
     Guard,
     HandoffPackage,
     RunController,
+    RunResult,
+    RunState,
     SideEffectRule,
     StoppingRule,
     StopReason,
@@ -17,6 +27,7 @@ from runner.control import (
     ToolResult,
 )
 from tests.control.conftest import merge, script, tools
+from tests.control.helpers_refunds import refund_controller, refunder
 
 
 def escalated() -> HandoffPackage:
@@ -100,3 +111,58 @@ def test_every_non_goal_stop_has_a_package_with_a_question() -> None:
     assert res.reason is StopReason.TOOL_ERROR
     assert res.handoff is not None and res.handoff.question.endswith("?")
     assert "error: bad gateway" in res.handoff.done[0]
+
+
+def test_needs_human_resumes_after_approval_and_never_repeats_the_side_effect(tmp_path: Path) -> None:
+    paid: list[int] = []
+
+    def execute(call: ToolCall) -> ToolResult:
+        paid.append(call.args["amount"])
+        return ToolResult.success({"refunded": True})
+
+    first = refund_controller().run("refund 250", refunder, execute)
+    assert first.reason is StopReason.NEEDS_HUMAN and first.resumable and paid == []
+    assert first.handoff is not None and "Approve refund" in first.handoff.question
+
+    second = first.resume(approvals={"refund"}, answer="approved by finance")
+    assert second.reason is StopReason.GOAL_MET and paid == [250]
+    assert second.steps == 3  # the budget carried on: the blocked step counts
+    assert not second.resumable
+    with pytest.raises(ValueError, match="only a needs_human"):
+        second.resume(approvals={"refund"})
+
+
+def test_resume_of_an_async_run(tmp_path: Path) -> None:
+    async def execute(call: ToolCall) -> ToolResult:
+        return ToolResult.success({"refunded": True})
+
+    async def main() -> RunResult[Any]:
+        first = await refund_controller().arun("refund", refunder, execute)
+        assert first.reason is StopReason.NEEDS_HUMAN
+        return await first.resume(approvals={"refund"})  # type: ignore[no-any-return]
+
+    assert anyio.run(main).reason is StopReason.GOAL_MET
+
+
+def test_approval_never_lifts_the_maximum() -> None:
+    decide = script(ToolCall("refund", {"amount": 5000}, idempotency_key="r-1"))
+    first = refund_controller().run("refund", decide, tools({}))
+    assert first.reason is StopReason.POLICY_BLOCK and not first.resumable
+
+
+def test_resume_feeds_the_answer_to_the_model_and_names_a_run_it_cannot_resume() -> None:
+    notes: list[tuple[str, ...]] = []
+
+    def decide(state: RunState) -> ToolCall | Finish:
+        notes.append(state.directive.notes if state.directive is not None else ())
+        return refunder(state)
+
+    first = refund_controller().run("refund 250", decide, tools(
+        {"refund": ToolResult.success({"refunded": True})}), run_id="r-9")
+    second = first.resume(approvals={"refund"}, answer="approved by finance")
+    assert second.reason is StopReason.GOAL_MET
+    assert "A person answered: approved by finance" in notes[1]
+    with pytest.raises(ValueError) as e:
+        second.resume()
+    assert str(e.value) == ("run r-9 ended goal_met: only a needs_human result of run()/arun() "
+                            "can be resumed")

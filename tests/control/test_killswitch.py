@@ -1,12 +1,19 @@
-"""Kill switch: disable flag, daily ceilings in a UTC ledger, per-run cost alert."""
+"""Kill switch: the disable flag (a STOP file, read mid-run and while waiting for a claim), daily
+ceilings in a UTC ledger, per-run cost alerts, leases."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 
 from runner.control import (
     KILL_SWITCH_LEDGER_FORMAT,
@@ -16,10 +23,12 @@ from runner.control import (
     DailyRunCeiling,
     DailySpendCeiling,
     Finish,
+    IdempotencyLedger,
     KillSwitch,
     KillSwitchEngaged,
     LedgerError,
     RunController,
+    RunState,
     StopReason,
     ToolCall,
     ToolResult,
@@ -27,6 +36,16 @@ from runner.control import (
 )
 from runner.errors import ControlError
 from tests.control.conftest import script, tools
+from tests.control.helpers_pay_processes import (
+    _PAYER,
+    _STOPPABLE,
+    PAY,
+    _child,
+    _fold,
+    _payer,
+    _until,
+)
+from tests.control.helpers_runs import ok
 
 
 class Clock:
@@ -272,3 +291,163 @@ def test_session_ceilings_refuse_negative_values(kwargs: dict[str, float], messa
     with pytest.raises(ValueError) as e:
         KillSwitch(**kwargs)  # type: ignore[arg-type]
     assert str(e.value) == message
+
+
+# The kill switch's smaller contracts, pinned exactly: the default cost alert's log line, the
+# lease lifetime written to the ledger, the UTC day under a non-UTC local zone, the alert
+# boundary, usage without a ledger and the spend a finished run records.
+def test_the_default_cost_alert_logs_one_structured_warning() -> None:
+    ks = KillSwitch(cost_alert_usd=1.0)
+    with structlog.testing.capture_logs() as logs:
+        ks.on_cost_alert(CostAlert("r-1", 1.5, 1.0))
+    assert logs == [{"event": "run cost alert", "run_id": "r-1", "cost_usd": 1.5,
+                     "threshold_usd": 1.0, "log_level": "warning"}]
+
+
+def test_the_alert_fires_only_above_the_threshold() -> None:
+    ks = KillSwitch(cost_alert_usd=1.0)
+    assert (ks.alert_due(0.99), ks.alert_due(1.0), ks.alert_due(1.01)) == (False, False, True)
+    assert KillSwitch().alert_due(10**6) is False
+
+
+def lease_lifetime(ledger: Path) -> float:
+    with sqlite3.connect(ledger) as con:
+        (expires,) = con.execute("SELECT expires FROM leases").fetchone()
+    return float(expires) - time.time()
+
+
+@pytest.mark.parametrize(("kwargs", "ttl"), [({}, 3600.0), ({"lease_ttl_s": 60.0}, 60.0)])
+def test_a_lease_expires_after_lease_ttl_s(tmp_path: Path, kwargs: dict[str, float],
+                                           ttl: float) -> None:
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=1.0,
+                    step_reserve_usd=0.1, **kwargs)  # type: ignore[arg-type]
+    lease, _ = ks.reserve(ks.admit(), "r")
+    assert lease is not None
+    assert ttl - 30 < lease_lifetime(tmp_path / "l.sqlite") <= ttl  # written just now
+
+
+@pytest.fixture
+def far_local_zone() -> Iterator[None]:
+    """Local time ten hours behind UTC (a POSIX TZ string: no tz database needed)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TZ", "XYZ+10")
+    time.tzset()
+    yield
+    mp.undo()
+    time.tzset()
+
+
+def test_the_day_is_the_utc_day_whatever_the_local_zone(far_local_zone: None) -> None:
+    clock = Clock(datetime(2026, 3, 14, 23, 0, tzinfo=timezone(timedelta(hours=-5))))
+    assert datetime(2026, 3, 15, 4, tzinfo=UTC).astimezone().day == 14  # the zone is in effect
+    assert KillSwitch(clock=clock).admit().day == "2026-03-15"
+
+
+def test_usage_without_a_ledger_and_recorded_spend(tmp_path: Path) -> None:
+    assert KillSwitch().usage() == {"runs": 0, "spend_usd": 0.0, "reserved_usd": 0.0}
+    clock = Clock(datetime(2026, 3, 14, 12, tzinfo=UTC))
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=5.0, clock=clock)
+    adm = ks.admit()
+    ks.record_spend(adm, 1.25)
+    ks.record_spend(Admission("2026-03-13", 1, 0.0, None), 0.5)  # on the day it was admitted
+    assert ks.usage() == {"runs": 1, "spend_usd": 1.25, "reserved_usd": 0.0}
+    assert ks.usage("2026-03-13") == {"runs": 0, "spend_usd": 0.5, "reserved_usd": 0.0}
+
+
+def test_what_the_ceiling_leaves_is_counted_in_micro_dollars(tmp_path: Path) -> None:
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=0.12345678912)
+    assert ks.admit().remaining_usd == 0.123457
+
+
+def test_the_disable_variable_is_read_from_the_process_environment_by_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ks = KillSwitch(disable_env="ECT_TEST_AGENT_OFF")
+    monkeypatch.delenv("ECT_TEST_AGENT_OFF", raising=False)
+    assert ks.engaged() is None
+    monkeypatch.setenv("ECT_TEST_AGENT_OFF", "0")
+    assert ks.engaged() is None
+    monkeypatch.setenv("ECT_TEST_AGENT_OFF", "1")
+    assert ks.engaged() == "kill switch engaged: $ECT_TEST_AGENT_OFF is set"
+
+
+def test_a_zero_session_ceiling_is_allowed_and_halts_at_once() -> None:
+    assert KillSwitch(max_cost_usd=0).halt_reason() == "cost ceiling $0 reached ($0.0000 spent)"
+    assert KillSwitch(max_cost_usd=1.5, max_calls=3).halt_reason(spent_usd=1.0, calls=2) is None
+
+
+def test_without_a_step_reserve_a_step_reserves_its_bound_capped_by_the_day(tmp_path: Path) -> None:
+    ks = KillSwitch(ledger=tmp_path / "l.sqlite", max_spend_per_day_usd=1.0)
+    adm = ks.admit()
+    lease, allowed = ks.reserve(adm, "r", 0.3)  # what is left of the run's max_cost_usd
+    assert lease is not None and (lease.amount_usd, allowed) == (0.3, 0.3)
+    whole, allowed = ks.reserve(adm, "s")  # no bound: everything the day still leaves
+    assert whole is not None and (whole.amount_usd, allowed) == (0.7, 0.7)
+    assert ks.usage()["reserved_usd"] == 1.0
+    assert ks.reserve(adm, "t", 0.1) == (None, 0.0)  # nothing left: never a zero lease
+
+
+# -- 4. the kill switch bites mid-run; concurrent runs cannot overshoot a daily ceiling ------------
+def test_stop_flag_raised_mid_run_stops_it(tmp_path: Path) -> None:
+    flag = tmp_path / "STOP"
+
+    def decide(state: RunState) -> ToolCall:
+        if state.step == 1:
+            flag.touch()  # an operator raises the flag while the run is at step 2
+        return ToolCall("t", {"n": state.step})
+
+    ctl = RunController(Budget(max_steps=10, max_tokens=1000), validate=ok,
+                        kill_switch=KillSwitch(disable_file=flag))
+    result = ctl.run("t", decide, tools({"t": ToolResult.success({"x": 1})}))
+    assert result.reason is StopReason.POLICY_BLOCK
+    assert result.stop.kind == "KillSwitchStop"
+    assert result.steps == 2
+    assert result.handoff is not None
+
+
+@pytest.mark.child_process
+def test_the_kill_switch_is_read_while_waiting_for_a_claim_across_processes(
+        tmp_path: Path) -> None:
+    """Defect 8a: a STOP file did not end a run waiting for another process's claim; it ran
+    on until its deadline (time_budget)."""
+    ledger, paid, stop_file = tmp_path / "keys.sqlite", tmp_path / "paid.txt", tmp_path / "STOP"
+    owner = _child(_PAYER, str(ledger), str(paid), "hangs")
+    waiting = threading.Event()
+
+    class Watched(IdempotencyLedger):
+        def claim(self, *args: Any) -> Any:
+            out = super().claim(*args)
+            if out[0] == "in_flight":
+                waiting.set()
+            return out
+
+    try:
+        _until(paid.exists, "the owner's call")
+        ctl = RunController(Budget(max_steps=4, max_tokens=1000, max_seconds=30), guard=PAY,
+                            fold=_fold, validate=lambda s, o: True,
+                            kill_switch=KillSwitch(disable_file=stop_file),
+                            idempotency=Watched(ledger))
+        toucher = threading.Thread(target=lambda: (waiting.wait(60), stop_file.touch()))
+        toucher.start()
+        retry = ctl.run("retry", _payer, lambda call: ToolResult.success({"paid": True}))
+        toucher.join(60)
+    finally:
+        owner.kill()
+        owner.communicate(timeout=60)
+    assert (retry.reason, retry.stop.kind) == (StopReason.POLICY_BLOCK, "KillSwitchStop")
+
+
+@pytest.mark.child_process
+def test_a_stop_file_touched_by_another_process_ends_a_running_run(tmp_path: Path) -> None:
+    stop_file, started = tmp_path / "STOP", tmp_path / "started"
+    proc = _child(_STOPPABLE, str(stop_file), str(started))
+    try:
+        _until(started.exists, "the run's first tool call")
+        stop_file.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    assert json.loads(out.strip().splitlines()[-1]) == {
+        "reason": "policy_block", "kind": "KillSwitchStop", "handoff": True}

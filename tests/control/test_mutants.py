@@ -14,9 +14,12 @@ from runner.control import run_evals
 from tests.control.mutants import MUTANTS, apply
 
 REPO = Path(__file__).resolve().parents[2]
+# the controller's unit tests, grouped by behaviour (what the first regression suite checked is
+# now spread over budgets, deadlines, ceilings, exits, the kill switch and idempotency)
 UNIT_TESTS = [f"tests/control/{name}.py" for name in (
-    "test_v2_regressions", "test_stop_reasons", "test_step_api", "test_guards",
-    "test_progress_and_rules", "test_budget", "test_conditions_exact")]
+    "test_stop_reasons", "test_step_api", "test_guards", "test_progress_and_rules",
+    "test_budget", "test_conditions", "test_deadlines", "test_killswitch", "test_ceilings",
+    "test_exits", "test_idempotency", "test_calibration")]
 
 
 def test_unmutated_controller_passes_the_bundled_evals() -> None:

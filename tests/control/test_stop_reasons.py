@@ -37,6 +37,7 @@ from runner.control import (
     Turn,
 )
 from tests.control.conftest import merge, script, tools
+from tests.control.helpers_runs import ok
 
 R = StopReason
 
@@ -317,3 +318,9 @@ def test_escalation_condition_alone() -> None:
     state = RunState("r", "t")
     stop = EscalationRequested().check(Checkpoint(Phase.ON_ACTION, state, Escalate("q?")))
     assert stop is not None and stop.question == "q?" and stop.reason is R.NEEDS_HUMAN
+
+
+def test_escalate_still_needs_human() -> None:  # unchanged behaviour, guarded while refactoring
+    result = RunController(Budget(max_steps=3, max_tokens=100), validate=ok).run(
+        "t", script(Escalate("which?")), tools({}))
+    assert result.reason is StopReason.NEEDS_HUMAN and result.handoff is not None

@@ -2,8 +2,7 @@
 gets and when a delay bites, what a grounded finish check tells the agent, what reaches your own
 ``decide``, the problems a faulty controller is reported with, and what ``capture_case`` writes
 for the rarer records (timed budgets, structured tasks, trimmed records, keys on the last call).
-Written for the survivors of the mutation run over ``runner/control/_evals.py``
-(tests/control/mutation.py)."""
+Written for the survivors of the mutation run over the eval modules (tests/control/mutation.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The eval harness of issue 38: the case's own clock (``elapsed_s``), a kill switch whose flag
-is raised mid-run, expectations on the handoff, a calibrated early-stop rule, and their exact
-refusals. These cases catch single-line bugs the suite was blind to (tests/control/
+"""The eval case fields beyond the controls: the case's own clock (``elapsed_s``), a kill switch
+whose flag is raised mid-run, expectations on the handoff, a calibrated early-stop rule, and their
+exact refusals. These cases catch single-line bugs the suite was blind to (tests/control/
 maintainer_bugs.py)."""
 
 from __future__ import annotations

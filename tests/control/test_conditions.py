@@ -1,6 +1,6 @@
-"""Exact behaviour of each stop condition: names, descriptions, details, steps, phases and
-boundaries. Written against the mutation run (tests/control/mutation.py): each assertion pins
-something a mutant of runner/control/_conditions.py changed without any other test noticing."""
+"""Each stop condition: names, descriptions, details, steps, phases and boundaries, combinators
+(AllOf, AnyOf) and the tool-failure streak. Each exact assertion pins something a mutant of
+runner/control/_conditions.py changed without any other test noticing (tests/control/mutation.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from runner.control import (
     AllOf,
     AnyOf,
+    Budget,
     Checkpoint,
     DailySpendCap,
     Escalate,
@@ -25,6 +26,7 @@ from runner.control import (
     Phase,
     RepeatedAction,
     RepeatedEmptyResult,
+    RunController,
     RunState,
     StopCondition,
     StopReason,
@@ -33,10 +35,13 @@ from runner.control import (
     ToolFailure,
     ToolResult,
     ToolTimeout,
+    Turn,
 )
-from runner.control._budget import Budget
+from tests.control.conftest import merge, script, tools
 
 R = StopReason
+
+
 B, A, T = Phase.BEFORE_MODEL, Phase.ON_ACTION, Phase.AFTER_TOOL
 
 
@@ -419,3 +424,41 @@ def test_stalled_state_judges_only_tool_results() -> None:
     # ...but nothing else is judged: not an action, not a checkpoint without a result
     assert cond.check(Checkpoint(Phase.ON_ACTION, state, action=call, call=call, result=res)) is None
     assert cond.check(Checkpoint(Phase.AFTER_TOOL, state, action=call, call=call)) is None
+
+
+# -- construction-time refusals -------------------------------------------------------------------
+def test_allof_cannot_claim_goal_met() -> None:
+    with pytest.raises(ValueError, match="goal_met"):
+        AllOf(MaxSteps(2), reason=StopReason.GOAL_MET)
+
+
+# -- 7. combinators: documented semantics, or refused at construction ------------------------------
+def test_and_over_conditions_that_fire_at_different_points_is_refused() -> None:
+    with pytest.raises(ValueError, match="never fire at the same checkpoint"):
+        MaxSteps(2) & ToolCallLimit(1)
+
+
+def test_and_over_conditions_of_the_same_point_fires() -> None:
+    cond = MaxSteps(2) & MaxTokens(5)
+    ctl = RunController(Budget(max_steps=10, max_tokens=1000), validate=lambda s, o: False,
+                        stop_when=cond)
+    result = ctl.run("t", script(Turn(ToolCall("t", {"a": 1}), tokens=3),
+                                 Turn(ToolCall("t", {"a": 2}), tokens=3)),
+                     tools({"t": ToolResult.success({"v": 1})}))
+    assert result.reason is StopReason.STEP_BUDGET and len(result.stop.causes) == 2
+
+
+def test_failure_streak_is_counted_per_tool() -> None:  # M8
+    seen: dict[str, int] = {}
+
+    def execute(call: ToolCall) -> ToolResult:
+        seen[call.tool] = seen.get(call.tool, 0) + 1
+        if seen[call.tool] == 1:
+            return ToolResult.failure("503")
+        return ToolResult.success({call.tool: 1})
+
+    calls = [ToolCall("a"), ToolCall("b"), ToolCall("a", {"r": 1}), ToolCall("b", {"r": 1})]
+    result = RunController(Budget(max_steps=9, max_tokens=100), fold=merge,
+                           validate=lambda s, o: "a" in s.data and "b" in s.data).run(
+        "t", script(*calls, Finish("done")), execute)
+    assert result.reason is StopReason.GOAL_MET and result.steps == 5

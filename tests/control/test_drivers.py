@@ -1,6 +1,7 @@
-"""RunController behaviour that mutation testing found unpinned (issue 15, item 8): the same run
-through every driver (``run``, ``arun``, each with and without a deadline), the exact stop a person
-reads for each way a run can end, the step API's verdicts, the kill switch and ledgers mid-run."""
+"""RunController's drivers: the same run through every driver (``run``, ``arun``, each with and
+without a deadline), the exact stop a person reads for each way a run can end, the step API's
+verdicts, the kill switch and ledgers mid-run (first written for what mutation testing found
+unpinned)."""
 
 from __future__ import annotations
 
