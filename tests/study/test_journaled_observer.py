@@ -25,8 +25,8 @@ from runner.providers import (
 )
 from runner.store import Store, generate_key
 from runner.study import ScheduleRow
-from runner.study._journaling import _Journaled
 from runner.study._journal import NestedObserver, read_journal
+from runner.study._journaling import _Journaled
 from tests.policies._providers import scripted
 from tests.policies.test_pipelines import finish, state
 from tests.providers.conftest import make_request, openai_ok
