@@ -11,12 +11,19 @@ from runner.cli._params import (
     DEFAULT_SPEC,
     SANDBOX_BACKENDS,
     FiniteFloatRange,
+    TableChoice,
     check_store_dir,
     provider_options,
     study_file,
 )
 
 __all__ = ["COMMANDS"]
+
+
+def _pilot_cells() -> tuple[str, ...]:
+    from runner.study import PILOT_CELLS
+
+    return PILOT_CELLS
 
 
 @click.command("plan")
@@ -45,7 +52,7 @@ __all__ = ["COMMANDS"]
 @click.option("--pilot-store", default=None, type=click.Path(dir_okay=False),
               help="The new store the pilot writes.")
 @click.option("--pilot-cells", "pilot_cells", default=None, show_default="spread",
-              type=click.Choice(["spread", "first"]),
+              type=TableChoice(_pilot_cells),
               help="Which cells the pilot runs: spread over the strata (checkpoint, fault, "
                    "pipeline; over tasks and seeds within each), a sample whose real/simulated "
                    "ratio rescales every other cell; or the first N, a prefix of the run that "
