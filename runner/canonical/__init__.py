@@ -30,18 +30,22 @@ from runner.canonical._read import (
     loads_toml,
     read_bounded,
 )
+from runner.canonical._record import FLAT, OMIT, Record, key, spec
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
 __all__ = [
     "DOMAINS",
+    "FLAT",
     "MAX_DEPTH",
     "MAX_INPUT_BYTES",
     "MAX_TOML_BYTES",
+    "OMIT",
     "Domain",
     "Hook",
     "InputRefused",
     "JsonObject",
     "JsonValue",
+    "Record",
     "RecordFormatError",
     "atomic_write",
     "atomic_write_all",
@@ -51,6 +55,7 @@ __all__ = [
     "digest_bytes",
     "fsync_dir",
     "is_digest",
+    "key",
     "load_strict_file",
     "loads_strict",
     "loads_toml",
@@ -67,4 +72,5 @@ __all__ = [
     "read_opt_object",
     "read_opt_str",
     "read_str",
+    "spec",
 ]

@@ -1,0 +1,292 @@
+"""The one record mechanism: a frozen dataclass that declares its fields once, writes itself as
+JSON and reads itself back strictly (docs/formats.md §1).
+
+Every stored, wire and report record of the runner (schedule rows, cell records, attempts, the
+lock, the analysis's results, ...) is a frozen dataclass deriving from :class:`Record`.
+``to_json`` writes each field under its own name, records nested in records, tuples as arrays;
+``from_json`` reads a document back by the fields' types with the strict field readers of
+:mod:`runner.canonical._fields`: a value that is not an object, an unknown or missing key, or a
+value of the wrong type is refused with an error naming its path
+(``record.result.outcome.turns: expected an integer, got boolean``).
+
+A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...))``):
+
+- ``key``: its JSON key when it is not the field's name; a dotted key (``"stop.reason"``)
+  writes the field into a nested object that the fields sharing the prefix fill in turn, and
+  is read back from that object strictly (exactly those keys).
+- ``omit``: left out when it is ``None`` (and may be absent when read; a ``null`` is refused).
+- ``flat``: a record field (``X`` or ``X | None``) whose keys are written into the parent's
+  object (a part several records share, or one of two shapes of a row).
+- ``read``: the reader ``(value, path) -> value`` when the type alone does not say it (a digest,
+  a non-empty string, a lower bound, an enum); ``write``: its writer ``value -> JSON``.
+
+A record class may set ``_path`` (the default path of :meth:`Record.from_json`) and override
+:meth:`Record._check` (invariants between fields, checked after reading, errors naming the path).
+
+JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
+document read and written again has the same canonical bytes and digest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Self
+
+from runner.canonical._fields import (
+    JsonObject,
+    RecordFormatError,
+    _kind,
+    read_bool,
+    read_int,
+    read_json_object,
+    read_list,
+    read_number,
+    read_str,
+)
+
+__all__ = ["FLAT", "OMIT", "Record", "key", "spec"]
+
+Reader = Callable[[Any, str], Any]
+Writer = Callable[[Any], Any]
+
+OMIT: dict[str, bool] = {"omit": True}
+"""Field metadata: leave the field out of the JSON when it is ``None``."""
+
+FLAT: dict[str, bool] = {"flat": True}
+"""Field metadata of a record field (``X`` or ``X | None``): its keys are written into the
+parent's object (none when it is ``None``)."""
+
+
+def key(name: str) -> dict[str, str]:
+    """Field metadata: the field's JSON key when it is not the field's name."""
+    return {"key": name}
+
+
+def spec(*, key: str | None = None, omit: bool = False, flat: bool = False,
+         read: Reader | None = None, write: Writer | None = None) -> dict[str, Any]:
+    """Field metadata (see the module docstring); ``field(metadata=spec(read=read_digest))``."""
+    out: dict[str, Any] = {}
+    if key is not None:
+        out["key"] = key
+    if omit:
+        out["omit"] = True
+    if flat:
+        out["flat"] = True
+    if read is not None:
+        out["read"] = read
+    if write is not None:
+        out["write"] = write
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    """One field as the reader and writer see it (computed once per class)."""
+
+    keys: tuple[str, ...]  # the key path: ("stop", "reason") for key "stop.reason"
+    name: str
+    hint: object
+    omit: bool  # may be absent (left out when None)
+    flat: type[Record] | None
+    read: Reader | None
+    write: Writer | None
+
+
+class Record:
+    """A frozen dataclass that is one JSON object; see the module docstring."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    _path: ClassVar[str] = "record"
+    """The path ``from_json`` names in its errors when the caller names none."""
+
+    _object_error: ClassVar[str] = "expected an object, got {kind}"
+    """The error for a value that is not an object (``{kind}``: the JSON type it is)."""
+
+    def to_json(self) -> JsonObject:
+        """The record as a JSON object (fields in declaration order; nested records too)."""
+        out: JsonObject = {}
+        for f in _fields(type(self)):
+            value = getattr(self, f.name)
+            if value is None and f.omit:
+                continue
+            if f.flat is not None:
+                out.update(value.to_json())
+                continue
+            target = out
+            for k in f.keys[:-1]:
+                target = target.setdefault(k, {})
+            target[f.keys[-1]] = f.write(value) if f.write is not None else _dump(value)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object, path: str | None = None) -> Self:
+        """Read a record strictly: exactly its keys, each of its field's type."""
+        path = cls._path if path is None else path
+        kwargs = _read_fields(cls, obj, path)
+        record = cls(**kwargs)
+        record._check(obj, path)
+        return record
+
+    def _check(self, obj: Any, path: str) -> None:
+        """Invariants between fields, checked after reading ``obj`` (raise naming ``path``)."""
+
+
+_CACHE: dict[type, tuple[_Field, ...]] = {}
+_KEYS: dict[type, frozenset[str]] = {}
+
+
+def _fields(cls: type) -> tuple[_Field, ...]:
+    """The fields of ``cls`` as the reader and writer see them (computed once)."""
+    got = _CACHE.get(cls)
+    if got is None:
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            m = f.metadata
+            hint = hints[f.name]
+            flat = _flat_record(hint) if m.get("flat") else None
+            optional = type(None) in typing.get_args(hint)
+            if m.get("omit") and optional:  # present means not null: read as the other type
+                rest = [a for a in typing.get_args(hint) if a is not type(None)]
+                hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+            out.append(_Field(
+                keys=tuple(str(m.get("key", f.name)).split(".")), name=f.name, hint=hint,
+                omit=bool(m.get("omit")) or (flat is not None and optional), flat=flat,
+                read=m.get("read"), write=m.get("write")))
+        got = _CACHE[cls] = tuple(out)
+    return got
+
+
+def _flat_record(hint: object) -> type[Record]:
+    """The record type of a ``FLAT`` field (``X`` or ``X | None``)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+    record = args[0]
+    if len(args) != 1 or not (isinstance(record, type) and issubclass(record, Record)):
+        raise TypeError(f"a FLAT field must be a record or None, not {hint!r}")
+    return record
+
+
+def _keys(cls: type) -> frozenset[str]:
+    """Every top-level key an object of ``cls`` may hold (a FLAT field's keys included)."""
+    got = _KEYS.get(cls)
+    if got is None:
+        keys: set[str] = set()
+        for f in _fields(cls):
+            keys.update(_keys(f.flat) if f.flat is not None else {f.keys[0]})
+        got = _KEYS[cls] = frozenset(keys)
+    return got
+
+
+def _check_keys(cls: type[Record], obj: object, path: str, allowed: frozenset[str],
+                required: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(obj, dict):
+        raise RecordFormatError(path, cls._object_error.format(kind=_kind(obj)))
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise RecordFormatError(path, f"unknown field {str(unknown[0])[:60]!r}")
+    missing = sorted(required - set(obj))
+    if missing:
+        raise RecordFormatError(path, f"missing field {missing[0]!r}")
+    return obj
+
+
+def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
+    fields = _fields(cls)
+    required = frozenset(f.keys[0] for f in fields if f.flat is None and not f.omit)
+    top = _check_keys(cls, obj, path, _keys(cls), required)
+    # the nested objects of dotted keys, each read strictly once
+    nested: dict[tuple[str, ...], Mapping[str, Any]] = {}
+    kwargs: dict[str, Any] = {}
+    for f in fields:
+        if f.flat is not None:
+            own = {k: top[k] for k in _keys(f.flat) if k in top}
+            kwargs[f.name] = f.flat.from_json(own, path) if own or not f.omit else None
+            continue
+        container = top
+        for depth in range(1, len(f.keys)):
+            prefix = f.keys[:depth]
+            if prefix not in nested:
+                inner = {g.keys[depth] for g in fields if g.keys[:depth] == prefix}
+                nested[prefix] = _check_keys(cls, container[prefix[-1]],
+                                             ".".join((path, *prefix)),
+                                             frozenset(inner), frozenset(inner))
+            container = nested[prefix]
+        k = f.keys[-1]
+        if k not in container:
+            kwargs[f.name] = None  # an omittable field (a required one was refused above)
+            continue
+        at = ".".join((path, *f.keys))
+        kwargs[f.name] = f.read(container[k], at) if f.read is not None else _read(
+            f.hint, container[k], at)
+    return kwargs
+
+
+def _dump(value: object) -> object:
+    if isinstance(value, Record):
+        return value.to_json()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+_SCALARS: dict[object, Callable[[object, str], object]] = {
+    int: read_int,
+    float: read_number,
+    str: read_str,
+    bool: read_bool,
+}
+
+
+def _read(hint: object, value: object, path: str) -> object:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        choices = [a for a in args if a is not type(None)]
+        if choices == [int, float] or choices == [float, int]:
+            return read_number(value, path)
+        for a in choices[:-1]:
+            try:
+                return _read(a, value, path)
+            except RecordFormatError:
+                continue
+        return _read(choices[-1], value, path)
+    if hint in _SCALARS:
+        return _SCALARS[hint](value, path)
+    if origin is tuple:
+        items = read_list(value, path)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_read(args[0], v, f"{path}[{i}]") for i, v in enumerate(items))
+        if len(items) != len(args):
+            raise RecordFormatError(path, f"expected {len(args)} items, got {len(items)}")
+        return tuple(_read(a, v, f"{path}[{i}]")
+                     for i, (a, v) in enumerate(zip(args, items, strict=True)))
+    if origin is list:
+        return [_read(args[0], v, f"{path}[{i}]")
+                for i, v in enumerate(read_list(value, path))]
+    if origin is dict:
+        if args[1] is Any:  # open content (tool arguments, a certificate, ...)
+            return read_json_object(value, path)
+        if not isinstance(value, dict):
+            raise RecordFormatError(path, "expected an object")
+        return {k: _read(args[1], v, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint.from_json(value, path)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        raw = read_str(value, path)
+        try:
+            return hint(raw)
+        except ValueError:
+            raise RecordFormatError(path, f"unknown value {raw[:40]!r}") from None
+    raise TypeError(f"{path}: no reader for {hint!r}")  # a programming error, not input
