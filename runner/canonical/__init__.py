@@ -30,7 +30,17 @@ from runner.canonical._read import (
     loads_toml,
     read_bounded,
 )
-from runner.canonical._record import FLAT, OMIT, Record, key, spec
+from runner.canonical._record import (
+    FLAT,
+    OMIT,
+    Count,
+    Digest,
+    NonEmptyStr,
+    Record,
+    at_least,
+    key,
+    spec,
+)
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
 __all__ = [
@@ -40,13 +50,17 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_TOML_BYTES",
     "OMIT",
+    "Count",
+    "Digest",
     "Domain",
     "Hook",
     "InputRefused",
     "JsonObject",
     "JsonValue",
+    "NonEmptyStr",
     "Record",
     "RecordFormatError",
+    "at_least",
     "atomic_write",
     "atomic_write_all",
     "canonical_bytes",

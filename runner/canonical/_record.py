@@ -17,11 +17,19 @@ A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...)
 - ``omit``: left out when it is ``None`` (and may be absent when read; a ``null`` is refused).
 - ``flat``: a record field (``X`` or ``X | None``) whose keys are written into the parent's
   object (a part several records share, or one of two shapes of a row).
-- ``read``: the reader ``(value, path) -> value`` when the type alone does not say it (a digest,
-  a non-empty string, a lower bound, an enum); ``write``: its writer ``value -> JSON``.
+- ``read``: the reader ``(value, path) -> value`` when the type alone does not say it;
+  ``write``: its writer ``value -> JSON``.
+- ``skip``: not part of the JSON (a provider's native object, raw bytes kept apart); reading
+  leaves it at its default or takes it from the caller.
+
+A reader may also ride on the type: ``Annotated[str, read_digest]`` (:data:`Digest`,
+:data:`NonEmptyStr`, :func:`at_least`), so ``Digest | None`` and ``tuple[Digest, ...]`` read as
+they say. ``Literal`` values, ``StrEnum`` members, records and open JSON (``JsonObject``,
+``Mapping[str, Any]``, ``Any``) are read by their type too.
 
 A record class may set ``_path`` (the default path of :meth:`Record.from_json`) and override
-:meth:`Record._check` (invariants between fields, checked after reading, errors naming the path).
+:meth:`Record._check` (invariants between fields, checked after reading, errors naming the path);
+a ``TypeError``/``ValueError`` of its constructor is reported at the record's path.
 
 JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
 document read and written again has the same canonical bytes and digest.
@@ -34,13 +42,14 @@ import enum
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from runner.canonical._fields import (
     JsonObject,
     RecordFormatError,
     _kind,
     read_bool,
+    read_digest,
     read_int,
     read_json_object,
     read_list,
@@ -48,10 +57,29 @@ from runner.canonical._fields import (
     read_str,
 )
 
-__all__ = ["FLAT", "OMIT", "Record", "key", "spec"]
+__all__ = ["FLAT", "OMIT", "Count", "Digest", "NonEmptyStr", "Record", "at_least", "key", "spec"]
 
 Reader = Callable[[Any, str], Any]
 Writer = Callable[[Any], Any]
+
+
+def _nonempty(value: object, path: str) -> str:
+    return read_str(value, path, nonempty=True)
+
+
+def at_least(minimum: int) -> Reader:
+    """The reader of an integer ``>= minimum`` (``Annotated[int, at_least(0)]``)."""
+    def read(value: object, path: str) -> int:
+        return read_int(value, path, minimum=minimum)
+    return read
+
+
+Digest = Annotated[str, read_digest]
+"""A ``sha256:<64 lowercase hex>`` digest."""
+NonEmptyStr = Annotated[str, _nonempty]
+"""A string that is not empty."""
+Count = Annotated[int, at_least(0)]
+"""An integer ``>= 0``."""
 
 OMIT: dict[str, bool] = {"omit": True}
 """Field metadata: leave the field out of the JSON when it is ``None``."""
@@ -67,7 +95,8 @@ def key(name: str) -> dict[str, str]:
 
 
 def spec(*, key: str | None = None, omit: bool = False, flat: bool = False,
-         read: Reader | None = None, write: Writer | None = None) -> dict[str, Any]:
+         read: Reader | None = None, write: Writer | None = None,
+         skip: bool = False) -> dict[str, Any]:
     """Field metadata (see the module docstring); ``field(metadata=spec(read=read_digest))``."""
     out: dict[str, Any] = {}
     if key is not None:
@@ -80,6 +109,8 @@ def spec(*, key: str | None = None, omit: bool = False, flat: bool = False,
         out["read"] = read
     if write is not None:
         out["write"] = write
+    if skip:
+        out["skip"] = True
     return out
 
 
@@ -108,6 +139,10 @@ class Record:
     _object_error: ClassVar[str] = "expected an object, got {kind}"
     """The error for a value that is not an object (``{kind}``: the JSON type it is)."""
 
+    _derived: ClassVar[tuple[str, ...]] = ()
+    """Keys written after the fields from attributes computed from them (a digest, an id of a
+    nested record): required when read, and checked by :meth:`_check`."""
+
     def to_json(self) -> JsonObject:
         """The record as a JSON object (fields in declaration order; nested records too)."""
         out: JsonObject = {}
@@ -122,18 +157,28 @@ class Record:
             for k in f.keys[:-1]:
                 target = target.setdefault(k, {})
             target[f.keys[-1]] = f.write(value) if f.write is not None else _dump(value)
+        for name in self._derived:
+            out[name] = _dump(getattr(self, name))
         return out
 
     @classmethod
     def from_json(cls, obj: object, path: str | None = None) -> Self:
         """Read a record strictly: exactly its keys, each of its field's type."""
-        path = cls._path if path is None else path
+        return cls._read_json(obj, cls._path if path is None else path)
+
+    @classmethod
+    def _read_json(cls, obj: object, path: str, **given: Any) -> Self:
+        """:meth:`from_json` at ``path``, ``given`` the values of ``skip`` fields."""
         kwargs = _read_fields(cls, obj, path)
-        record = cls(**kwargs)
+        try:
+            record = cls(**kwargs, **given)
+        except (TypeError, ValueError) as e:
+            raise RecordFormatError(path, str(e)) from None
+        assert isinstance(obj, dict)  # _read_fields refused anything else
         record._check(obj, path)
         return record
 
-    def _check(self, obj: Any, path: str) -> None:
+    def _check(self, obj: JsonObject, path: str) -> None:
         """Invariants between fields, checked after reading ``obj`` (raise naming ``path``)."""
 
 
@@ -145,10 +190,12 @@ def _fields(cls: type) -> tuple[_Field, ...]:
     """The fields of ``cls`` as the reader and writer see them (computed once)."""
     got = _CACHE.get(cls)
     if got is None:
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         out = []
         for f in dataclasses.fields(cls):
             m = f.metadata
+            if m.get("skip"):
+                continue
             hint = hints[f.name]
             flat = _flat_record(hint) if m.get("flat") else None
             optional = type(None) in typing.get_args(hint)
@@ -199,7 +246,8 @@ def _check_keys(cls: type[Record], obj: object, path: str, allowed: frozenset[st
 def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
     fields = _fields(cls)
     required = frozenset(f.keys[0] for f in fields if f.flat is None and not f.omit)
-    top = _check_keys(cls, obj, path, _keys(cls), required)
+    top = _check_keys(cls, obj, path, _keys(cls) | frozenset(cls._derived),
+                      required | frozenset(cls._derived))
     # the nested objects of dotted keys, each read strictly once
     nested: dict[tuple[str, ...], Mapping[str, Any]] = {}
     kwargs: dict[str, Any] = {}
@@ -228,13 +276,13 @@ def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
 
 
 def _dump(value: object) -> object:
-    if isinstance(value, Record):
-        return value.to_json()
+    if isinstance(value, Record) or hasattr(value, "to_json"):
+        return value.to_json()  # a record, or a value with its own JSON form
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, tuple | list):
         return [_dump(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: _dump(v) for k, v in value.items()}
     return value
 
@@ -250,6 +298,17 @@ _SCALARS: dict[object, Callable[[object, str], object]] = {
 def _read(hint: object, value: object, path: str) -> object:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
+    if origin is Annotated:
+        reader = next(a for a in hint.__metadata__ if callable(a))  # type: ignore[attr-defined]
+        return reader(value, path)
+    if hint is Any:  # open JSON, as parsed
+        return value
+    if origin is Literal:
+        raw = read_str(value, path)
+        if raw not in args:
+            want = " or ".join(repr(a) for a in args)
+            raise RecordFormatError(path, f"expected {want}, got {raw[:40]!r}")
+        return raw
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
@@ -275,14 +334,13 @@ def _read(hint: object, value: object, path: str) -> object:
     if origin is list:
         return [_read(args[0], v, f"{path}[{i}]")
                 for i, v in enumerate(read_list(value, path))]
-    if origin is dict:
+    if origin is dict or origin is Mapping:
         if args[1] is Any:  # open content (tool arguments, a certificate, ...)
             return read_json_object(value, path)
-        if not isinstance(value, dict):
-            raise RecordFormatError(path, "expected an object")
-        return {k: _read(args[1], v, f"{path}.{k}") for k, v in value.items()}
-    if isinstance(hint, type) and issubclass(hint, Record):
-        return hint.from_json(value, path)
+        obj = read_json_object(value, path)
+        return {k: _read(args[1], v, f"{path}.{k}") for k, v in obj.items()}
+    if isinstance(hint, type) and hasattr(hint, "from_json"):
+        return hint.from_json(value, path)  # a record, or a value with its own JSON form
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         raw = read_str(value, path)
         try:
