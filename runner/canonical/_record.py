@@ -139,13 +139,19 @@ class Record:
     _object_error: ClassVar[str] = "expected an object, got {kind}"
     """The error for a value that is not an object (``{kind}``: the JSON type it is)."""
 
+    _format: ClassVar[str | None] = None
+    """The document's ``format`` string (written first under ``"format"``, checked on read)."""
+
+    _format_error: ClassVar[str] = "expected {want!r}"
+    """The error for another ``format`` (``{got}``: what was found, shortened)."""
+
     _derived: ClassVar[tuple[str, ...]] = ()
     """Keys written after the fields from attributes computed from them (a digest, an id of a
     nested record): required when read, and checked by :meth:`_check`."""
 
     def to_json(self) -> JsonObject:
         """The record as a JSON object (fields in declaration order; nested records too)."""
-        out: JsonObject = {}
+        out: JsonObject = {} if self._format is None else {"format": self._format}
         for f in _fields(type(self)):
             value = getattr(self, f.name)
             if value is None and f.omit:
@@ -246,8 +252,13 @@ def _check_keys(cls: type[Record], obj: object, path: str, allowed: frozenset[st
 def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
     fields = _fields(cls)
     required = frozenset(f.keys[0] for f in fields if f.flat is None and not f.omit)
-    top = _check_keys(cls, obj, path, _keys(cls) | frozenset(cls._derived),
-                      required | frozenset(cls._derived))
+    extra = frozenset(cls._derived) | ({"format"} if cls._format is not None else set())
+    top = _check_keys(cls, obj, path, _keys(cls) | extra, required | extra)
+    if cls._format is not None and top["format"] != cls._format:
+        got = str(top["format"])
+        got = got if len(got) <= 60 else got[:57] + "..."
+        raise RecordFormatError(f"{path}.format",
+                                cls._format_error.format(want=cls._format, got=got))
     # the nested objects of dotted keys, each read strictly once
     nested: dict[tuple[str, ...], Mapping[str, Any]] = {}
     kwargs: dict[str, Any] = {}
