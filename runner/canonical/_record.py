@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -123,7 +125,7 @@ class _Field:
     hint: object
     omit: bool  # may be absent (left out when None)
     flat: type[Record] | None
-    read: Reader | None
+    read: Reader  # the declared reader, or the one the type says
     write: Writer | None
 
 
@@ -151,21 +153,10 @@ class Record:
 
     def to_json(self) -> JsonObject:
         """The record as a JSON object (fields in declaration order; nested records too)."""
-        out: JsonObject = {} if self._format is None else {"format": self._format}
-        for f in _fields(type(self)):
-            value = getattr(self, f.name)
-            if value is None and f.omit:
-                continue
-            if f.flat is not None:
-                out.update(value.to_json())
-                continue
-            target = out
-            for k in f.keys[:-1]:
-                target = target.setdefault(k, {})
-            target[f.keys[-1]] = f.write(value) if f.write is not None else _dump(value)
-        for name in self._derived:
-            out[name] = _dump(getattr(self, name))
-        return out
+        writer = _WRITERS.get(type(self))
+        if writer is None:
+            writer = _WRITERS[type(self)] = _compile_writer(type(self))
+        return writer(self)
 
     @classmethod
     def from_json(cls, obj: object, path: str | None = None) -> Self:
@@ -184,6 +175,23 @@ class Record:
         record._check(obj, path)
         return record
 
+    @classmethod
+    def _object_of(cls, obj: object, path: str, allowed: tuple[str, ...],
+                   required: tuple[str, ...]) -> Mapping[str, Any]:
+        """``obj`` as an object holding only ``allowed`` keys and every ``required`` one (the
+        first unknown and the first missing key in sorted order are named)."""
+        if not isinstance(obj, dict):
+            raise RecordFormatError(path, cls._object_error.format(kind=_kind(obj)))
+        if len(obj) == len(required) and obj.keys() == set(required):
+            return obj  # the common case: exactly the required keys
+        unknown = sorted(set(obj) - set(allowed))
+        if unknown:
+            raise RecordFormatError(path, f"unknown field {str(unknown[0])[:60]!r}")
+        missing = sorted(set(required) - set(obj))
+        if missing:
+            raise RecordFormatError(path, f"missing field {missing[0]!r}")
+        return obj
+
     def _check(self, obj: JsonObject, path: str) -> None:
         """Invariants between fields, checked after reading ``obj`` (raise naming ``path``)."""
 
@@ -196,13 +204,12 @@ def _fields(cls: type) -> tuple[_Field, ...]:
     """The fields of ``cls`` as the reader and writer see them (computed once)."""
     got = _CACHE.get(cls)
     if got is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
         out = []
         for f in dataclasses.fields(cls):
             m = f.metadata
             if m.get("skip"):
-                continue
-            hint = hints[f.name]
+                continue  # (its type may name what is imported for the type checker only)
+            hint = _hint(cls, f.name)
             flat = _flat_record(hint) if m.get("flat") else None
             optional = type(None) in typing.get_args(hint)
             if m.get("omit") and optional:  # present means not null: read as the other type
@@ -211,9 +218,22 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             out.append(_Field(
                 keys=tuple(str(m.get("key", f.name)).split(".")), name=f.name, hint=hint,
                 omit=bool(m.get("omit")) or (flat is not None and optional), flat=flat,
-                read=m.get("read"), write=m.get("write")))
+                read=m.get("read") or _reader(hint), write=m.get("write")))
         got = _CACHE[cls] = tuple(out)
     return got
+
+
+def _hint(cls: type, name: str) -> object:
+    """The type of field ``name`` of ``cls``, evaluated where it was declared."""
+    for base in cls.__mro__:
+        declared = inspect.get_annotations(base)
+        if name in declared:
+            namespace = vars(sys.modules[base.__module__])
+            return typing.get_type_hints(
+                type(base.__name__, (), {"__annotations__": {name: declared[name]},
+                                         "__module__": base.__module__}),
+                globalns=namespace, localns=dict(vars(base)), include_extras=True)[name]
+    raise TypeError(f"{cls.__name__}.{name}: no annotation")  # a programming error
 
 
 def _flat_record(hint: object) -> type[Record]:
@@ -236,29 +256,61 @@ def _keys(cls: type) -> frozenset[str]:
     return got
 
 
-def _check_keys(cls: type[Record], obj: object, path: str, allowed: frozenset[str],
-                required: frozenset[str]) -> Mapping[str, Any]:
-    if not isinstance(obj, dict):
-        raise RecordFormatError(path, cls._object_error.format(kind=_kind(obj)))
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise RecordFormatError(path, f"unknown field {str(unknown[0])[:60]!r}")
-    missing = sorted(required - set(obj))
-    if missing:
-        raise RecordFormatError(path, f"missing field {missing[0]!r}")
-    return obj
+_SHAPE: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _shape(cls: type[Record]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys an object of ``cls`` may hold and those it must hold, in declaration order."""
+    got = _SHAPE.get(cls)
+    if got is None:
+        fields = _fields(cls)
+        head = ("format",) if cls._format is not None else ()
+        required = head + tuple(f.keys[0] for f in fields if f.flat is None and not f.omit)
+        allowed = head + tuple(dict.fromkeys(
+            k for f in fields
+            for k in (sorted(_keys(f.flat)) if f.flat is not None else (f.keys[0],))))
+        got = _SHAPE[cls] = (allowed + cls._derived,
+                             tuple(dict.fromkeys(required)) + cls._derived)
+    return got
+
+
+_SIMPLE: dict[type, Callable[[Mapping[str, Any], str], dict[str, Any]] | None] = {}
+
+
+def _simple(cls: type[Record]) -> Callable[[Mapping[str, Any], str], dict[str, Any]] | None:
+    """The field reader of ``cls`` as straight-line code when every field sits under its own
+    key (no FLAT part, no dotted key), else None (compiled once)."""
+    if cls not in _SIMPLE:
+        fields = _fields(cls)
+        if all(f.flat is None and len(f.keys) == 1 for f in fields):
+            env: dict[str, Any] = {}
+            lines = ["def read(top, path):", "    return {"]
+            for i, f in enumerate(fields):
+                env[f"r{i}"] = f.read
+                k = f.keys[0]
+                got = f"r{i}(top[{k!r}], path + {'.' + k!r})"
+                lines.append(f"        {f.name!r}: {got} if {k!r} in top else None," if f.omit
+                             else f"        {f.name!r}: {got},")
+            lines.append("    }")
+            exec("\n".join(lines), env)  # the code built above from the class's own fields
+            _SIMPLE[cls] = env["read"]
+        else:
+            _SIMPLE[cls] = None
+    return _SIMPLE[cls]
 
 
 def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
-    fields = _fields(cls)
-    required = frozenset(f.keys[0] for f in fields if f.flat is None and not f.omit)
-    extra = frozenset(cls._derived) | ({"format"} if cls._format is not None else set())
-    top = _check_keys(cls, obj, path, _keys(cls) | extra, required | extra)
+    allowed, required = _shape(cls)
+    top = cls._object_of(obj, path, allowed, required)
     if cls._format is not None and top["format"] != cls._format:
         got = str(top["format"])
         got = got if len(got) <= 60 else got[:57] + "..."
         raise RecordFormatError(f"{path}.format",
                                 cls._format_error.format(want=cls._format, got=got))
+    simple = _simple(cls)
+    if simple is not None:  # the common case, read straight
+        return simple(top, path)
+    fields = _fields(cls)
     # the nested objects of dotted keys, each read strictly once
     nested: dict[tuple[str, ...], Mapping[str, Any]] = {}
     kwargs: dict[str, Any] = {}
@@ -271,22 +323,101 @@ def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
         for depth in range(1, len(f.keys)):
             prefix = f.keys[:depth]
             if prefix not in nested:
-                inner = {g.keys[depth] for g in fields if g.keys[:depth] == prefix}
-                nested[prefix] = _check_keys(cls, container[prefix[-1]],
-                                             ".".join((path, *prefix)),
-                                             frozenset(inner), frozenset(inner))
+                inner = tuple(dict.fromkeys(g.keys[depth] for g in fields
+                                            if g.keys[:depth] == prefix))
+                nested[prefix] = cls._object_of(container[prefix[-1]],
+                                                ".".join((path, *prefix)), inner, inner)
             container = nested[prefix]
         k = f.keys[-1]
         if k not in container:
             kwargs[f.name] = None  # an omittable field (a required one was refused above)
             continue
-        at = ".".join((path, *f.keys))
-        kwargs[f.name] = f.read(container[k], at) if f.read is not None else _read(
-            f.hint, container[k], at)
+        at = f"{path}.{k}" if len(f.keys) == 1 else ".".join((path, *f.keys))
+        kwargs[f.name] = f.read(container[k], at)
     return kwargs
 
 
+_WRITERS: dict[type, Callable[[Any], JsonObject]] = {}
+
+
+def _plain(hint: object) -> bool:
+    """Whether a value of ``hint`` is its own JSON (a string, a number, a boolean, null)."""
+    if typing.get_origin(hint) is Annotated:
+        return _plain(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        return all(_plain(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is Literal:
+        return True
+    return hint in (str, int, float, bool, type(None))
+
+
+def _compile_writer(cls: type[Record]) -> Callable[[Any], JsonObject]:
+    """The ``to_json`` of ``cls`` as straight-line code (what a hand-written one would be)."""
+    env: dict[str, Any] = {"_dump": _dump, "FORMAT": cls._format}
+    lines = ["def to_json(self):",
+             "    out = {}" if cls._format is None else "    out = {'format': FORMAT}"]
+    made: set[tuple[str, ...]] = set()
+    for i, f in enumerate(_fields(cls)):
+        value = f"self.{f.name}"
+        indent = "    "
+        if f.omit:
+            lines.append(f"    if {value} is not None:")
+            indent = "        "
+        if f.flat is not None:
+            lines.append(f"{indent}out.update({value}.to_json())")
+            continue
+        if f.write is not None:
+            env[f"w{i}"] = f.write
+            expr = f"w{i}({value})"
+        elif _plain(f.hint):
+            expr = value
+        elif isinstance(f.hint, type) and issubclass(f.hint, Record):
+            expr = f"{value}.to_json()"
+        else:
+            expr = f"_dump({value})"
+        target = "out"
+        for depth in range(1, len(f.keys)):
+            prefix = f.keys[:depth]
+            if prefix not in made:
+                made.add(prefix)
+                lines.append(f"{indent}{target}.setdefault({prefix[-1]!r}, {{}})")
+            target = f"{target}[{prefix[-1]!r}]"
+        lines.append(f"{indent}{target}[{f.keys[-1]!r}] = {expr}")
+    for name in cls._derived:
+        lines.append(f"    out[{name!r}] = _dump(self.{name})")
+    lines.append("    return out")
+    exec("\n".join(lines), env)  # the code built above from the class's own fields
+    writer: Callable[[Any], JsonObject] = env["to_json"]
+    return writer
+
+
+def _reader(hint: object) -> Reader:
+    """The reader of a value of type ``hint`` (its type looked at once, not on every read)."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Annotated:
+        found: Reader = next(a for a in hint.__metadata__ if callable(a))  # type: ignore[attr-defined]
+        return found
+    if hint in _SCALARS:
+        return _SCALARS[hint]
+    if origin in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+        inner = _reader(next(a for a in args if a is not type(None)))
+        return lambda value, path: None if value is None else inner(value, path)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        item = _reader(args[0])
+        return lambda value, path: tuple(item(v, f"{path}[{i}]")
+                                         for i, v in enumerate(read_list(value, path)))
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint.from_json
+    return lambda value, path: _read(hint, value, path)
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _dump(value: object) -> object:
+    if type(value) in _JSON_SCALARS:
+        return value
     if isinstance(value, Record) or hasattr(value, "to_json"):
         return value.to_json()  # a record, or a value with its own JSON form
     if isinstance(value, enum.Enum):
