@@ -348,7 +348,7 @@ def _plain(hint: object) -> bool:
         return all(_plain(a) for a in typing.get_args(hint))
     if typing.get_origin(hint) is Literal:
         return True
-    return hint in (str, int, float, bool, type(None))
+    return hint in (str, int, float, bool, type(None), Any)  # Any: open JSON, written as is
 
 
 def _compile_writer(cls: type[Record]) -> Callable[[Any], JsonObject]:
