@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runner.canonical import Record, key
+from runner.canonical import JsonRecord, key
 from runner.errors import AnalysisError
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class McNemarResult(Record):
+class McNemarResult(JsonRecord):
     """Discordant counts and the exact two-sided p-value.
 
     ``b_x`` counts pairs where only the first indicator is true, ``b_y`` where only the second is.

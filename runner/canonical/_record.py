@@ -2,7 +2,7 @@
 JSON and reads itself back strictly (docs/formats.md §1).
 
 Every stored, wire and report record of the runner (schedule rows, cell records, attempts, the
-lock, the analysis's results, ...) is a frozen dataclass deriving from :class:`Record`.
+lock, the analysis's results, ...) is a frozen dataclass deriving from :class:`JsonRecord`.
 ``to_json`` writes each field under its own name, records nested in records, tuples as arrays;
 ``from_json`` reads a document back by the fields' types with the strict field readers of
 :mod:`runner.canonical._fields`: a value that is not an object, an unknown or missing key, or a
@@ -27,8 +27,8 @@ A reader may also ride on the type: ``Annotated[str, read_digest]`` (:data:`Dige
 they say. ``Literal`` values, ``StrEnum`` members, records and open JSON (``JsonObject``,
 ``Mapping[str, Any]``, ``Any``) are read by their type too.
 
-A record class may set ``_path`` (the default path of :meth:`Record.from_json`) and override
-:meth:`Record._check` (invariants between fields, checked after reading, errors naming the path);
+A record class may set ``_path`` (the default path of :meth:`JsonRecord.from_json`) and override
+:meth:`JsonRecord._check` (invariants between fields, checked after reading, errors naming the path);
 a ``TypeError``/``ValueError`` of its constructor is reported at the record's path.
 
 JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
@@ -59,7 +59,7 @@ from runner.canonical._fields import (
     read_str,
 )
 
-__all__ = ["FLAT", "OMIT", "Count", "Digest", "NonEmptyStr", "Record", "at_least", "key", "spec"]
+__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key", "spec"]
 
 Reader = Callable[[Any, str], Any]
 Writer = Callable[[Any], Any]
@@ -124,12 +124,12 @@ class _Field:
     name: str
     hint: object
     omit: bool  # may be absent (left out when None)
-    flat: type[Record] | None
+    flat: type[JsonRecord] | None
     read: Reader  # the declared reader, or the one the type says
     write: Writer | None
 
 
-class Record:
+class JsonRecord:
     """A frozen dataclass that is one JSON object; see the module docstring."""
 
     __slots__ = ()
@@ -236,11 +236,11 @@ def _hint(cls: type, name: str) -> object:
     raise TypeError(f"{cls.__name__}.{name}: no annotation")  # a programming error
 
 
-def _flat_record(hint: object) -> type[Record]:
+def _flat_record(hint: object) -> type[JsonRecord]:
     """The record type of a ``FLAT`` field (``X`` or ``X | None``)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
     record = args[0]
-    if len(args) != 1 or not (isinstance(record, type) and issubclass(record, Record)):
+    if len(args) != 1 or not (isinstance(record, type) and issubclass(record, JsonRecord)):
         raise TypeError(f"a FLAT field must be a record or None, not {hint!r}")
     return record
 
@@ -259,7 +259,7 @@ def _keys(cls: type) -> frozenset[str]:
 _SHAPE: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _shape(cls: type[Record]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _shape(cls: type[JsonRecord]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The keys an object of ``cls`` may hold and those it must hold, in declaration order."""
     got = _SHAPE.get(cls)
     if got is None:
@@ -277,7 +277,7 @@ def _shape(cls: type[Record]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 _SIMPLE: dict[type, Callable[[Mapping[str, Any], str], dict[str, Any]] | None] = {}
 
 
-def _simple(cls: type[Record]) -> Callable[[Mapping[str, Any], str], dict[str, Any]] | None:
+def _simple(cls: type[JsonRecord]) -> Callable[[Mapping[str, Any], str], dict[str, Any]] | None:
     """The field reader of ``cls`` as straight-line code when every field sits under its own
     key (no FLAT part, no dotted key), else None (compiled once)."""
     if cls not in _SIMPLE:
@@ -299,7 +299,7 @@ def _simple(cls: type[Record]) -> Callable[[Mapping[str, Any], str], dict[str, A
     return _SIMPLE[cls]
 
 
-def _read_fields(cls: type[Record], obj: object, path: str) -> dict[str, Any]:
+def _read_fields(cls: type[JsonRecord], obj: object, path: str) -> dict[str, Any]:
     allowed, required = _shape(cls)
     top = cls._object_of(obj, path, allowed, required)
     if cls._format is not None and top["format"] != cls._format:
@@ -351,7 +351,7 @@ def _plain(hint: object) -> bool:
     return hint in (str, int, float, bool, type(None), Any)  # Any: open JSON, written as is
 
 
-def _compile_writer(cls: type[Record]) -> Callable[[Any], JsonObject]:
+def _compile_writer(cls: type[JsonRecord]) -> Callable[[Any], JsonObject]:
     """The ``to_json`` of ``cls`` as straight-line code (what a hand-written one would be)."""
     env: dict[str, Any] = {"_dump": _dump, "FORMAT": cls._format}
     lines = ["def to_json(self):",
@@ -371,7 +371,7 @@ def _compile_writer(cls: type[Record]) -> Callable[[Any], JsonObject]:
             expr = f"w{i}({value})"
         elif _plain(f.hint):
             expr = value
-        elif isinstance(f.hint, type) and issubclass(f.hint, Record):
+        elif isinstance(f.hint, type) and issubclass(f.hint, JsonRecord):
             expr = f"{value}.to_json()"
         else:
             expr = f"_dump({value})"
@@ -407,7 +407,7 @@ def _reader(hint: object) -> Reader:
         item = _reader(args[0])
         return lambda value, path: tuple(item(v, f"{path}[{i}]")
                                          for i, v in enumerate(read_list(value, path)))
-    if isinstance(hint, type) and issubclass(hint, Record):
+    if isinstance(hint, type) and issubclass(hint, JsonRecord):
         return hint.from_json
     return lambda value, path: _read(hint, value, path)
 
@@ -418,7 +418,7 @@ _JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 def _dump(value: object) -> object:
     if type(value) in _JSON_SCALARS:
         return value
-    if isinstance(value, Record) or hasattr(value, "to_json"):
+    if isinstance(value, JsonRecord) or hasattr(value, "to_json"):
         return value.to_json()  # a record, or a value with its own JSON form
     if isinstance(value, enum.Enum):
         return value.value

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import Record, canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes
 from runner.control._conditions import StopCondition
 from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason, ToolCall, display
 
@@ -27,7 +27,7 @@ GuardRule = Callable[[ToolCall, RunState], "Stop | tuple[StopReason, str] | None
 
 
 @dataclass(frozen=True)
-class SideEffectRule(Record):
+class SideEffectRule(JsonRecord):
     """How one side-effect tool is guarded."""
 
     amount_arg: str | None = None  # the argument holding the amount, if any

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runner.canonical import Record
+from runner.canonical import JsonRecord
 from runner.control._types import RunState, StepRecord, Stop, StopReason, display
 
 __all__ = ["HandoffPackage", "build_handoff"]
@@ -15,7 +15,7 @@ _MAX_FOUND = 8
 
 
 @dataclass(frozen=True)
-class HandoffPackage(Record):
+class HandoffPackage(JsonRecord):
     """What was asked, what was done, what was found, and the one question for a human."""
 
     run_id: str

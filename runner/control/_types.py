@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from runner.canonical import Record, canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes
 from runner.errors import FormatError
 
 __all__ = [
@@ -207,7 +207,7 @@ def _empty(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class ToolResult(Record):
+class ToolResult(JsonRecord):
     """What a tool returned. ``fatal`` marks an unrecoverable failure (ends as ``tool_error``)."""
 
     ok: bool = True
@@ -283,7 +283,7 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class PredicateReport(Record):
+class PredicateReport(JsonRecord):
     """What a stopping rule or finish check found: satisfied and missing predicate names.
 
     ``escalate`` (a question) means the check demands a human (e.g. two sources disagree).
@@ -313,7 +313,7 @@ class PredicateReport(Record):
 
 
 @dataclass(frozen=True)
-class Directive(Record):
+class Directive(JsonRecord):
     """What the model is told before its next call: the checks still missing, and why the last
     reply was not accepted."""
 
@@ -340,7 +340,7 @@ class Fact:
 
 
 @dataclass(frozen=True)
-class Remaining(Record):
+class Remaining(JsonRecord):
     """What is left of a run's budget before the next model call (None: no such limit).
 
     ``decide`` reads it as ``state.remaining`` to plan within what is left."""

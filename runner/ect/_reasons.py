@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
-from runner.canonical import Record
+from runner.canonical import JsonRecord
 from runner.ect._errors import WireFormatError
 
 __all__ = ["CHECK_FAMILIES", "REASON_CODES", "Decision", "Reason"]
@@ -78,7 +78,7 @@ REASON_CODES: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Reason(Record):
+class Reason(JsonRecord):
     """One failing check: ``family.name`` code, the slot it concerns (or ``None``), a detail."""
 
     code: str
@@ -106,7 +106,7 @@ class Reason(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Decision(Record):
+class Decision(JsonRecord):
     """The verifier's answer. ``bool(decision)`` is True iff it is ``complete``.
 
     ``missing_slots`` lists the required slots that are not satisfied: no claim, or a claim

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
 
-from runner.canonical import JsonObject, Record, RecordFormatError, is_digest
+from runner.canonical import JsonObject, JsonRecord, RecordFormatError, is_digest
 from runner.canonical import spec as field_spec
 from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import check_params, is_iso_date
@@ -234,8 +234,8 @@ def _str_tuple(obj: Any, path: str) -> tuple[str, ...]:
 # --- the wire record ------------------------------------------------------------------------
 
 
-class _Wire(Record):
-    """A wire object: :class:`runner.canonical.Record` with the wire's own errors
+class _Wire(JsonRecord):
+    """A wire object: :class:`runner.canonical.JsonRecord` with the wire's own errors
     (:class:`WireFormatError`; the first unknown key in the object's order, the first missing
     one in the declaration's)."""
 

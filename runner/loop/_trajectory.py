@@ -31,8 +31,8 @@ from typing import Annotated
 from runner.canonical import (
     Count,
     JsonObject,
+    JsonRecord,
     JsonValue,
-    Record,
     RecordFormatError,
     canonical_bytes,
     read_object,
@@ -96,7 +96,7 @@ ToolCallFn = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 
 
 @dataclass(frozen=True)
-class StopRules(Record):
+class StopRules(JsonRecord):
     """Stop controls beyond the paper's protocol, each off unless set (the frozen study's choice).
 
     The ECT paper's closed loop has two limits only: four decisions and three additional tool
@@ -185,7 +185,7 @@ _PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = ("complete", "continue", "stuc
 
 
 @dataclass(frozen=True, slots=True)
-class PipelineJudgement(Record):
+class PipelineJudgement(JsonRecord):
     """A pipeline's answer to one finish as a decision record keeps it: its decision, reason
     codes, directive and number of model calls (the critics' provider results are audited
     apart, in the cell's audit group)."""
@@ -222,7 +222,7 @@ def _reason(obj: object, path: str) -> Reason:
 
 
 @dataclass(frozen=True, slots=True)
-class DecisionRecord(Record):
+class DecisionRecord(JsonRecord):
     """One planner decision as recorded in the result (deterministic fields only).
 
     ``action`` is the planner's action (it owns its JSON form), ``verdict`` what became of it

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from runner.canonical import Record, RecordFormatError, read_str
+from runner.canonical import JsonRecord, RecordFormatError, read_str
 from runner.errors import ExitCategory, ProviderError
 
 __all__ = [
@@ -99,7 +99,7 @@ def _read_kind(value: object, path: str) -> str:
 
 
 @dataclass(frozen=True)
-class ProviderFailure(Record):
+class ProviderFailure(JsonRecord):
     """Why a provider call produced no usable response. Never contains the credential.
 
     ``kind`` is a key of :data:`FAILURE_KINDS`; ``error_class`` names the foreign exception class

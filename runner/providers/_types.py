@@ -1,6 +1,6 @@
 """The typed provider interface: requests, responses, attempt records, results (docs/providers.md).
 
-Every value here is a frozen dataclass with ``to_json()`` (a :class:`runner.canonical.Record`:
+Every value here is a frozen dataclass with ``to_json()`` (a :class:`runner.canonical.JsonRecord`:
 its fields are declared once); the JSON forms are what the attempt journal and the store keep.
 Each record also reads what it writes: ``from_json`` is strict
 (every field present, nothing extra, each of its JSON type), raises
@@ -19,8 +19,8 @@ from runner.canonical import (
     OMIT,
     Count,
     Digest,
+    JsonRecord,
     NonEmptyStr,
-    Record,
     RecordFormatError,
     canonical_bytes,
     spec,
@@ -48,7 +48,7 @@ __all__ = [
 Role = Literal["user", "model"]
 
 @dataclass(frozen=True)
-class GenerationConfig(Record):
+class GenerationConfig(JsonRecord):
     """Sampling parameters; frozen in the study lock."""
 
     temperature: float
@@ -76,7 +76,7 @@ class GenerationConfig(Record):
 
 
 @dataclass(frozen=True)
-class ToolDecl(Record):
+class ToolDecl(JsonRecord):
     """A function the model may call; ``parameters`` is a JSON schema object."""
 
     _path = "tool"
@@ -86,7 +86,7 @@ class ToolDecl(Record):
     parameters: Mapping[str, Any]
 
 @dataclass(frozen=True)
-class FunctionCall(Record):
+class FunctionCall(JsonRecord):
     _path = "function_call"
 
     name: str
@@ -95,7 +95,7 @@ class FunctionCall(Record):
 
 
 @dataclass(frozen=True)
-class FunctionResponse(Record):
+class FunctionResponse(JsonRecord):
     _path = "function_response"
 
     name: str
@@ -104,7 +104,7 @@ class FunctionResponse(Record):
 
 
 @dataclass(frozen=True)
-class Part(Record):
+class Part(JsonRecord):
     """Exactly one of ``text``, ``function_call``, ``function_response``."""
 
     _path = "part"
@@ -142,7 +142,7 @@ class Part(Record):
 
 
 @dataclass(frozen=True)
-class Message(Record):
+class Message(JsonRecord):
     """One turn of the conversation.
 
     ``native`` is the provider's own object for a model turn (a google-genai ``Content`` with its
@@ -168,7 +168,7 @@ class Message(Record):
         return cls("user", (Part.of_text(text),))
 
 @dataclass(frozen=True)
-class ProviderRequest(Record):
+class ProviderRequest(JsonRecord):
     """A typed request. ``metadata`` carries cell_id, seed, ... and never the credential."""
 
     _path = "request"
@@ -198,7 +198,7 @@ class ProviderRequest(Record):
 
 
 @dataclass(frozen=True)
-class Usage(Record):
+class Usage(JsonRecord):
     _path = "usage"
 
     input_tokens: Count = 0
@@ -213,7 +213,7 @@ class Usage(Record):
         )
 
 @dataclass(frozen=True)
-class ProviderResponse(Record):
+class ProviderResponse(JsonRecord):
     """A parsed response; ``message`` is what the caller appends to the history."""
 
     _path = "response"
@@ -235,7 +235,7 @@ VOLATILE_ATTEMPT_FIELDS = ("attempt_id", "started_utc", "ended_utc", "latency_s"
 
 
 @dataclass(frozen=True)
-class AttemptRecord(Record):
+class AttemptRecord(JsonRecord):
     """One HTTP attempt (or one simulated exchange). ``ended_utc`` is None while in flight.
 
     ``request_sha256``/``response_sha256`` are ``"sha256:" + hex(sha256(raw bytes))`` of the
@@ -278,7 +278,7 @@ class RawExchange:
 
 
 @dataclass(frozen=True)
-class ProviderResult(Record):
+class ProviderResult(JsonRecord):
     """Exactly one of ``response``/``failure`` is set; ``attempts`` and ``raw`` align 1:1."""
 
     response: ProviderResponse | None

@@ -18,8 +18,8 @@ from runner.canonical import (
     Count,
     Digest,
     JsonObject,
+    JsonRecord,
     NonEmptyStr,
-    Record,
     RecordFormatError,
     at_least,
     atomic_write,
@@ -156,7 +156,7 @@ def _object(obj: object, path: str) -> dict[str, object]:
 
 
 @dataclass(frozen=True, slots=True)
-class LockedGeneration(Record):
+class LockedGeneration(JsonRecord):
     """The frozen generation config, retry policy, price table and protocol budget, as locked
     (the lock's ``generation``)."""
 
@@ -198,7 +198,7 @@ def generation_config(spec: StudySpec) -> LockedGeneration:
 
 
 @dataclass(frozen=True, slots=True)
-class FilePin(Record):
+class FilePin(JsonRecord):
     """A file the lock pins: its name beside the spec and the sha256 of its bytes."""
 
     file: NonEmptyStr
@@ -206,7 +206,7 @@ class FilePin(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulePin(Record):
+class SchedulePin(JsonRecord):
     """The schedule file the lock pins, with its number of rows."""
 
     file: NonEmptyStr
@@ -215,7 +215,7 @@ class SchedulePin(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class StudyLock(Record):
+class StudyLock(JsonRecord):
     """The study lock (``<spec>.lock.json``, format ``ect.lock/1``) as a typed, frozen record.
 
     :meth:`to_json` gives the lock document exactly as it is written (its canonical bytes are

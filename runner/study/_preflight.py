@@ -32,8 +32,8 @@ from runner.canonical import (
     Count,
     Digest,
     JsonObject,
+    JsonRecord,
     NonEmptyStr,
-    Record,
     RecordFormatError,
     digest,
     key,
@@ -85,14 +85,14 @@ def _probes(value: object, path: str) -> str:
 
 
 @dataclass(frozen=True)
-class PreflightCheck(Record):
+class PreflightCheck(JsonRecord):
     name: NonEmptyStr
     ok: bool
     detail: str
 
 
 @dataclass(frozen=True)
-class ProviderChoice(Record):
+class ProviderChoice(JsonRecord):
     """Which provider a run uses; the credential is named (a path or a variable name, never
     its value), never held here."""
 
@@ -110,7 +110,7 @@ class ProviderChoice(Record):
         return is_simulated(self.name)
 
 @dataclass
-class PreflightReport(Record):
+class PreflightReport(JsonRecord):
     """What preflight found. :meth:`to_json` is the report document (stored as the run's
     ``preflight_blob``; its digest is the header's ``preflight_digest``); :meth:`from_json` reads
     that document back strictly. ``spec``, ``rows``, ``lock`` and ``credential`` are the run's

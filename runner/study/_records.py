@@ -22,9 +22,9 @@ from runner.canonical import (
     Count,
     Digest,
     JsonObject,
+    JsonRecord,
     JsonValue,
     NonEmptyStr,
-    Record,
     RecordFormatError,
     at_least,
     digest,
@@ -60,7 +60,7 @@ def _number(value: object, path: str) -> int | float:
 
 
 @dataclass(frozen=True, slots=True)
-class ScheduleRow(Record):
+class ScheduleRow(JsonRecord):
     """One row of the canonical schedule: which cell to run, with which derived seed."""
 
     DIGEST_DOMAIN: ClassVar[str] = "ect/schedule-row/v1"
@@ -83,7 +83,7 @@ class ScheduleRow(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class CellResult(Record):
+class CellResult(JsonRecord):
     """What one cell did: its outcome, stop, decisions and evidence; ``latency_s`` (the only
     wall-clock field besides the outcome's) is left out of the result digest."""
 
@@ -119,7 +119,7 @@ class CellResult(Record):
         return digest("ect/record/v1", self.deterministic_json())
 
 @dataclass(frozen=True, slots=True)
-class RawExchangeRef(Record):
+class RawExchangeRef(JsonRecord):
     """One attempt's raw request and response bytes, by blob digest."""
 
     request: Digest
@@ -127,7 +127,7 @@ class RawExchangeRef(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class AuditFailure(Record):
+class AuditFailure(JsonRecord):
     """Why an audited call failed: the provider's failure (as ``ProviderFailure.to_json`` wrote
     it), its class and the role of the call (``class`` and ``role`` are absent, ``None``, in a
     store written before the audit recorded them; :meth:`to_json` then leaves them out too)."""
@@ -159,7 +159,7 @@ class AuditFailure(Record):
         return self.kind if self.kind in FAILURE_KINDS else "sdk_error"
 
 @dataclass(frozen=True, slots=True)
-class AuditCall(Record):
+class AuditCall(JsonRecord):
     """One audited model call: the digest of its canonical request, every attempt, the raw
     exchanges and, when it succeeded, the adapter's parsed response (a blob digest). Each
     attempt is the provider's :class:`~runner.providers.AttemptRecord`, written and read by its
@@ -178,7 +178,7 @@ class AuditCall(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class AuditGroup(Record):
+class AuditGroup(JsonRecord):
     """The audit of one cell: the provider and model of its first attempt, and every call."""
 
     _path = "audit"
@@ -195,7 +195,7 @@ class AuditGroup(Record):
         return {(a.provider, a.model, a.simulated) for call in self.calls for a in call.attempts}
 
 @dataclass(frozen=True, slots=True)
-class CellRecord(Record):
+class CellRecord(JsonRecord):
     """The body of one committed cell in the run store.
 
     :meth:`from_json` also checks the record against itself: the row and cell id agree with the
@@ -263,7 +263,7 @@ def _same(got: object, want: object, path: str, what: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class RunHeader(Record):
+class RunHeader(JsonRecord):
     """The study's part of a run store's header (record 0): what the store was run under.
 
     ``run`` writes it once (:meth:`to_json` is what ``Store.create`` receives); resume, export,

@@ -25,7 +25,7 @@ from runner.canonical import (
     MAX_TOML_BYTES,
     Count,
     JsonObject,
-    Record,
+    JsonRecord,
     loads_toml,
     raw_digest,
     read_bounded,
@@ -73,7 +73,7 @@ class FastPathInvariantBroken(StudyError):
 
 
 @dataclass(frozen=True, slots=True)
-class CheckAblation(Record):
+class CheckAblation(JsonRecord):
     """One prespecified single-check ablation of ECT: a row of the ECT paper's Table 3.
 
     ``removes`` is what ``runner.policies.decide_static(..., ablate=...)`` switches off: the
@@ -407,7 +407,7 @@ class StaticRun:
 
 
 @dataclass(frozen=True, slots=True)
-class StaticDecisionRow(Record):
+class StaticDecisionRow(JsonRecord):
     """One static decision (a snapshot decided by one arm, under one ablation or none): the row
     ``runner.analysis.analyse_static`` counts and ``decisions.jsonl`` lists. ``ablate`` is ``""`` without one."""
 

@@ -1,4 +1,4 @@
-"""The one record mechanism (runner.canonical.Record): fields declared once, JSON derived both
+"""The one record mechanism (runner.canonical.JsonRecord): fields declared once, JSON derived both
 ways, read strictly with errors naming the path."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from runner.canonical import (
     FLAT,
     OMIT,
     JsonObject,
-    Record,
+    JsonRecord,
     RecordFormatError,
     canonical_bytes,
     read_digest,
@@ -28,7 +28,7 @@ class Colour(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Inner(Record):
+class Inner(JsonRecord):
     _path = "inner"
 
     n: int
@@ -36,13 +36,13 @@ class Inner(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Part(Record):
+class Part(JsonRecord):
     a: int
     b: str
 
 
 @dataclass(frozen=True, slots=True)
-class Outer(Record):
+class Outer(JsonRecord):
     _path = "outer"
 
     name: str
