@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from runner.canonical import JsonRecord, key
 from runner.errors import AnalysisError
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class McNemarResult:
+class McNemarResult(JsonRecord):
     """Discordant counts and the exact two-sided p-value.
 
     ``b_x`` counts pairs where only the first indicator is true, ``b_y`` where only the second is.
@@ -47,10 +48,8 @@ class McNemarResult:
     b_x: int
     b_y: int
     n_pairs: int
-    p_value: float
+    p_value: float = field(metadata=key("p"))
 
-    def to_json(self) -> dict[str, object]:
-        return {"b_x": self.b_x, "b_y": self.b_y, "n_pairs": self.n_pairs, "p": self.p_value}
 
 
 @dataclass(frozen=True)

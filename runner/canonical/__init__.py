@@ -30,19 +30,37 @@ from runner.canonical._read import (
     loads_toml,
     read_bounded,
 )
+from runner.canonical._record import (
+    FLAT,
+    OMIT,
+    Count,
+    Digest,
+    JsonRecord,
+    NonEmptyStr,
+    at_least,
+    key,
+    spec,
+)
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
 
 __all__ = [
     "DOMAINS",
+    "FLAT",
     "MAX_DEPTH",
     "MAX_INPUT_BYTES",
     "MAX_TOML_BYTES",
+    "OMIT",
+    "Count",
+    "Digest",
     "Domain",
     "Hook",
     "InputRefused",
     "JsonObject",
+    "JsonRecord",
     "JsonValue",
+    "NonEmptyStr",
     "RecordFormatError",
+    "at_least",
     "atomic_write",
     "atomic_write_all",
     "canonical_bytes",
@@ -51,6 +69,7 @@ __all__ = [
     "digest_bytes",
     "fsync_dir",
     "is_digest",
+    "key",
     "load_strict_file",
     "loads_strict",
     "loads_toml",
@@ -67,4 +86,5 @@ __all__ = [
     "read_opt_object",
     "read_opt_str",
     "read_str",
+    "spec",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes
 from runner.control._conditions import StopCondition
 from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason, ToolCall, display
 
@@ -27,7 +27,7 @@ GuardRule = Callable[[ToolCall, RunState], "Stop | tuple[StopReason, str] | None
 
 
 @dataclass(frozen=True)
-class SideEffectRule:
+class SideEffectRule(JsonRecord):
     """How one side-effect tool is guarded."""
 
     amount_arg: str | None = None  # the argument holding the amount, if any
@@ -40,11 +40,6 @@ class SideEffectRule:
         if (self.max_amount is not None or self.escalate_above is not None) and not self.amount_arg:
             raise ValueError("SideEffectRule: an amount limit needs amount_arg")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"amount_arg": self.amount_arg, "max_amount": self.max_amount,
-                "escalate_above": self.escalate_above,
-                "requires_approval": self.requires_approval,
-                "idempotency_arg": self.idempotency_arg}
 
 
 def _key_of(call: ToolCall, rule: SideEffectRule) -> str | None:

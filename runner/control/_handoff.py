@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runner.canonical import JsonRecord
 from runner.control._types import RunState, StepRecord, Stop, StopReason, display
 
 __all__ = ["HandoffPackage", "build_handoff"]
@@ -14,7 +15,7 @@ _MAX_FOUND = 8
 
 
 @dataclass(frozen=True)
-class HandoffPackage:
+class HandoffPackage(JsonRecord):
     """What was asked, what was done, what was found, and the one question for a human."""
 
     run_id: str
@@ -45,19 +46,6 @@ class HandoffPackage:
         lines += [f"- {f}" for f in self.found] or ["- nothing yet"]
         return "\n".join(lines) + "\n"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "stop_reason": str(self.stop_reason),
-            "stop_detail": self.stop_detail,
-            "asked": self.asked,
-            "done": list(self.done),
-            "found": list(self.found),
-            "question": self.question,
-            "steps": self.steps,
-            "tool_calls": self.tool_calls,
-            "cost_usd": self.cost_usd,
-        }
 
 
 def _default_question(stop: Stop) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes
 from runner.errors import FormatError
 
 __all__ = [
@@ -207,7 +207,7 @@ def _empty(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class ToolResult(JsonRecord):
     """What a tool returned. ``fatal`` marks an unrecoverable failure (ends as ``tool_error``)."""
 
     ok: bool = True
@@ -237,15 +237,6 @@ class ToolResult:
         if self.empty:
             return "empty"
         return display(self.data, 80)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "data": self.data,
-            "error": self.error,
-            "fatal": self.fatal,
-            "cost_usd": self.cost_usd,
-        }
 
 
 StepKind = Literal["tool", "deduplicated", "finish_rejected", "invalid"]
@@ -292,7 +283,7 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class PredicateReport:
+class PredicateReport(JsonRecord):
     """What a stopping rule or finish check found: satisfied and missing predicate names.
 
     ``escalate`` (a question) means the check demands a human (e.g. two sources disagree).
@@ -320,19 +311,13 @@ class PredicateReport:
             return cls(satisfied=(name,)) if value else cls(missing=(name,))
         raise TypeError(f"a check must return bool or PredicateReport, got {type(value).__name__}")
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "satisfied": list(self.satisfied),
-            "missing": list(self.missing),
-            "escalate": self.escalate,
-            "detail": self.detail,
-        }
-
 
 @dataclass(frozen=True)
-class Directive:
+class Directive(JsonRecord):
     """What the model is told before its next call: the checks still missing, and why the last
     reply was not accepted."""
+
+    _derived = ("text",)
 
     missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -343,9 +328,6 @@ class Directive:
         if self.missing:
             parts.append("Not done yet. Still missing: " + ", ".join(self.missing) + ".")
         return " ".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"missing": list(self.missing), "notes": list(self.notes), "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -358,7 +340,7 @@ class Fact:
 
 
 @dataclass(frozen=True)
-class Remaining:
+class Remaining(JsonRecord):
     """What is left of a run's budget before the next model call (None: no such limit).
 
     ``decide`` reads it as ``state.remaining`` to plan within what is left."""
@@ -367,10 +349,6 @@ class Remaining:
     tokens: int | None
     cost_usd: float | None
     seconds: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "tokens": self.tokens, "cost_usd": self.cost_usd,
-                "seconds": self.seconds}
 
 
 @dataclass(eq=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
+from runner.canonical import JsonRecord
 from runner.ect._errors import WireFormatError
 
 __all__ = ["CHECK_FAMILIES", "REASON_CODES", "Decision", "Reason"]
@@ -77,7 +78,7 @@ REASON_CODES: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Reason:
+class Reason(JsonRecord):
     """One failing check: ``family.name`` code, the slot it concerns (or ``None``), a detail."""
 
     code: str
@@ -89,7 +90,8 @@ class Reason:
         return self.code.split(".", 1)[0]
 
     @classmethod
-    def from_json(cls, obj: Any, path: str = "reason") -> Self:
+    def from_json(cls, obj: Any, path: str | None = "reason") -> Self:
+        path = path or "reason"
         if not isinstance(obj, dict) or set(obj) != {"code", "slot", "detail"}:
             raise WireFormatError(path, "expected an object with exactly code, slot, detail")
         code, slot, detail = obj["code"], obj["slot"], obj["detail"]
@@ -101,12 +103,10 @@ class Reason:
             raise WireFormatError(f"{path}.detail", "expected a string")
         return cls(code=code, slot=slot, detail=detail)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "slot": self.slot, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(JsonRecord):
     """The verifier's answer. ``bool(decision)`` is True iff it is ``complete``.
 
     ``missing_slots`` lists the required slots that are not satisfied: no claim, or a claim
@@ -141,7 +141,8 @@ class Decision:
         return tuple(r.code for r in self.reasons)
 
     @classmethod
-    def from_json(cls, obj: Any, path: str = "decision") -> Self:
+    def from_json(cls, obj: Any, path: str | None = "decision") -> Self:
+        path = path or "decision"
         if not isinstance(obj, dict) or set(obj) != {"decision", "reasons", "missing_slots"}:
             raise WireFormatError(
                 path, "expected an object with exactly decision, reasons, missing_slots"
@@ -164,9 +165,3 @@ class Decision:
         except ValueError as e:
             raise WireFormatError(path, str(e)) from None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "reasons": [r.to_json() for r in self.reasons],
-            "missing_slots": list(self.missing_slots),
-        }

@@ -12,12 +12,15 @@ The field names and the ``format`` strings below are part of the wire format
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from runner.canonical import is_digest
+from runner.canonical import JsonObject, JsonRecord, RecordFormatError, is_digest
+from runner.canonical import spec as field_spec
 from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import check_params, is_iso_date
 
@@ -221,13 +224,6 @@ def _json(obj: Any, path: str, depth: int = 0) -> Any:
     raise WireFormatError(path, f"not a JSON value ({type(obj).__name__})")
 
 
-def _format(obj: dict[str, Any], path: str, expected: str) -> None:
-    if obj["format"] != expected:
-        raise WireFormatError(
-            f"{path}.format", f"unsupported format {_short(obj['format'])!r}, expected {expected!r}"
-        )
-
-
 def _str_tuple(obj: Any, path: str) -> tuple[str, ...]:
     items = _list(obj, path)
     if not items:
@@ -235,51 +231,123 @@ def _str_tuple(obj: Any, path: str) -> tuple[str, ...]:
     return tuple(_nonempty_str(v, f"{path}[{i}]") for i, v in enumerate(items))
 
 
+# --- the wire record ------------------------------------------------------------------------
+
+
+class _Wire(JsonRecord):
+    """A wire object: :class:`runner.canonical.JsonRecord` with the wire's own errors
+    (:class:`WireFormatError`; the first unknown key in the object's order, the first missing
+    one in the declaration's)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _object_of(cls, obj: object, path: str, allowed: tuple[str, ...],
+                   required: tuple[str, ...]) -> Mapping[str, Any]:
+        return _fields(obj, path, required, _optional(allowed, required))
+
+    @classmethod
+    def _read_json(cls, obj: object, path: str, **given: Any) -> Self:
+        try:
+            return super()._read_json(obj, path, **given)
+        except RecordFormatError as e:
+            raise WireFormatError(e.path, e.problem) from None
+
+
+@functools.cache
+def _optional(allowed: tuple[str, ...], required: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys allowed but not required."""
+    return tuple(k for k in allowed if k not in required)
+
+
+def _object(obj: Any, path: str) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise WireFormatError(path, f"expected an object, got {_tname(obj)}")
+    checked: dict[str, Any] = _json(obj, path)
+    return checked
+
+
+def _nonneg(obj: Any, path: str) -> int:
+    return _int(obj, path, minimum=0)
+
+
+def _tolerance(obj: Any, path: str) -> int | float:
+    tol = _number(obj, path)
+    if tol < 0:
+        raise WireFormatError(path, "must be >= 0")
+    return tol
+
+
+def _slot_names(obj: Any, path: str) -> tuple[str, ...]:
+    slots = _list(obj, path)
+    if not slots:
+        raise WireFormatError(path, "must not be empty")
+    names = tuple(_ident(s, f"{path}[{i}]") for i, s in enumerate(slots))
+    if len(set(names)) != len(names):
+        raise WireFormatError(path, "duplicate slot name")
+    return names
+
+
+def _transforms(obj: Any, path: str) -> tuple[Transform, ...]:
+    raw = _list(obj, path)
+    if not raw:
+        raise WireFormatError(path, "must not be empty")
+    out = []
+    for i, t in enumerate(raw):
+        tr = Transform.from_json(t, f"{path}[{i}]")
+        try:
+            check_params(tr.op, tr.params)
+        except ReplayError as e:
+            raise WireFormatError(f"{path}[{i}]", e.detail) from None
+        out.append(tr)
+    return tuple(out)
+
+
+def _dates(obj: Any, path: str) -> DateRange | tuple[str, ...]:
+    if isinstance(obj, list):
+        if not obj:
+            raise WireFormatError(path, "must not be empty")
+        return tuple(_date(v, f"{path}[{i}]") for i, v in enumerate(obj))
+    if isinstance(obj, dict):
+        return DateRange.from_json(obj, path)
+    raise WireFormatError(path, f"expected an object or an array, got {_tname(obj)}")
+
+
+def _exec_status(obj: Any, path: str) -> str:
+    return _enum(obj, path, ("ok", "error"))
+
+
+def _validation(obj: Any, path: str) -> str:
+    return _enum(obj, path, ("valid", "invalid"))
+
+
+Ident = Annotated[str, _ident]
+WireDigest = Annotated[str, _digest_str]
+Date = Annotated[str, _date]
+NonEmpty = Annotated[str, _nonempty_str]
+StrList = Annotated[tuple[str, ...], _str_tuple]
+Checked = Annotated[Value, check_value]
+
+
 # --- descriptor and contract -----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Descriptor:
+class Descriptor(_Wire):
     """The frozen task descriptor; its digest is the *descriptor digest* (docs/formats.md)."""
 
-    task_id: str
-    family: str
-    world_id: str
-    parameters: dict[str, Any]
-    required_slots: tuple[str, ...]
+    _path = "descriptor"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "descriptor") -> Self:
-        d = _fields(obj, path, ("task_id", "family", "world_id", "parameters", "required_slots"))
-        params = d["parameters"]
-        if not isinstance(params, dict):
-            raise WireFormatError(f"{path}.parameters", f"expected an object, got {_tname(params)}")
-        slots = _list(d["required_slots"], f"{path}.required_slots")
-        if not slots:
-            raise WireFormatError(f"{path}.required_slots", "must not be empty")
-        names = tuple(_ident(s, f"{path}.required_slots[{i}]") for i, s in enumerate(slots))
-        if len(set(names)) != len(names):
-            raise WireFormatError(f"{path}.required_slots", "duplicate slot name")
-        return cls(
-            task_id=_ident(d["task_id"], f"{path}.task_id"),
-            family=_ident(d["family"], f"{path}.family"),
-            world_id=_ident(d["world_id"], f"{path}.world_id"),
-            parameters=_json(params, f"{path}.parameters"),
-            required_slots=names,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "family": self.family,
-            "world_id": self.world_id,
-            "parameters": _json(self.parameters, "descriptor.parameters"),
-            "required_slots": list(self.required_slots),
-        }
+    task_id: Ident
+    family: Ident
+    world_id: Ident
+    parameters: Annotated[dict[str, Any], _object] = field(metadata=field_spec(
+        write=lambda v: _json(v, "descriptor.parameters")))
+    required_slots: Annotated[tuple[str, ...], _slot_names]
 
 
 @dataclass(frozen=True, slots=True)
-class Transform:
+class Transform(_Wire):
     """One op of the closed transform language with its exact params (docs/formats.md §7).
 
     ``from_json`` checks the shape only (``op`` a string, ``params`` an object); whether the
@@ -287,399 +355,184 @@ class Transform:
     (contracts check it at parse time; for certificates the verifier reports it as a reason).
     """
 
-    op: str
-    params: dict[str, Any] = field(default_factory=dict)
+    _path = "transform"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "transform") -> Self:
-        d = _fields(obj, path, ("op", "params"))
-        op = _nonempty_str(d["op"], f"{path}.op")
-        params = d["params"]
-        if not isinstance(params, dict):
-            raise WireFormatError(f"{path}.params", f"expected an object, got {_tname(params)}")
-        return cls(op=op, params=_json(params, f"{path}.params"))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "params": _json(self.params, "transform.params")}
+    op: NonEmpty
+    params: Annotated[dict[str, Any], _object] = field(default_factory=dict, metadata=field_spec(
+        write=lambda v: _json(v, "transform.params")))
 
 
 @dataclass(frozen=True, slots=True)
-class DateRange:
+class DateRange(_Wire):
     """An inclusive range of ISO dates."""
 
-    start: str
-    end: str
+    _path = "dates"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "dates") -> Self:
-        d = _fields(obj, path, ("start", "end"))
-        start = _date(d["start"], f"{path}.start")
-        end = _date(d["end"], f"{path}.end")
-        if start > end:
+    start: Date
+    end: Date
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if self.start > self.end:
             raise WireFormatError(path, "start is after end")
-        return cls(start=start, end=end)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end}
 
     def __contains__(self, day: object) -> bool:
         return isinstance(day, str) and self.start <= day <= self.end
 
 
+_OPT: dict[str, bool] = {"omit": True}
+
+
 @dataclass(frozen=True, slots=True)
-class ContractScope:
+class ContractScope(_Wire):
     """Which receipts a slot may cite. ``None`` (key absent on the wire) does not constrain."""
 
-    entity: tuple[str, ...] | None = None
-    attribute: tuple[str, ...] | None = None
-    level: tuple[str, ...] | None = None
-    dates: DateRange | tuple[str, ...] | None = None
+    _path = "scope"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "scope") -> Self:
-        d = _fields(obj, path, (), ("entity", "attribute", "level", "dates"))
-        dates: DateRange | tuple[str, ...] | None = None
-        if "dates" in d:
-            raw = d["dates"]
-            if isinstance(raw, list):
-                if not raw:
-                    raise WireFormatError(f"{path}.dates", "must not be empty")
-                dates = tuple(_date(v, f"{path}.dates[{i}]") for i, v in enumerate(raw))
-            elif isinstance(raw, dict):
-                dates = DateRange.from_json(raw, f"{path}.dates")
-            else:
-                raise WireFormatError(
-                    f"{path}.dates", f"expected an object or an array, got {_tname(raw)}"
-                )
-        return cls(
-            entity=_str_tuple(d["entity"], f"{path}.entity") if "entity" in d else None,
-            attribute=_str_tuple(d["attribute"], f"{path}.attribute") if "attribute" in d else None,
-            level=_str_tuple(d["level"], f"{path}.level") if "level" in d else None,
-            dates=dates,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.entity is not None:
-            out["entity"] = list(self.entity)
-        if self.attribute is not None:
-            out["attribute"] = list(self.attribute)
-        if self.level is not None:
-            out["level"] = list(self.level)
-        if isinstance(self.dates, DateRange):
-            out["dates"] = self.dates.to_json()
-        elif self.dates is not None:
-            out["dates"] = list(self.dates)
-        return out
+    entity: StrList | None = field(default=None, metadata=_OPT)
+    attribute: StrList | None = field(default=None, metadata=_OPT)
+    level: StrList | None = field(default=None, metadata=_OPT)
+    dates: Annotated[DateRange | tuple[str, ...], _dates] | None = field(default=None,
+                                                                        metadata=_OPT)
 
 
 @dataclass(frozen=True, slots=True)
-class Cardinality:
+class Cardinality(_Wire):
     """How many distinct receipts a claim must cite (inclusive bounds)."""
 
-    min: int
-    max: int
+    _path = "cardinality"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "cardinality") -> Self:
-        d = _fields(obj, path, ("min", "max"))
-        lo = _int(d["min"], f"{path}.min", minimum=0)
-        hi = _int(d["max"], f"{path}.max", minimum=0)
-        if lo > hi:
+    min: Annotated[int, _nonneg]
+    max: Annotated[int, _nonneg]
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if self.min > self.max:
             raise WireFormatError(path, "min is greater than max")
-        return cls(min=lo, max=hi)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"min": self.min, "max": self.max}
 
 
 @dataclass(frozen=True, slots=True)
-class SlotSpec:
+class SlotSpec(_Wire):
     """The trusted requirements for one answer slot. JSON ``"tolerance": {"abs": x}``."""
 
-    transforms: tuple[Transform, ...]
+    _path = "slot"
+
+    transforms: Annotated[tuple[Transform, ...], _transforms]
     scope: ContractScope
-    cardinality: Cardinality | None
-    nullable: bool
-    tolerance_abs: int | float
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "slot") -> Self:
-        d = _fields(obj, path, ("transforms", "scope", "nullable", "tolerance"), ("cardinality",))
-        raw_t = _list(d["transforms"], f"{path}.transforms")
-        if not raw_t:
-            raise WireFormatError(f"{path}.transforms", "must not be empty")
-        transforms = []
-        for i, t in enumerate(raw_t):
-            tp = f"{path}.transforms[{i}]"
-            tr = Transform.from_json(t, tp)
-            try:
-                check_params(tr.op, tr.params)
-            except ReplayError as e:
-                raise WireFormatError(tp, e.detail) from None
-            transforms.append(tr)
-        tol = _fields(d["tolerance"], f"{path}.tolerance", ("abs",))
-        tol_abs = _number(tol["abs"], f"{path}.tolerance.abs")
-        if tol_abs < 0:
-            raise WireFormatError(f"{path}.tolerance.abs", "must be >= 0")
-        card = d.get("cardinality")
-        return cls(
-            transforms=tuple(transforms),
-            scope=ContractScope.from_json(d["scope"], f"{path}.scope"),
-            cardinality=None
-            if card is None
-            else Cardinality.from_json(card, f"{path}.cardinality"),
-            nullable=_bool(d["nullable"], f"{path}.nullable"),
-            tolerance_abs=tol_abs,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "transforms": [t.to_json() for t in self.transforms],
-            "scope": self.scope.to_json(),
-            "nullable": self.nullable,
-            "tolerance": {"abs": self.tolerance_abs},
-        }
-        if self.cardinality is not None:
-            out["cardinality"] = self.cardinality.to_json()
-        return out
+    cardinality: Cardinality | None = field(metadata=_OPT)
+    nullable: bool = field(metadata=field_spec(read=_bool))
+    tolerance_abs: Annotated[int | float, _tolerance] = field(
+        metadata=field_spec(key="tolerance.abs"))
 
 
 @dataclass(frozen=True, slots=True)
-class Contract:
+class Contract(_Wire):
     """Trusted requirements ``R_t`` (``format: ect.contract/1``).
 
     Invariants checked by ``from_json``: ``task_id`` equals the descriptor's, and ``slots`` has
-    exactly one spec per required slot (no optional slots).
+    exactly one spec per required slot (no optional slots), in the descriptor's order.
     """
 
-    task_id: str
-    descriptor: Descriptor
-    slots: dict[str, SlotSpec]
+    _path = "contract"
+    _format = CONTRACT_FORMAT
+    _format_error = "unsupported format {got!r}, expected {want!r}"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "contract") -> Self:
-        d = _fields(obj, path, ("format", "task_id", "descriptor", "slots"))
-        _format(d, path, CONTRACT_FORMAT)
-        task_id = _ident(d["task_id"], f"{path}.task_id")
-        desc = Descriptor.from_json(d["descriptor"], f"{path}.descriptor")
-        if desc.task_id != task_id:
+    task_id: Ident
+    descriptor: Descriptor
+    slots: dict[str, SlotSpec] = field(metadata=field_spec(read=lambda v, p: v))
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        desc = self.descriptor
+        if desc.task_id != self.task_id:
             raise WireFormatError(f"{path}.descriptor.task_id", "differs from the contract task_id")
-        raw = d["slots"]
+        raw = self.slots
         if not isinstance(raw, dict):
             raise WireFormatError(f"{path}.slots", f"expected an object, got {_tname(raw)}")
-        slots = {}
         for name in desc.required_slots:
             if name not in raw:
                 raise WireFormatError(f"{path}.slots", f"missing spec for required slot {name!r}")
-        for name, spec in raw.items():
+        for name in raw:
             if name not in desc.required_slots:
                 raise WireFormatError(f"{path}.slots", f"slot {_short(name)!r} is not required")
-            slots[name] = SlotSpec.from_json(spec, f"{path}.slots.{name}")
+        read = {name: SlotSpec.from_json(spec, f"{path}.slots.{name}")
+                for name, spec in raw.items()}
         # Slot order follows the descriptor's required_slots.
-        ordered = {name: slots[name] for name in desc.required_slots}
-        return cls(task_id=task_id, descriptor=desc, slots=ordered)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": CONTRACT_FORMAT,
-            "task_id": self.task_id,
-            "descriptor": self.descriptor.to_json(),
-            "slots": {name: spec.to_json() for name, spec in self.slots.items()},
-        }
+        object.__setattr__(self, "slots", {name: read[name] for name in desc.required_slots})
 
 
 # --- receipts and ledger ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class ReceiptScope:
+class ReceiptScope(_Wire):
     """The structured scope of one receipt. ``(entity, attribute, level, date)`` is its key."""
 
-    entity: str | None
-    attribute: str | None
-    level: str | None
-    date: str | None
+    _path = "scope"
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "scope") -> Self:
-        d = _fields(obj, path, ("entity", "attribute", "level", "date"))
-        day = d["date"]
-        return cls(
-            entity=_opt_str(d["entity"], f"{path}.entity"),
-            attribute=_opt_str(d["attribute"], f"{path}.attribute"),
-            level=_opt_str(d["level"], f"{path}.level"),
-            date=None if day is None else _date(day, f"{path}.date"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "entity": self.entity,
-            "attribute": self.attribute,
-            "level": self.level,
-            "date": self.date,
-        }
+    entity: NonEmpty | None
+    attribute: NonEmpty | None
+    level: NonEmpty | None
+    date: Date | None
 
     @property
     def key(self) -> tuple[str | None, str | None, str | None, str | None]:
         return (self.entity, self.attribute, self.level, self.date)
 
 
-_RECEIPT_FIELDS = (
-    "receipt_id",
-    "task_id",
-    "call_id",
-    "tool_id",
-    "args_sha256",
-    "response_sha256",
-    "source_path",
-    "value",
-    "value_sha256",
-    "exec_status",
-    "validation",
-    "scope",
-)
-
-
 @dataclass(frozen=True, slots=True)
-class Receipt:
+class Receipt(_Wire):
     """One typed piece of evidence normalised from one tool response by the trusted adapter."""
 
-    receipt_id: str
-    task_id: str
-    call_id: str
-    tool_id: str
-    args_sha256: str
-    response_sha256: str
-    source_path: str
-    value: Value
-    value_sha256: str
-    exec_status: Literal["ok", "error"]
-    validation: Literal["valid", "invalid"]
+    _path = "receipt"
+
+    receipt_id: Ident
+    task_id: Ident
+    call_id: Ident
+    tool_id: Ident
+    args_sha256: WireDigest
+    response_sha256: WireDigest
+    source_path: Annotated[str, _str]
+    value: Checked
+    value_sha256: WireDigest
+    exec_status: Annotated[Literal["ok", "error"], _exec_status]
+    validation: Annotated[Literal["valid", "invalid"], _validation]
     scope: ReceiptScope
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "receipt") -> Self:
-        d = _fields(obj, path, _RECEIPT_FIELDS)
-        return cls(
-            receipt_id=_ident(d["receipt_id"], f"{path}.receipt_id"),
-            task_id=_ident(d["task_id"], f"{path}.task_id"),
-            call_id=_ident(d["call_id"], f"{path}.call_id"),
-            tool_id=_ident(d["tool_id"], f"{path}.tool_id"),
-            args_sha256=_digest_str(d["args_sha256"], f"{path}.args_sha256"),
-            response_sha256=_digest_str(d["response_sha256"], f"{path}.response_sha256"),
-            source_path=_str(d["source_path"], f"{path}.source_path"),
-            value=check_value(d["value"], f"{path}.value"),
-            value_sha256=_digest_str(d["value_sha256"], f"{path}.value_sha256"),
-            exec_status=_enum(d["exec_status"], f"{path}.exec_status", ("ok", "error")),  # type: ignore[arg-type]
-            validation=_enum(d["validation"], f"{path}.validation", ("valid", "invalid")),  # type: ignore[arg-type]
-            scope=ReceiptScope.from_json(d["scope"], f"{path}.scope"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "receipt_id": self.receipt_id,
-            "task_id": self.task_id,
-            "call_id": self.call_id,
-            "tool_id": self.tool_id,
-            "args_sha256": self.args_sha256,
-            "response_sha256": self.response_sha256,
-            "source_path": self.source_path,
-            "value": list(self.value) if isinstance(self.value, list) else self.value,
-            "value_sha256": self.value_sha256,
-            "exec_status": self.exec_status,
-            "validation": self.validation,
-            "scope": self.scope.to_json(),
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class Ledger:
+class Ledger(_Wire):
     """The evidence ledger ``E_t`` (``format: ect.ledger/1``). Receipt order carries no meaning."""
 
-    task_id: str
+    _path = "ledger"
+    _format = LEDGER_FORMAT
+    _format_error = "unsupported format {got!r}, expected {want!r}"
+
+    task_id: Ident
     receipts: tuple[Receipt, ...]
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "ledger") -> Self:
-        d = _fields(obj, path, ("format", "task_id", "receipts"))
-        _format(d, path, LEDGER_FORMAT)
-        raw = _list(d["receipts"], f"{path}.receipts")
-        return cls(
-            task_id=_ident(d["task_id"], f"{path}.task_id"),
-            receipts=tuple(
-                Receipt.from_json(r, f"{path}.receipts[{i}]") for i, r in enumerate(raw)
-            ),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": LEDGER_FORMAT,
-            "task_id": self.task_id,
-            "receipts": [r.to_json() for r in self.receipts],
-        }
 
 
 # --- certificate -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(_Wire):
     """``(slot, value, evidence ids, transform)`` proposed by the agent."""
 
-    slot: str
-    value: Value
-    evidence: tuple[str, ...]
+    _path = "claim"
+
+    slot: Ident
+    value: Checked
+    evidence: tuple[Ident, ...]
     transform: Transform
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "claim") -> Self:
-        d = _fields(obj, path, ("slot", "value", "evidence", "transform"))
-        ev = _list(d["evidence"], f"{path}.evidence")
-        return cls(
-            slot=_ident(d["slot"], f"{path}.slot"),
-            value=check_value(d["value"], f"{path}.value"),
-            evidence=tuple(_ident(r, f"{path}.evidence[{i}]") for i, r in enumerate(ev)),
-            transform=Transform.from_json(d["transform"], f"{path}.transform"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "slot": self.slot,
-            "value": list(self.value) if isinstance(self.value, list) else self.value,
-            "evidence": list(self.evidence),
-            "transform": self.transform.to_json(),
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class Certificate:
+class Certificate(_Wire):
     """The terminal certificate ``C_t`` (``format: ect.certificate/1``); extra fields forbidden."""
 
-    task_id: str
-    descriptor_digest: str
-    ledger_digest: str
+    _path = "certificate"
+    _format = CERTIFICATE_FORMAT
+    _format_error = "unsupported format {got!r}, expected {want!r}"
+
+    task_id: Ident
+    descriptor_digest: WireDigest
+    ledger_digest: WireDigest
     claims: tuple[Claim, ...]
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str = "certificate") -> Self:
-        d = _fields(
-            obj, path, ("format", "task_id", "descriptor_digest", "ledger_digest", "claims")
-        )
-        _format(d, path, CERTIFICATE_FORMAT)
-        raw = _list(d["claims"], f"{path}.claims")
-        return cls(
-            task_id=_ident(d["task_id"], f"{path}.task_id"),
-            descriptor_digest=_digest_str(d["descriptor_digest"], f"{path}.descriptor_digest"),
-            ledger_digest=_digest_str(d["ledger_digest"], f"{path}.ledger_digest"),
-            claims=tuple(Claim.from_json(c, f"{path}.claims[{i}]") for i, c in enumerate(raw)),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": CERTIFICATE_FORMAT,
-            "task_id": self.task_id,
-            "descriptor_digest": self.descriptor_digest,
-            "ledger_digest": self.ledger_digest,
-            "claims": [c.to_json() for c in self.claims],
-        }

@@ -26,17 +26,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 from runner.canonical import (
+    Count,
     JsonObject,
+    JsonRecord,
     JsonValue,
     RecordFormatError,
     canonical_bytes,
-    read_bool,
-    read_int,
-    read_list,
     read_object,
-    read_opt_object,
     read_opt_str,
     read_str,
 )
@@ -97,7 +96,7 @@ ToolCallFn = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 
 
 @dataclass(frozen=True)
-class StopRules:
+class StopRules(JsonRecord):
     """Stop controls beyond the paper's protocol, each off unless set (the frozen study's choice).
 
     The ECT paper's closed loop has two limits only: four decisions and three additional tool
@@ -121,11 +120,6 @@ class StopRules:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ValueError(f"StopRules.{name} must be None (off) or an integer >= 1")
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"no_progress": self.no_progress, "token_ceiling": self.token_ceiling,
-                "side_effect_call_limit": self.side_effect_call_limit}
-
 
 @dataclass(frozen=True)
 class TrajectoryConfig:
@@ -191,15 +185,17 @@ _PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = PIPELINE_VERDICTS
 
 
 @dataclass(frozen=True, slots=True)
-class PipelineJudgement:
+class PipelineJudgement(JsonRecord):
     """A pipeline's answer to one finish as a decision record keeps it: its decision, reason
     codes, directive and number of model calls (the critics' provider results are audited
     apart, in the cell's audit group)."""
 
-    decision: PipelineVerdict
-    reasons: tuple[Reason, ...]
+    _path = "pipeline"
+
+    decision: Annotated[PipelineVerdict, _pipeline_verdict]
+    reasons: tuple[Annotated[Reason, _reason], ...]
     directive: str | None
-    model_calls: int
+    model_calls: Count
 
     @classmethod
     def of(cls, decided: PipelineDecision) -> PipelineJudgement:
@@ -209,25 +205,12 @@ class PipelineJudgement:
     def codes(self) -> tuple[str, ...]:
         return tuple(r.code for r in self.reasons)
 
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"decision": self.decision, "reasons": [r.to_json() for r in self.reasons],
-                "directive": self.directive, "model_calls": self.model_calls}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "pipeline") -> PipelineJudgement:
-        p = read_object(obj, path, ("decision", "reasons", "directive", "model_calls"))
-        decision = read_str(p["decision"], f"{path}.decision")
-        verdict = next((v for v in _PIPELINE_VERDICTS if v == decision), None)
-        if verdict is None:
-            raise RecordFormatError(f"{path}.decision",
-                                    f"unknown pipeline decision {decision[:40]!r}")
-        return cls(
-            decision=verdict,
-            reasons=tuple(_reason(r, f"{path}.reasons[{i}]")
-                          for i, r in enumerate(read_list(p["reasons"], f"{path}.reasons"))),
-            directive=read_opt_str(p["directive"], f"{path}.directive"),
-            model_calls=read_int(p["model_calls"], f"{path}.model_calls", minimum=0),
-        )
+def _pipeline_verdict(value: object, path: str) -> PipelineVerdict:
+    decision = read_str(value, path)
+    verdict = next((v for v in _PIPELINE_VERDICTS if v == decision), None)
+    if verdict is None:
+        raise RecordFormatError(path, f"unknown pipeline decision {decision[:40]!r}")
+    return verdict
 
 
 def _reason(obj: object, path: str) -> Reason:
@@ -239,7 +222,7 @@ def _reason(obj: object, path: str) -> Reason:
 
 
 @dataclass(frozen=True, slots=True)
-class DecisionRecord:
+class DecisionRecord(JsonRecord):
     """One planner decision as recorded in the result (deterministic fields only).
 
     ``action`` is the planner's action (it owns its JSON form), ``verdict`` what became of it
@@ -247,43 +230,15 @@ class DecisionRecord:
     response as it produced it.
     """
 
+    _path = "decision"
+
     index: int
-    action: PlannerAction
-    verdict: DecisionVerdict
+    action: Annotated[PlannerAction, action_from_json]
+    verdict: Annotated[DecisionVerdict, DecisionVerdict.from_json]
     pipeline: PipelineJudgement | None = None
     tool_response: JsonObject | None = None
     tool_error: str | None = None
     provider_ok: bool = True
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "index": self.index,
-            "action": self.action.to_json(),
-            "verdict": self.verdict.value,
-            "pipeline": self.pipeline.to_json() if self.pipeline is not None else None,
-            "tool_response": self.tool_response,
-            "tool_error": self.tool_error,
-            "provider_ok": self.provider_ok,
-        }
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "decision") -> DecisionRecord:
-        d = read_object(obj, path, _DECISION_FIELDS)
-        return cls(
-            index=read_int(d["index"], f"{path}.index"),
-            action=action_from_json(d["action"], f"{path}.action"),
-            verdict=DecisionVerdict.from_json(d["verdict"], f"{path}.verdict"),
-            pipeline=(None if d["pipeline"] is None
-                      else PipelineJudgement.from_json(d["pipeline"], f"{path}.pipeline")),
-            tool_response=read_opt_object(d["tool_response"], f"{path}.tool_response"),
-            tool_error=read_opt_str(d["tool_error"], f"{path}.tool_error"),
-            provider_ok=read_bool(d["provider_ok"], f"{path}.provider_ok"),
-        )
-
-
-_DECISION_FIELDS = ("index", "action", "verdict", "pipeline", "tool_response", "tool_error",
-                    "provider_ok")
-
 
 @dataclass
 class Trajectory:

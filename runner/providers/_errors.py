@@ -16,16 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated
 
-from runner.canonical import (
-    RecordFormatError,
-    read_int,
-    read_number,
-    read_object,
-    read_opt_str,
-    read_str,
-)
+from runner.canonical import JsonRecord, RecordFormatError, read_str
 from runner.errors import ExitCategory, ProviderError
 
 __all__ = [
@@ -98,15 +91,24 @@ def failure_class(kind: str) -> str:
     return "model_output" if kind in MODEL_OUTPUT_KINDS else "transport"
 
 
+def _read_kind(value: object, path: str) -> str:
+    kind = read_str(value, path)
+    if kind not in FAILURE_KINDS:
+        raise RecordFormatError(path, f"unknown failure kind {kind[:40]!r}")
+    return kind
+
+
 @dataclass(frozen=True)
-class ProviderFailure:
+class ProviderFailure(JsonRecord):
     """Why a provider call produced no usable response. Never contains the credential.
 
     ``kind`` is a key of :data:`FAILURE_KINDS`; ``error_class`` names the foreign exception class
     (or ``"HTTP <status>"``); ``detail`` is a short redacted one-line description.
     """
 
-    kind: str
+    _path = "failure"
+
+    kind: Annotated[str, _read_kind]
     detail: str
     status: int | None = None
     retry_after_s: float | None = None
@@ -115,31 +117,6 @@ class ProviderFailure:
     def __post_init__(self) -> None:
         if self.kind not in FAILURE_KINDS:
             raise ValueError(f"unknown failure kind {self.kind!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "detail": self.detail,
-            "status": self.status,
-            "retry_after_s": self.retry_after_s,
-            "error_class": self.error_class,
-        }
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "failure") -> ProviderFailure:
-        """A failure as :meth:`to_json` wrote it (strict; errors name the path)."""
-        f = read_object(obj, path, ("kind", "detail", "status", "retry_after_s", "error_class"))
-        kind = read_str(f["kind"], f"{path}.kind")
-        if kind not in FAILURE_KINDS:
-            raise RecordFormatError(f"{path}.kind", f"unknown failure kind {kind[:40]!r}")
-        return cls(
-            kind=kind,
-            detail=read_str(f["detail"], f"{path}.detail"),
-            status=None if f["status"] is None else read_int(f["status"], f"{path}.status"),
-            retry_after_s=(None if f["retry_after_s"] is None
-                           else read_number(f["retry_after_s"], f"{path}.retry_after_s")),
-            error_class=read_opt_str(f["error_class"], f"{path}.error_class"),
-        )
 
     @property
     def transport(self) -> bool:

@@ -10,25 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated
 
 from runner.canonical import (
+    Count,
+    Digest,
     JsonObject,
+    JsonRecord,
+    NonEmptyStr,
     RecordFormatError,
+    at_least,
     atomic_write,
     canonical_bytes,
     digest,
+    key,
     load_strict_file,
     raw_digest,
-    read_digest,
-    read_int,
     read_number,
-    read_object,
     read_opt_object,
-    read_str,
 )
+from runner.canonical import spec as field_spec
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.study._records import ScheduleRow
 from runner.study._schedule import CheckpointRef, build_schedule, read_schedule, schedule_bytes
@@ -134,90 +137,6 @@ def source_tree_digest(root: Path | None = None) -> str:
     return raw_digest(canonical_bytes(entries))
 
 
-@dataclass(frozen=True, slots=True)
-class LockedGeneration:
-    """The frozen generation config, retry policy, price table and protocol budget, as locked
-    (the lock's ``generation``)."""
-
-    model: str
-    temperature: float
-    max_output_tokens: int
-    timeout_s: float
-    identical_retries_before_output: int
-    on_transport_failure: str  # what a transport failure that survived its retry does
-    price_input_per_mtok: float
-    price_output_per_mtok: float
-    max_decisions: int
-    max_additional_tool_calls: int
-    simulated: SimulatorTables
-
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        "model", "temperature", "max_output_tokens", "timeout_s", "retry", "price", "budget",
-        "simulated")
-
-    @classmethod
-    def from_spec(cls, spec: StudySpec) -> LockedGeneration:
-        return cls(
-            model=spec.model.name,
-            temperature=spec.model.temperature,
-            max_output_tokens=spec.model.max_output_tokens,
-            timeout_s=spec.model.timeout_s,
-            identical_retries_before_output=spec.identical_retries_before_output,
-            on_transport_failure=spec.provider.on_transport_failure,
-            price_input_per_mtok=spec.price_input_per_mtok,
-            price_output_per_mtok=spec.price_output_per_mtok,
-            max_decisions=spec.budget.max_decisions,
-            max_additional_tool_calls=spec.budget.max_additional_tool_calls,
-            simulated=spec.simulated,
-        )
-
-    def to_json(self) -> JsonObject:
-        return {
-            "model": self.model,
-            "temperature": self.temperature,
-            "max_output_tokens": self.max_output_tokens,
-            "timeout_s": self.timeout_s,
-            "retry": {"identical_retries_before_output": self.identical_retries_before_output,
-                      "on_transport_failure": self.on_transport_failure},
-            "price": {"input_per_mtok": self.price_input_per_mtok,
-                      "output_per_mtok": self.price_output_per_mtok},
-            "budget": {"max_decisions": self.max_decisions,
-                       "max_additional_tool_calls": self.max_additional_tool_calls},
-            "simulated": {t: dict(v) for t, v in self.simulated.items()},
-        }
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "generation") -> LockedGeneration:
-        g = read_object(obj, path, cls._FIELDS)
-        retry = read_object(g["retry"], f"{path}.retry",
-                            ("identical_retries_before_output", "on_transport_failure"))
-        price = read_object(g["price"], f"{path}.price", ("input_per_mtok", "output_per_mtok"))
-        budget = read_object(g["budget"], f"{path}.budget",
-                             ("max_decisions", "max_additional_tool_calls"))
-        return cls(
-            model=read_str(g["model"], f"{path}.model", nonempty=True),
-            temperature=read_number(g["temperature"], f"{path}.temperature"),
-            max_output_tokens=read_int(g["max_output_tokens"], f"{path}.max_output_tokens",
-                                       minimum=1),
-            timeout_s=read_number(g["timeout_s"], f"{path}.timeout_s"),
-            identical_retries_before_output=read_int(
-                retry["identical_retries_before_output"],
-                f"{path}.retry.identical_retries_before_output", minimum=0),
-            on_transport_failure=read_str(retry["on_transport_failure"],
-                                          f"{path}.retry.on_transport_failure", nonempty=True),
-            price_input_per_mtok=read_number(price["input_per_mtok"],
-                                             f"{path}.price.input_per_mtok"),
-            price_output_per_mtok=read_number(price["output_per_mtok"],
-                                              f"{path}.price.output_per_mtok"),
-            max_decisions=read_int(budget["max_decisions"], f"{path}.budget.max_decisions",
-                                   minimum=1),
-            max_additional_tool_calls=read_int(budget["max_additional_tool_calls"],
-                                               f"{path}.budget.max_additional_tool_calls",
-                                               minimum=0),
-            simulated=_simulator_tables(g["simulated"], f"{path}.simulated"),
-        )
-
-
 def _simulator_tables(obj: object, path: str) -> SimulatorTables:
     """``{table: {parameter: number}}`` (the spec's ``[simulated]`` tables), strictly."""
     tables = _object(obj, path)
@@ -236,43 +155,67 @@ def _object(obj: object, path: str) -> dict[str, object]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class LockedGeneration(JsonRecord):
+    """The frozen generation config, retry policy, price table and protocol budget, as locked
+    (the lock's ``generation``)."""
+
+    _path = "generation"
+
+    model: NonEmptyStr
+    temperature: float
+    max_output_tokens: Annotated[int, at_least(1)]
+    timeout_s: float
+    identical_retries_before_output: Count = field(
+        metadata=key("retry.identical_retries_before_output"))
+    # what a transport failure that survived its retry does
+    on_transport_failure: NonEmptyStr = field(metadata=key("retry.on_transport_failure"))
+    price_input_per_mtok: float = field(metadata=key("price.input_per_mtok"))
+    price_output_per_mtok: float = field(metadata=key("price.output_per_mtok"))
+    max_decisions: Annotated[int, at_least(1)] = field(metadata=key("budget.max_decisions"))
+    max_additional_tool_calls: Count = field(metadata=key("budget.max_additional_tool_calls"))
+    simulated: SimulatorTables = field(metadata=field_spec(read=_simulator_tables))
+
+    @classmethod
+    def from_spec(cls, spec: StudySpec) -> LockedGeneration:
+        return cls(
+            model=spec.model.name,
+            temperature=spec.model.temperature,
+            max_output_tokens=spec.model.max_output_tokens,
+            timeout_s=spec.model.timeout_s,
+            identical_retries_before_output=spec.identical_retries_before_output,
+            on_transport_failure=spec.provider.on_transport_failure,
+            price_input_per_mtok=spec.price_input_per_mtok,
+            price_output_per_mtok=spec.price_output_per_mtok,
+            max_decisions=spec.budget.max_decisions,
+            max_additional_tool_calls=spec.budget.max_additional_tool_calls,
+            simulated=spec.simulated,
+        )
+
 def generation_config(spec: StudySpec) -> LockedGeneration:
     """The frozen generation config, retry policy and price table, as locked."""
     return LockedGeneration.from_spec(spec)
 
 
 @dataclass(frozen=True, slots=True)
-class FilePin:
+class FilePin(JsonRecord):
     """A file the lock pins: its name beside the spec and the sha256 of its bytes."""
 
-    file: str
-    sha256: str
-
-    @classmethod
-    def from_json(cls, obj: object, path: str) -> FilePin:
-        p = read_object(obj, path, ("file", "sha256"))
-        return cls(read_str(p["file"], f"{path}.file", nonempty=True),
-                   read_digest(p["sha256"], f"{path}.sha256"))
+    file: NonEmptyStr
+    sha256: Digest
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulePin:
+class SchedulePin(JsonRecord):
     """The schedule file the lock pins, with its number of rows."""
 
-    file: str
-    sha256: str
-    rows: int
-
-    @classmethod
-    def from_json(cls, obj: object, path: str) -> SchedulePin:
-        p = read_object(obj, path, ("file", "sha256", "rows"))
-        return cls(read_str(p["file"], f"{path}.file", nonempty=True),
-                   read_digest(p["sha256"], f"{path}.sha256"),
-                   read_int(p["rows"], f"{path}.rows", minimum=0))
+    file: NonEmptyStr
+    sha256: Digest
+    rows: Count
 
 
 @dataclass(frozen=True, slots=True)
-class StudyLock:
+class StudyLock(JsonRecord):
     """The study lock (``<spec>.lock.json``, format ``ect.lock/1``) as a typed, frozen record.
 
     :meth:`to_json` gives the lock document exactly as it is written (its canonical bytes are
@@ -280,35 +223,19 @@ class StudyLock:
     field present, nothing extra, each of its type, errors naming the path.
     """
 
-    study: str
+    _path = "lock"
+    _format = LOCK_FORMAT
+
+    study: NonEmptyStr
     spec: FilePin
     schedule: SchedulePin
-    task_manifest: str
-    prompts: dict[str, str]  # prompt name -> digest of its frozen text
+    task_manifest: Digest
+    prompts: dict[str, Digest]  # prompt name -> digest of its frozen text
     generation: LockedGeneration
     # every rule that can end a trajectory, as runner.loop.stop_rules_in_force states them
     stop_rules: JsonObject
-    sandbox_pins: dict[str, str]  # pinned sandbox file -> sha256 hex of its bytes
-    source_tree: str
-
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        "format", "study", "spec", "schedule", "task_manifest", "prompts", "generation",
-        "stop_rules", "sandbox_pins", "source_tree")
-
-    def to_json(self) -> JsonObject:
-        return {
-            "format": LOCK_FORMAT,
-            "study": self.study,
-            "spec": {"file": self.spec.file, "sha256": self.spec.sha256},
-            "schedule": {"file": self.schedule.file, "sha256": self.schedule.sha256,
-                         "rows": self.schedule.rows},
-            "task_manifest": self.task_manifest,
-            "prompts": dict(sorted(self.prompts.items())),
-            "generation": self.generation.to_json(),
-            "stop_rules": self.stop_rules,
-            "sandbox_pins": dict(sorted(self.sandbox_pins.items())),
-            "source_tree": self.source_tree,
-        }
+    sandbox_pins: dict[str, NonEmptyStr]  # pinned sandbox file -> sha256 hex of its bytes
+    source_tree: Digest
 
     def to_bytes(self) -> bytes:
         """The lock file's bytes (canonical JSON and a newline)."""
@@ -318,27 +245,6 @@ class StudyLock:
     def digest(self) -> str:
         """``ect/lock/v1`` over the lock (the run header's ``lock_digest``)."""
         return digest("ect/lock/v1", self.to_json())
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "lock") -> StudyLock:
-        lk = read_object(obj, path, cls._FIELDS)
-        if lk["format"] != LOCK_FORMAT:
-            raise RecordFormatError(f"{path}.format", f"expected {LOCK_FORMAT!r}")
-        prompts = _object(lk["prompts"], f"{path}.prompts")
-        pins = _object(lk["sandbox_pins"], f"{path}.sandbox_pins")
-        return cls(
-            study=read_str(lk["study"], f"{path}.study", nonempty=True),
-            spec=FilePin.from_json(lk["spec"], f"{path}.spec"),
-            schedule=SchedulePin.from_json(lk["schedule"], f"{path}.schedule"),
-            task_manifest=read_digest(lk["task_manifest"], f"{path}.task_manifest"),
-            prompts={k: read_digest(v, f"{path}.prompts.{k}") for k, v in prompts.items()},
-            generation=LockedGeneration.from_json(lk["generation"], f"{path}.generation"),
-            stop_rules=_object(lk["stop_rules"], f"{path}.stop_rules"),
-            sandbox_pins={k: read_str(v, f"{path}.sandbox_pins.{k}", nonempty=True)
-                          for k, v in pins.items()},
-            source_tree=read_digest(lk["source_tree"], f"{path}.source_tree"),
-        )
-
 
 def write_schedule(spec: StudySpec, paths: StudyPaths, *, replace: bool = False) -> list[ScheduleRow]:
     """Build the schedule from the spec and write it; refuse to replace different bytes."""

@@ -25,21 +25,22 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Annotated
 
 from runner.canonical import (
+    OMIT,
+    Count,
+    Digest,
     JsonObject,
+    JsonRecord,
+    NonEmptyStr,
     RecordFormatError,
     digest,
+    key,
     read_bool,
-    read_int,
-    read_list,
-    read_object,
-    read_opt_digest,
-    read_opt_object,
-    read_opt_str,
     read_str,
 )
+from runner.canonical import spec as field_spec
 from runner.errors import EctError, ExitCategory, FormatError, StudyError
 from runner.study._lock import StudyLock, check_lock, generation_config
 from runner.study._records import CellRecord, RunHeader, ScheduleRow
@@ -73,27 +74,29 @@ class PreflightFailed(StudyError):
         super().__init__(f"preflight failed: {first.name}: {first.detail}")
 
 
+_SKIP = field_spec(skip=True)  # working state, never serialised
+
+
+def _probes(value: object, path: str) -> str:
+    probes = read_str(value, path)
+    if probes not in ("all", "mandatory"):
+        raise RecordFormatError(path, "expected 'all' or 'mandatory'")
+    return probes
+
+
 @dataclass(frozen=True)
-class PreflightCheck:
-    name: str
+class PreflightCheck(JsonRecord):
+    name: NonEmptyStr
     ok: bool
     detail: str
 
-    def to_json(self) -> JsonObject:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str) -> PreflightCheck:
-        c = read_object(obj, path, ("name", "ok", "detail"))
-        return cls(read_str(c["name"], f"{path}.name", nonempty=True),
-                   read_bool(c["ok"], f"{path}.ok"), read_str(c["detail"], f"{path}.detail"))
-
 
 @dataclass(frozen=True)
-class ProviderChoice:
-    """Which provider a run uses; the credential is named, never held here."""
+class ProviderChoice(JsonRecord):
+    """Which provider a run uses; the credential is named (a path or a variable name, never
+    its value), never held here."""
 
-    name: str = "simulated"
+    name: NonEmptyStr = "simulated"
     model: str | None = None
     base_url: str | None = None
     credential_file: str | None = None
@@ -106,105 +109,49 @@ class ProviderChoice:
 
         return is_simulated(self.name)
 
-    def to_json(self) -> JsonObject:
-        # Names where the credential comes from (a path or a variable name), never its value.
-        return {"name": self.name, "model": self.model, "base_url": self.base_url,
-                "credential_file": self.credential_file, "credential_env": self.credential_env}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str) -> ProviderChoice:
-        c = read_object(obj, path, ("name", "model", "base_url", "credential_file",
-                                    "credential_env"))
-        return cls(name=read_str(c["name"], f"{path}.name", nonempty=True),
-                   model=read_opt_str(c["model"], f"{path}.model"),
-                   base_url=read_opt_str(c["base_url"], f"{path}.base_url"),
-                   credential_file=read_opt_str(c["credential_file"], f"{path}.credential_file"),
-                   credential_env=read_opt_str(c["credential_env"], f"{path}.credential_env"))
-
-
 @dataclass
-class PreflightReport:
+class PreflightReport(JsonRecord):
     """What preflight found. :meth:`to_json` is the report document (stored as the run's
     ``preflight_blob``; its digest is the header's ``preflight_digest``); :meth:`from_json` reads
     that document back strictly. ``spec``, ``rows``, ``lock`` and ``credential`` are the run's
     working state and never serialised."""
 
+    _path = "preflight"
+    _format = PREFLIGHT_FORMAT
+    _derived = ("passed",)
+
     study: str
-    spec_path: str
-    store_path: str
+    spec_path: str = field(metadata=key("spec"))
+    store_path: str = field(metadata=key("store"))
     provider: ProviderChoice
-    lock_digest: str | None = None
-    committed_rows: int = 0
-    probes: str = "all"
+    lock_digest: Digest | None = None
+    committed_rows: Count = 0
+    probes: Annotated[str, _probes] = "all"
     checks: list[PreflightCheck] = field(default_factory=list)
-    spec: StudySpec | None = None
-    rows: list[ScheduleRow] = field(default_factory=list)
-    lock: StudyLock | None = None  # the checked lock (set once the lock check passed)
+    spec: StudySpec | None = field(default=None, metadata=_SKIP)
+    rows: list[ScheduleRow] = field(default_factory=list, metadata=_SKIP)
+    # the checked lock (set once the lock check passed)
+    lock: StudyLock | None = field(default=None, metadata=_SKIP)
     # The sandbox layers in force (backend.describe()["layers"]): what isolation produced the
     # run, as the platform's backend describes it (its fields differ between backends). None
     # only for a report read back from a store older than the field (to_json then omits it).
-    sandbox: JsonObject | None = field(default_factory=dict)
+    sandbox: JsonObject | None = field(default_factory=dict, metadata=OMIT)
     # The loaded credential (a redacting runner.providers.Credential), for the run; never
     # serialised: to_json names only where it came from.
-    credential: Credential | None = field(default=None, repr=False)
-
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        "format", "study", "spec", "store", "provider", "lock_digest", "committed_rows",
-        "probes", "sandbox", "passed", "checks")
+    credential: Credential | None = field(default=None, repr=False, metadata=_SKIP)
 
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
-    def to_json(self) -> JsonObject:
-        return {
-            "format": PREFLIGHT_FORMAT,
-            "study": self.study,
-            "spec": self.spec_path,
-            "store": self.store_path,
-            "provider": self.provider.to_json(),
-            "lock_digest": self.lock_digest,
-            "committed_rows": self.committed_rows,
-            "probes": self.probes,
-            **({} if self.sandbox is None else {"sandbox": self.sandbox}),
-            "passed": self.passed,
-            "checks": [c.to_json() for c in self.checks],
-        }
-
     @property
     def digest(self) -> str:
         return digest("ect/record/v1", self.to_json())
 
-    @classmethod
-    def from_json(cls, obj: object, path: str = "preflight") -> PreflightReport:
-        """The report document (a run's ``preflight_blob``) read back strictly; its ``passed``
-        must be what its checks say."""
-        absent = isinstance(obj, dict) and "sandbox" not in obj  # a report older than it
-        r = read_object({**obj, "sandbox": {}} if isinstance(obj, dict) and absent else obj,
-                        path, cls._FIELDS)
-        if r["format"] != PREFLIGHT_FORMAT:
-            raise RecordFormatError(f"{path}.format", f"expected {PREFLIGHT_FORMAT!r}")
-        probes = read_str(r["probes"], f"{path}.probes")
-        if probes not in ("all", "mandatory"):
-            raise RecordFormatError(f"{path}.probes", "expected 'all' or 'mandatory'")
-        sandbox = read_opt_object(r["sandbox"], f"{path}.sandbox")
-        if sandbox is None:
-            raise RecordFormatError(f"{path}.sandbox", "expected an object, got null")
-        report = cls(
-            study=read_str(r["study"], f"{path}.study"),
-            spec_path=read_str(r["spec"], f"{path}.spec"),
-            store_path=read_str(r["store"], f"{path}.store"),
-            provider=ProviderChoice.from_json(r["provider"], f"{path}.provider"),
-            lock_digest=read_opt_digest(r["lock_digest"], f"{path}.lock_digest"),
-            committed_rows=read_int(r["committed_rows"], f"{path}.committed_rows", minimum=0),
-            probes=probes,
-            checks=[PreflightCheck.from_json(c, f"{path}.checks[{i}]")
-                    for i, c in enumerate(read_list(r["checks"], f"{path}.checks"))],
-            sandbox=None if absent else sandbox,
-        )
-        if read_bool(r["passed"], f"{path}.passed") != report.passed:
+    def _check(self, obj: JsonObject, path: str) -> None:
+        """A report read back: its ``passed`` must be what its checks say."""
+        if read_bool(obj["passed"], f"{path}.passed") != self.passed:
             raise RecordFormatError(f"{path}.passed", "differs from what the checks say")
-        return report
 
 
 def _layers_line(layers: JsonObject) -> str:

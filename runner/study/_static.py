@@ -23,16 +23,12 @@ import anyio
 
 from runner.canonical import (
     MAX_TOML_BYTES,
+    Count,
     JsonObject,
+    JsonRecord,
     loads_toml,
     raw_digest,
-    read_bool,
     read_bounded,
-    read_int,
-    read_list,
-    read_number,
-    read_object,
-    read_str,
 )
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.policies import STATIC_ARMS
@@ -77,7 +73,7 @@ class FastPathInvariantBroken(StudyError):
 
 
 @dataclass(frozen=True, slots=True)
-class CheckAblation:
+class CheckAblation(JsonRecord):
     """One prespecified single-check ablation of ECT: a row of the ECT paper's Table 3.
 
     ``removes`` is what ``runner.policies.decide_static(..., ablate=...)`` switches off: the
@@ -106,12 +102,7 @@ class CheckAblation:
                 f"of the registry ({', '.join(STATIC_FAULTS)}) named in its 'matched' words"
             )
 
-    def to_json(self) -> JsonObject:
-        return {
-            "name": self.name, "paper_check": self.paper_check, "removes": list(self.removes),
-            "fault": self.fault, "paper_target": self.paper_target,
-            "paper_fault": self.paper_fault, "measure": self.measure, "matched": self.matched,
-        }
+
 
 
 TABLE3_ABLATIONS: tuple[CheckAblation, ...] = (
@@ -415,17 +406,12 @@ class StaticRun:
     """Full attempt records, wall clock included (the audit journal; not byte-stable)."""
 
 
-_DECISION_ROW_FIELDS = (
-    "snapshot_id", "task_id", "world_id", "family", "split", "condition", "gold", "arm", "ablate",
-    "decision", "reasons", "reason_families", "model_calls", "attempts", "retries",
-    "provider_failure", "input_tokens", "output_tokens", "cost_usd",
-)
-
-
 @dataclass(frozen=True, slots=True)
-class StaticDecisionRow:
+class StaticDecisionRow(JsonRecord):
     """One static decision (a snapshot decided by one arm, under one ablation or none): the row
     ``runner.analysis.analyse_static`` counts and ``decisions.jsonl`` lists. ``ablate`` is ``""`` without one."""
+
+    _path = "decision_row"
 
     snapshot_id: str
     task_id: str
@@ -439,45 +425,13 @@ class StaticDecisionRow:
     decision: str
     reasons: tuple[str, ...]
     reason_families: tuple[str, ...]
-    model_calls: int
-    attempts: int
-    retries: int
+    model_calls: Count
+    attempts: Count
+    retries: Count
     provider_failure: bool
-    input_tokens: int
-    output_tokens: int
+    input_tokens: Count
+    output_tokens: Count
     cost_usd: int | float
-
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {name: getattr(self, name) for name in _DECISION_ROW_FIELDS}
-        out["reasons"] = list(self.reasons)
-        out["reason_families"] = list(self.reason_families)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "decision_row") -> StaticDecisionRow:
-        r = read_object(obj, path, _DECISION_ROW_FIELDS)
-        def text(k: str) -> str:
-            return read_str(r[k], f"{path}.{k}")
-
-        def count(k: str) -> int:
-            return read_int(r[k], f"{path}.{k}", minimum=0)
-
-        return cls(
-            snapshot_id=text("snapshot_id"), task_id=text("task_id"), world_id=text("world_id"),
-            family=text("family"), split=text("split"), condition=text("condition"),
-            gold=text("gold"), arm=text("arm"), ablate=text("ablate"), decision=text("decision"),
-            model_calls=count("model_calls"), attempts=count("attempts"),
-            retries=count("retries"), input_tokens=count("input_tokens"),
-            output_tokens=count("output_tokens"),
-            reasons=tuple(read_str(x, f"{path}.reasons[{i}]")
-                          for i, x in enumerate(read_list(r["reasons"], f"{path}.reasons"))),
-            reason_families=tuple(
-                read_str(x, f"{path}.reason_families[{i}]")
-                for i, x in enumerate(read_list(r["reason_families"], f"{path}.reason_families"))),
-            provider_failure=read_bool(r["provider_failure"], f"{path}.provider_failure"),
-            cost_usd=read_number(r["cost_usd"], f"{path}.cost_usd"),
-        )
-
 
 def _row(snapshot: Snapshot, arm: str, ablate: str, decision: StaticDecision, cost: float
          ) -> StaticDecisionRow:

@@ -1,0 +1,119 @@
+"""The one record mechanism (runner.canonical.JsonRecord): fields declared once, JSON derived both
+ways, read strictly with errors naming the path."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import pytest
+
+from runner.canonical import (
+    FLAT,
+    OMIT,
+    JsonObject,
+    JsonRecord,
+    RecordFormatError,
+    canonical_bytes,
+    read_digest,
+    spec,
+)
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass(frozen=True, slots=True)
+class Inner(JsonRecord):
+    _path = "inner"
+
+    n: int
+    x: int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Part(JsonRecord):
+    a: int
+    b: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outer(JsonRecord):
+    _path = "outer"
+
+    name: str
+    inner: Inner
+    items: tuple[Inner, ...]
+    maybe: str | None
+    later: int | None = field(default=None, metadata=OMIT)
+    reason: str = field(default="", metadata=spec(key="stop.reason"))
+    detail: str = field(default="", metadata=spec(key="stop.detail"))
+    blob: str = field(default=DIGEST, metadata=spec(read=read_digest))
+    colour: Colour = Colour.RED
+    notes: JsonObject = field(default_factory=dict)
+    part: Part | None = field(default=None, metadata=FLAT)
+
+    def _check(self, obj: object, path: str) -> None:
+        if self.name == "bad":
+            raise RecordFormatError(f"{path}.name", "must not be 'bad'")
+
+
+def _outer(**kw: object) -> Outer:
+    base: dict[str, object] = dict(name="n", inner=Inner(1, 2.5), items=(Inner(2, 3),),
+                                   maybe=None)
+    base.update(kw)
+    return Outer(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip_keeps_bytes_and_types() -> None:
+    rec = _outer(later=7, reason="done", detail="d", notes={"k": [1, 2.0]}, part=Part(1, "x"),
+                 colour=Colour.BLUE)
+    doc = rec.to_json()
+    assert doc == {"name": "n", "inner": {"n": 1, "x": 2.5}, "items": [{"n": 2, "x": 3}],
+                   "maybe": None, "later": 7, "stop": {"reason": "done", "detail": "d"},
+                   "blob": DIGEST, "colour": "blue", "notes": {"k": [1, 2.0]}, "a": 1, "b": "x"}
+    back = Outer.from_json(doc)
+    assert back == rec
+    assert canonical_bytes(back.to_json()) == canonical_bytes(doc)
+    assert type(back.items[0].x) is int  # an int stays an int
+
+
+def test_optional_omitted_vs_null() -> None:
+    doc = _outer().to_json()
+    assert "later" not in doc and "a" not in doc  # OMIT and an absent FLAT part: left out
+    assert doc["maybe"] is None  # a plain optional field: written as null, required on read
+    del doc["maybe"]
+    with pytest.raises(RecordFormatError, match=r"^outer: missing field 'maybe'$"):
+        Outer.from_json(doc)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.update(extra=1), r"^outer: unknown field 'extra'$"),
+    (lambda d: d.pop("name"), r"^outer: missing field 'name'$"),
+    (lambda d: d["inner"].update(n=True), r"^outer\.inner\.n: expected an integer, got boolean$"),
+    (lambda d: d["items"][0].update(x="1"), r"^outer\.items\[0\]\.x: expected an integer, got"),
+    (lambda d: d["stop"].pop("detail"), r"^outer\.stop: missing field 'detail'$"),
+    (lambda d: d["stop"].update(more=1), r"^outer\.stop: unknown field 'more'$"),
+    (lambda d: d.update(stop=[]), r"^outer\.stop: expected an object, got array$"),
+    (lambda d: d.update(blob="x"), r"^outer\.blob: expected a 'sha256:<64 lowercase hex>'"),
+    (lambda d: d.update(colour="green"), r"^outer\.colour: unknown value 'green'$"),
+    (lambda d: d.update(notes=None), r"^outer\.notes: expected an object, got null$"),
+    (lambda d: d.update(later=None), r"^outer\.later: expected an integer, got null$"),
+    (lambda d: d.update(name="bad"), r"^outer\.name: must not be 'bad'$"),
+])
+def test_strict_errors_name_the_path(change: object, message: str) -> None:
+    doc = _outer().to_json()
+    change(doc)  # type: ignore[operator]
+    with pytest.raises(RecordFormatError, match=message):
+        Outer.from_json(doc)
+
+
+def test_not_an_object_and_caller_path() -> None:
+    with pytest.raises(RecordFormatError, match=r"^inner: expected an object, got array$"):
+        Inner.from_json([])
+    with pytest.raises(RecordFormatError, match=r"^a\.b: missing field 'x'$"):
+        Inner.from_json({"n": 1}, "a.b")
