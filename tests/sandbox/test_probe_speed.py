@@ -148,3 +148,16 @@ def test_a_slow_start_is_not_what_a_cpu_probe_judges(bwrap: BwrapBackend, tmp_pa
     [spin] = [res for argv, res in recorded.calls if argv[-1] == "spin"]
     assert spin.kill_reason == "cpu"
     assert b"spinning" in spin.stdout, spin  # it had started when its budget ended it
+
+
+def test_a_kill_probe_ended_for_cpu_says_so(bwrap: BwrapBackend, tmp_path: Path) -> None:
+    # A kill probe that expected another end (limits.cpu_tree expects `none` under the
+    # per-process fallback) and was ended for cpu names the kill and its budget.
+    shutil.copytree(PREFLIGHT_DIR, tmp_path / "pf")
+    (tmp_path / "pf" / "probes.toml").write_text(
+        'format = "ect.probes/1"\n[[probe]]\nname = "spin"\nprogram = "limits.py"\n'
+        'args = ["cpu"]\nkind = "kill"\nexpect = "none"\nwhy = "spins past its budget"\n'
+        'limits = { cpu_s = 1, wall_s = 60.0 }\n')  # fmt: skip
+    [r] = run_probes(bwrap, preflight_dir=tmp_path / "pf")
+    assert (r.observed, r.passed) == ("cpu", False)
+    assert "killed for cpu at its budget (cpu_s=1)" in r.detail, r
