@@ -18,6 +18,9 @@ def errname(e):
 
 
 def main(probe, *args):
+    if probe == "start":
+        # only starts and reports: the parent measures the CPU a start of this program costs
+        return report("started")
     if probe == "cpu":
         while True:
             pass
@@ -28,15 +31,28 @@ def main(probe, *args):
             return report("MemoryError")
         return report(f"allocated {len(block)}")
     if probe == "memory_tree":
-        # several children, each well under RLIMIT_AS, together over the call's memory limit
-        kids = []
+        # several children, each well under RLIMIT_AS, together over the call's memory limit: each
+        # touches its block, says so on its own pipe, and holds the block until every child has
+        # touched its block or died (no fixed wait: a slow machine only takes longer)
+        go_r, go_w = os.pipe()
+        kids, said = [], []
         for _ in range(int(args[0]) if args else 4):
+            r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
+                os.close(go_w)
+                os.close(r)
                 block = b"\x01" * (96 << 20)  # touched, not just reserved
-                time.sleep(3)
+                os.write(w, b"1")
+                os.read(go_r, 1)  # until the parent lets go (end of file)
                 os._exit(0 if block else 1)
+            os.close(w)
             kids.append(pid)
+            said.append(r)
+        for r in said:
+            os.read(r, 1)  # b"1": touched; b"": the child died first
+            os.close(r)
+        os.close(go_w)
         codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]
         return report("oom-killed" if -9 in codes else "completed")
     if probe == "cpu_tree":

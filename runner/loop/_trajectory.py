@@ -24,20 +24,11 @@ A provider failure consumes the decision and maps to ``continue`` (it stays in t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Annotated
+from dataclasses import dataclass
 
 from runner.canonical import (
-    Count,
     JsonObject,
-    JsonRecord,
-    JsonValue,
-    RecordFormatError,
     canonical_bytes,
-    read_object,
-    read_opt_str,
-    read_str,
 )
 from runner.control import (
     Budget,
@@ -55,26 +46,24 @@ from runner.control import (
     ToolResult,
     VerdictKind,
 )
-from runner.ect import Ledger, Reason
+from runner.ect import Ledger
 from runner.errors import EctError
+from runner.loop._config import StopRules, TrajectoryConfig, stop_rules_in_force
+from runner.loop._decision import DecisionRecord, DecisionVerdict, PipelineJudgement
 from runner.policies import (
-    PIPELINE_VERDICTS,
     CellIdentity,
     EscalateAction,
     FinishAction,
     InvalidAction,
     Pipeline,
-    PipelineDecision,
     PipelineState,
-    PipelineVerdict,
     PlannerAction,
     PlannerView,
     ToolCallAction,
-    action_from_json,
     build_planner_request,
     parse_planner_action,
 )
-from runner.providers import GenerationConfig, PriceTable, Provider, ProviderResult
+from runner.providers import Provider, ProviderResult
 from runner.worlds import NoteBook, TaskCheckpoint, TraceCall, call_id, ledger_from_trace
 from runner.worlds.tools import SIDE_EFFECT_TOOLS, TOOL_SCHEMAS
 
@@ -94,151 +83,6 @@ __all__ = [
 ToolCallFn = Callable[[str, str, JsonObject], Awaitable[JsonObject]]
 """``(world_id, tool_id, args) -> response``: one sandboxed call. Raises EctError on failure."""
 
-
-@dataclass(frozen=True)
-class StopRules(JsonRecord):
-    """Stop controls beyond the paper's protocol, each off unless set (the frozen study's choice).
-
-    The ECT paper's closed loop has two limits only: four decisions and three additional tool
-    calls (:class:`TrajectoryConfig`). ``runner.control`` offers more, and keeps them on by
-    default for any other agent loop; here each must be asked for:
-
-    - ``no_progress``: ``runner.control``'s default :class:`~runner.control.NoProgressDetector`
-      (the third identical action, or the third identical empty result, ends ``no_progress``);
-    - ``token_ceiling``: tokens per trajectory, planner and critics together (``token_budget``);
-    - ``side_effect_call_limit``: calls of each side-effect tool (``record_note``), below the
-      total call limit (``tool_limit``).
-    """
-
-    no_progress: bool = False
-    token_ceiling: int | None = None
-    side_effect_call_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("token_ceiling", "side_effect_call_limit"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ValueError(f"StopRules.{name} must be None (off) or an integer >= 1")
-
-@dataclass(frozen=True)
-class TrajectoryConfig:
-    """The protocol's limits (4 decisions, 3 additional tool calls), the stop rules beyond it
-    (:class:`StopRules`, all off by default), the generation config and the price table."""
-
-    max_decisions: int = 4
-    max_additional_tool_calls: int = 3
-    stop_rules: StopRules = field(default_factory=StopRules)
-    generation: GenerationConfig = field(
-        default_factory=lambda: GenerationConfig(temperature=0.2, seed=0, max_output_tokens=2048))
-    price: PriceTable | None = None
-
-
-class DecisionVerdict(StrEnum):
-    """What became of one planner decision: the one vocabulary of the loop, the scoring, the
-    replay and the viewer. The values are the record's strings (part of the record format)."""
-
-    EXECUTED = "executed"  # a tool call ran and answered
-    TOOL_FAILED = "tool_failed"  # a tool call failed in its sandbox (the run ends tool_error)
-    STOPPED = "stopped"  # the controller ended the run on this action
-    CONTINUE = "continue"  # an invalid reply, fed back
-    DEDUPLICATED = "deduplicated"  # a repeated side effect, answered from the earlier one
-    FINISH_COMPLETE = "finish_complete"  # the pipeline accepted the finish
-    FINISH_CONTINUE = "finish_continue"  # the pipeline sent the planner back to work
-    FINISH_STUCK = "finish_stuck"  # the pipeline judged the run stuck
-    FINISH_NEEDS_HUMAN = "finish_needs_human"  # the pipeline asked for a human
-
-    @classmethod
-    def of_finish(cls, decision: PipelineVerdict) -> DecisionVerdict:
-        """The verdict of a finish the pipeline answered ``decision``."""
-        return cls(f"finish_{decision}")
-
-    @property
-    def is_finish(self) -> bool:
-        """A finish the pipeline answered (whatever it answered)."""
-        return self in _FINISHES
-
-    @property
-    def rejected_finish(self) -> bool:
-        """A finish the pipeline did not answer ``complete``."""
-        return self in _FINISHES and self is not DecisionVerdict.FINISH_COMPLETE
-
-    @property
-    def ran_tool(self) -> bool:
-        """A tool call was sent to the sandbox (it answered or failed)."""
-        return self is DecisionVerdict.EXECUTED or self is DecisionVerdict.TOOL_FAILED
-
-    @classmethod
-    def from_json(cls, value: object, path: str = "verdict") -> DecisionVerdict:
-        text = read_str(value, path)
-        try:
-            return cls(text)
-        except ValueError:
-            raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
-
-
-_FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE,
-                       DecisionVerdict.FINISH_STUCK, DecisionVerdict.FINISH_NEEDS_HUMAN})
-
-
-_PIPELINE_VERDICTS: tuple[PipelineVerdict, ...] = PIPELINE_VERDICTS
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineJudgement(JsonRecord):
-    """A pipeline's answer to one finish as a decision record keeps it: its decision, reason
-    codes, directive and number of model calls (the critics' provider results are audited
-    apart, in the cell's audit group)."""
-
-    _path = "pipeline"
-
-    decision: Annotated[PipelineVerdict, _pipeline_verdict]
-    reasons: tuple[Annotated[Reason, _reason], ...]
-    directive: str | None
-    model_calls: Count
-
-    @classmethod
-    def of(cls, decided: PipelineDecision) -> PipelineJudgement:
-        return cls(decided.decision, decided.reasons, decided.directive, decided.model_calls)
-
-    @property
-    def codes(self) -> tuple[str, ...]:
-        return tuple(r.code for r in self.reasons)
-
-def _pipeline_verdict(value: object, path: str) -> PipelineVerdict:
-    decision = read_str(value, path)
-    verdict = next((v for v in _PIPELINE_VERDICTS if v == decision), None)
-    if verdict is None:
-        raise RecordFormatError(path, f"unknown pipeline decision {decision[:40]!r}")
-    return verdict
-
-
-def _reason(obj: object, path: str) -> Reason:
-    """A reason code as a pipeline gave it (the verifier's codes and the policies' own)."""
-    r = read_object(obj, path, ("code", "slot", "detail"))
-    return Reason(code=read_str(r["code"], f"{path}.code", nonempty=True),
-                  slot=read_opt_str(r["slot"], f"{path}.slot"),
-                  detail=read_str(r["detail"], f"{path}.detail"))
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionRecord(JsonRecord):
-    """One planner decision as recorded in the result (deterministic fields only).
-
-    ``action`` is the planner's action (it owns its JSON form), ``verdict`` what became of it
-    and ``pipeline`` the pipeline's answer to a finish; ``tool_response`` is the tool's JSON
-    response as it produced it.
-    """
-
-    _path = "decision"
-
-    index: int
-    action: Annotated[PlannerAction, action_from_json]
-    verdict: Annotated[DecisionVerdict, DecisionVerdict.from_json]
-    pipeline: PipelineJudgement | None = None
-    tool_response: JsonObject | None = None
-    tool_error: str | None = None
-    provider_ok: bool = True
 
 @dataclass
 class Trajectory:
@@ -268,24 +112,6 @@ class Trajectory:
     @property
     def latency_s(self) -> float:
         return round(sum(a.latency_s or 0.0 for r in self.provider_results for a in r.attempts), 6)
-
-
-def stop_rules_in_force(config: TrajectoryConfig) -> dict[str, JsonValue]:
-    """Every rule that can end a trajectory under ``config`` (the study lock and the run header
-    record this): the protocol's two limits, the controls beyond it (``null``/``false``: off),
-    and the stops that are not rules but events of the run itself."""
-    return {
-        "protocol": {"max_decisions": config.max_decisions,
-                     "max_additional_tool_calls": config.max_additional_tool_calls},
-        "beyond_protocol": config.stop_rules.to_json(),
-        "events": {
-            "goal_met": "the termination pipeline answered complete",
-            "no_progress": "the termination pipeline answered stuck",
-            "needs_human": "the planner escalated, or the pipeline answered needs_human",
-            "tool_error": "a sandboxed tool call failed (infrastructure, not a tool's answer)",
-            "policy_block": "the planner called a tool that is not one of the synthetic tools",
-        },
-    }
 
 
 # runner.control requires a spend ceiling on every run; the protocol has none. With the token

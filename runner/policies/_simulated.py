@@ -80,7 +80,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from datetime import date, timedelta
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from runner.canonical import canonical_bytes
 from runner.ect import (
@@ -100,8 +100,11 @@ from runner.policies._actions import ESCALATE_TOOL, FINISH_TOOL
 from runner.policies._common import call_key
 from runner.policies._registry import CRITICS
 from runner.policies._views import CRITIC_VIEW_FORMAT, PLANNER_VIEW_FORMAT, extract_view
-from runner.providers import FunctionCall, ProviderRequest, Responder, SimulatedReply
+from runner.providers import FunctionCall, ProviderRequest
 from runner.worlds import plan_calls, propose_certificate
+
+if TYPE_CHECKING:
+    from runner.providers import Responder, SimulatedReply
 
 __all__ = ["CriticBehaviour", "PlannerBehaviour", "simulated_responder"]
 
@@ -199,17 +202,25 @@ def _last_user_text(request: ProviderRequest) -> str:
     return ""
 
 
+def _reply(**fields: Any) -> SimulatedReply:
+    # the simulated provider's module loads the HTTP stack (httpx): only a run needs it, not
+    # reading the behaviour tables (the study's spec, lock and preflight)
+    from runner.providers import SimulatedReply
+
+    return SimulatedReply(**fields)
+
+
 def _text_reply(text: str) -> SimulatedReply:
-    return SimulatedReply(text=text)
+    return _reply(text=text)
 
 
 def _call_reply(name: str, args: dict[str, Any]) -> SimulatedReply:
-    return SimulatedReply(function_calls=(FunctionCall(name, args, "sim-call-1"),))
+    return _reply(function_calls=(FunctionCall(name, args, "sim-call-1"),))
 
 
 def _verdict_reply(verdict: str, why: str) -> SimulatedReply:
     obj = {"verdict": verdict, "reason": why}
-    return SimulatedReply(text=canonical_bytes(obj).decode("utf-8"), structured=obj)
+    return _reply(text=canonical_bytes(obj).decode("utf-8"), structured=obj)
 
 
 # --- the planner -----------------------------------------------------------------------------

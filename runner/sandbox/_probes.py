@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
 import signal
@@ -230,7 +231,8 @@ def _canary_key() -> Iterator[str]:
 
 
 def _run_one(
-    backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits
+    backend: Any, probe: Probe, preflight_dir: Path, scratch: Path, base: Limits,
+    start: StartCost | None = None,
 ) -> ProbeResult:
     python = str(backend.python)
     dest = "/ect/preflight"
@@ -341,17 +343,27 @@ def _run_one(
         args = [a.replace("/ect/world/probe.json", host.get(scratch / "probe.json", a)) if
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)
+        start_note = ""
+        if _ends_at_cpu(probe) and start is not None:
+            # a budget that leaves the program more than its start cost after it has started,
+            # so a slow machine's start is never what the probe judges
+            spent = start.cpu_s(prog, binds, limits)
+            limits = replace(limits, cpu_s=cpu_budget(limits.cpu_s, spent))
+            start_note = f"; the program's start measured at {spent:.2f} CPU s"
         result = backend.run([python, "-I", "-S", prog, *args], stdin=b"", limits=limits,
                              ro_binds=binds)  # fmt: skip
         observed = result.kill_reason or "none" if probe.kind == "kill" else _reported(result)
         detail = ""
         if probe.kind == "report" and result.kill_reason in ("cpu", "timeout"):
             # ended for its speed before it could report: no layer was judged
-            budget = f"cpu_s={limits.cpu_s}" if result.kill_reason == "cpu" else \
+            budget = f"cpu_s={limits.cpu_s}{start_note}" if result.kill_reason == "cpu" else \
                 f"wall_s={limits.wall_s}"
             detail = (f"the probe was killed for {result.kill_reason} at its budget ({budget}) "
                       "before it could report: the machine was too slow for the probe to judge "
                       "its layer; not a failed layer")  # fmt: skip
+        elif probe.kind == "kill" and result.kill_reason == "cpu" and observed != probe.expect:
+            detail = (f"the probe was killed for cpu at its budget (cpu_s={limits.cpu_s}"
+                      f"{start_note})")
         if listener is not None:
             try:
                 conn, _ = listener.accept()
@@ -381,6 +393,48 @@ def _run_one(
         expected = probe.fallback["expect"]
         detail = detail or f"fallback expectation: {probe.fallback['when']}"
     return ProbeResult(probe.name, expected, observed, observed == expected, detail)
+
+
+def _ends_at_cpu(probe: Probe) -> bool:
+    return probe.kind == "kill" and probe.expect == "cpu"
+
+
+# A probe that ends at its CPU budget gets a budget that fits its check, not the machine's speed
+# and not a fixed large one (the call has one CPU, so a CPU budget is wall time ``ect preflight``
+# waits for): at least twice the CPU a call of the same program that only starts and reports
+# took on this machine, plus half a second, so the program always has more than its own start
+# cost left after it has started (under emulation its start alone used over 1 CPU s); the
+# probe's ``cpu_s`` is the floor.
+START_FACTOR = 2.0
+START_MARGIN_S = 0.5
+
+
+def cpu_budget(cpu_s: int, start_cpu_s: float) -> int:
+    """The ``cpu_s`` of a probe's call: its own ``cpu_s``, or more when the program's start
+    (``start_cpu_s``, measured) needs it (whole seconds: ``RLIMIT_CPU`` has no finer unit)."""
+    return max(int(cpu_s), math.ceil(START_FACTOR * start_cpu_s + START_MARGIN_S))
+
+
+class StartCost:
+    """The CPU seconds a call of a probe program that only starts and reports takes through the
+    backend (the whole call's usage, as its budget counts it), measured once per program and
+    shared by the probes running at once."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.lock = threading.Lock()
+        self.seen: dict[str, float] = {}
+
+    def cpu_s(self, prog: str, binds: Sequence[tuple[Path, str]], limits: Limits) -> float:
+        with self.lock:
+            if prog not in self.seen:
+                result = self.backend.run([str(self.backend.python), "-I", "-S", prog, "start"],
+                                          stdin=b"", limits=replace(limits, cpu_s=PROBE_LIMITS.cpu_s),
+                                          ro_binds=binds)  # fmt: skip
+                if _reported(result) != "started":
+                    raise SandboxError(f"a probe program could not start: {_reported(result)}")
+                self.seen[prog] = result.cpu_s
+            return self.seen[prog]
 
 
 # The budget of a probe that does not set its own: large enough that a slow or loaded machine
@@ -452,7 +506,9 @@ def iter_probes(
         with ThreadPoolExecutor(max_workers=min(workers, max(len(probes), 1)),
                                 thread_name_prefix="ect-probe") as pool:  # fmt: skip
             # the longest first, so that they overlap the rest instead of starting last
-            started = {p.name: pool.submit(_run_one, backend, p, preflight_dir, scratch, base)
+            start = StartCost(backend)
+            started = {p.name: pool.submit(_run_one, backend, p, preflight_dir, scratch, base,
+                                           start)
                        for p in sorted(probes, key=lambda p: -_least_wall_s(p))}  # fmt: skip
             try:
                 for p in probes:

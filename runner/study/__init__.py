@@ -4,136 +4,201 @@
 ``ect replay`` are thin layers over this package.
 """
 
-from runner.study._cell import cell_result
-from runner.study._execute import (
-    ClusterLost,
-    Halted,
-    StoreInUse,
-    execute,
-    run_lock_path,
-    stop_file,
-)
-from runner.study._executor import LocalExecutor, ToolExecutor
-from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
-from runner.study._header import HeaderProvider, StoreHeader
-from runner.study._journal import (
-    Accounting,
-    CellAccount,
-    HaltEntry,
-    JournalEntry,
-    account,
-    read_journal,
-    store_accounting,
-)
-from runner.study._journaling import TransportFailed, orphan_attempts
-from runner.study._lock import (
-    LOCK_FORMAT,
-    Drift,
-    FilePin,
-    LockedGeneration,
-    LockError,
-    LockMismatch,
-    SchedulePin,
-    StudyLock,
-    StudyPaths,
-    build_lock,
-    check_lock,
-    generation_config,
-    lock_digest,
-    read_lock,
-    source_tree_digest,
-    study_paths,
-    write_lock,
-    write_schedule,
-)
-from runner.study._plan import (
-    PILOT_CELLS,
-    PilotResult,
-    Plan,
-    PlanFailed,
-    PlanRange,
-    PlanSettings,
-    pilot_rows,
-    plan_study,
-)
-from runner.study._preflight import (
-    PREFLIGHT_FORMAT,
-    PreflightCheck,
-    PreflightFailed,
-    PreflightReport,
-    ProviderChoice,
-    run_preflight,
-)
-from runner.study._ray import ClusterUnreachable, NoUsableNode, RayExecutor
-from runner.study._records import (
-    AuditCall,
-    AuditFailure,
-    AuditGroup,
-    CellRecord,
-    CellResult,
-    RawExchangeRef,
-    RunHeader,
-    ScheduleRow,
-)
-from runner.study._replay import (
-    ReplayDiverged,
-    ReplayMismatch,
-    ReplayRefused,
-    ReplayReport,
-    replay_store,
-)
-from runner.study._runheader import (
-    ProviderMismatch,
-    RecordedRun,
-    ResumeMismatch,
-    StoreNotEmpty,
-    check_resume_provider,
-    resume_command,
-)
-from runner.study._schedule import (
-    CheckpointRef,
-    ScheduleError,
-    build_schedule,
-    cell_seed,
-    read_schedule,
-    schedule_bytes,
-)
-from runner.study._settings import RunSettings, ThrottleSettings, throttle_settings
-from runner.study._spec import (
-    ON_TRANSPORT_FAILURE,
-    ProviderSettings,
-    SandboxLimits,
-    SimulatorTables,
-    SpecError,
-    StudySpec,
-    UnknownParameter,
-    load_spec,
-    recorded_spec,
-    simulator_parameters,
-    spec_for_store,
-    with_overrides,
-)
-from runner.study._static import (
-    STATIC_ABLATIONS,
-    TABLE3_ABLATIONS,
-    CheckAblation,
-    FastPathInvariantBroken,
-    SpecInvalid,
-    StaticDecisionRow,
-    StaticRun,
-    StaticSpec,
-    run_static,
-    static_provider,
-)
-from runner.study._strata import StratumReasons, reason_codes_by_stratum
-from runner.study._summary import CallFailure, FailureCounts, RunSummary, record_failures
-from runner.study._workflow import (
-    RunHooks,
-    StopFilePresent,
-    StoreNotWritable,
-    run_study,
-    study_root,
-)
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from runner._lazy import lazy_exports as _lazy_exports
+
+if _TYPE_CHECKING:
+    from runner.study._cell import cell_result
+    from runner.study._execute import (
+        ClusterLost,
+        Halted,
+        StoreInUse,
+        execute,
+        run_lock_path,
+        stop_file,
+    )
+    from runner.study._executor import LocalExecutor, ToolExecutor
+    from runner.study._export import IncompleteStore, export_study, key_path_for, verify_export
+    from runner.study._header import HeaderProvider, StoreHeader
+    from runner.study._journal import (
+        Accounting,
+        CellAccount,
+        HaltEntry,
+        JournalEntry,
+        account,
+        read_journal,
+        store_accounting,
+    )
+    from runner.study._journaling import TransportFailed, orphan_attempts
+    from runner.study._lock import (
+        LOCK_FORMAT,
+        Drift,
+        FilePin,
+        LockedGeneration,
+        LockError,
+        LockMismatch,
+        SchedulePin,
+        StudyLock,
+        StudyPaths,
+        build_lock,
+        check_lock,
+        generation_config,
+        lock_digest,
+        read_lock,
+        source_tree_digest,
+        study_paths,
+        write_lock,
+        write_schedule,
+    )
+    from runner.study._plan import (
+        PILOT_CELLS,
+        PilotResult,
+        Plan,
+        PlanFailed,
+        PlanRange,
+        PlanSettings,
+        pilot_rows,
+        plan_study,
+    )
+    from runner.study._preflight import (
+        PREFLIGHT_FORMAT,
+        PreflightCheck,
+        PreflightFailed,
+        PreflightReport,
+        ProviderChoice,
+        run_preflight,
+    )
+    from runner.study._ray import ClusterUnreachable, NoUsableNode, RayExecutor
+    from runner.study._records import (
+        AuditCall,
+        AuditFailure,
+        AuditGroup,
+        CellRecord,
+        CellResult,
+        RawExchangeRef,
+        RunHeader,
+        ScheduleRow,
+    )
+    from runner.study._replay import (
+        ReplayDiverged,
+        ReplayMismatch,
+        ReplayRefused,
+        ReplayReport,
+        replay_store,
+    )
+    from runner.study._runheader import (
+        ProviderMismatch,
+        RecordedRun,
+        ResumeMismatch,
+        StoreNotEmpty,
+        check_resume_provider,
+        resume_command,
+    )
+    from runner.study._schedule import (
+        CheckpointRef,
+        ScheduleError,
+        build_schedule,
+        cell_seed,
+        read_schedule,
+        schedule_bytes,
+    )
+    from runner.study._settings import RunSettings, ThrottleSettings, throttle_settings
+    from runner.study._spec import (
+        ON_TRANSPORT_FAILURE,
+        ProviderSettings,
+        SandboxLimits,
+        SimulatorTables,
+        SpecError,
+        StudySpec,
+        UnknownParameter,
+        load_spec,
+        recorded_spec,
+        simulator_parameters,
+        spec_for_store,
+        with_overrides,
+    )
+    from runner.study._static import (
+        STATIC_ABLATIONS,
+        TABLE3_ABLATIONS,
+        CheckAblation,
+        FastPathInvariantBroken,
+        SpecInvalid,
+        StaticDecisionRow,
+        StaticRun,
+        StaticSpec,
+        run_static,
+        static_provider,
+    )
+    from runner.study._strata import StratumReasons, reason_codes_by_stratum
+    from runner.study._summary import CallFailure, FailureCounts, RunSummary, record_failures
+    from runner.study._workflow import (
+        RunHooks,
+        StopFilePresent,
+        StoreNotWritable,
+        run_study,
+        study_root,
+    )
+
+# Each name is imported from its module on first use (runner/_lazy.py), so a command loads only
+# the modules it uses; the same names as above, by module:
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "_cell": ("cell_result",),
+    "_execute": ("ClusterLost", "Halted", "StoreInUse", "execute", "run_lock_path", "stop_file"),
+    "_executor": ("LocalExecutor", "ToolExecutor"),
+    "_export": ("IncompleteStore", "export_study", "key_path_for", "verify_export"),
+    "_header": ("HeaderProvider", "StoreHeader"),
+    "_journal": (
+        "Accounting", "CellAccount", "HaltEntry", "JournalEntry", "account", "read_journal",
+        "store_accounting",
+    ),
+    "_journaling": ("TransportFailed", "orphan_attempts"),
+    "_lock": (
+        "LOCK_FORMAT", "Drift", "FilePin", "LockedGeneration", "LockError", "LockMismatch",
+        "SchedulePin", "StudyLock", "StudyPaths", "build_lock", "check_lock", "generation_config",
+        "lock_digest", "read_lock", "source_tree_digest", "study_paths", "write_lock",
+        "write_schedule",
+    ),
+    "_plan": (
+        "PILOT_CELLS", "PilotResult", "Plan", "PlanFailed", "PlanRange", "PlanSettings",
+        "pilot_rows", "plan_study",
+    ),
+    "_preflight": (
+        "PREFLIGHT_FORMAT", "PreflightCheck", "PreflightFailed", "PreflightReport",
+        "ProviderChoice", "run_preflight",
+    ),
+    "_ray": ("ClusterUnreachable", "NoUsableNode", "RayExecutor"),
+    "_records": (
+        "AuditCall", "AuditFailure", "AuditGroup", "CellRecord", "CellResult", "RawExchangeRef",
+        "RunHeader", "ScheduleRow",
+    ),
+    "_replay": (
+        "ReplayDiverged", "ReplayMismatch", "ReplayRefused", "ReplayReport", "replay_store",
+    ),
+    "_runheader": (
+        "ProviderMismatch", "RecordedRun", "ResumeMismatch", "StoreNotEmpty",
+        "check_resume_provider", "resume_command",
+    ),
+    "_schedule": (
+        "CheckpointRef", "ScheduleError", "build_schedule", "cell_seed", "read_schedule",
+        "schedule_bytes",
+    ),
+    "_settings": ("RunSettings", "ThrottleSettings", "throttle_settings"),
+    "_spec": (
+        "ON_TRANSPORT_FAILURE", "ProviderSettings", "SandboxLimits", "SimulatorTables", "SpecError",
+        "StudySpec", "UnknownParameter", "load_spec", "recorded_spec", "simulator_parameters",
+        "spec_for_store", "with_overrides",
+    ),
+    "_static": (
+        "STATIC_ABLATIONS", "TABLE3_ABLATIONS", "CheckAblation", "FastPathInvariantBroken",
+        "SpecInvalid", "StaticDecisionRow", "StaticRun", "StaticSpec", "run_static",
+        "static_provider",
+    ),
+    "_strata": ("StratumReasons", "reason_codes_by_stratum"),
+    "_summary": ("CallFailure", "FailureCounts", "RunSummary", "record_failures"),
+    "_workflow": ("RunHooks", "StopFilePresent", "StoreNotWritable", "run_study", "study_root"),
+}
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "LOCK_FORMAT",

@@ -98,3 +98,29 @@ def test_commands_are_listed_in_module_order_whichever_ran_first() -> None:
     assert names == list(cli.commands)
     help_text = CliRunner().invoke(cli, ["--help"]).output
     assert all(f"  {name} " in help_text for name in names)
+
+
+# The executor chain `ect run` needs and `ect preflight` does not: the trajectory engine, its
+# controller (structlog), the simulated provider and the providers' HTTP stack.
+EXECUTOR_CHAIN = ("runner.loop._trajectory", "runner.control._controller",
+                  "runner.providers._adapter", "runner.providers._simulated", "httpx", "structlog")
+
+
+def test_preflight_does_not_load_the_executor_chain(tmp_path: Path) -> None:
+    # Issue 37: `ect preflight` imported runner.study, whose __init__ imported every module of
+    # the study and so the loop, the policies and the providers (1.1 of 1.25 s of imports at
+    # load 3.4). A store that is not one ends the preflight after its lock, store, credential,
+    # generation and sandbox checks, before the probes, so this start-up check runs in seconds.
+    store = tmp_path / "store.db"
+    store.write_bytes(b"not a store")
+    code, _, _, err = _run(["preflight", "--store", str(store)])
+    assert code == 3 and "does not verify" in err, err
+    probe = ("import json, sys, runpy; sys.argv = ['ect', 'preflight', '--store', sys.argv[1]]\n"
+             "try:\n    runpy.run_module('runner', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print(json.dumps(sorted(sys.modules)))")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", probe, str(store)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert "runner.study._preflight" in loaded and "runner.sandbox" in loaded
+    assert not [m for m in EXECUTOR_CHAIN if m in loaded]

@@ -9,7 +9,7 @@ from typing import get_args
 
 from runner.analysis._closed import COMPARATOR, TREATMENT
 from runner.analysis._common import POLICY_LABELS
-from runner.loop._trajectory import _PIPELINE_VERDICTS
+from runner.loop._decision import _PIPELINE_VERDICTS
 from runner.policies import (
     CRITICS,
     PIPELINES,
