@@ -19,6 +19,9 @@ A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...)
   object (a part several records share, or one of two shapes of a row).
 - ``read``: the reader ``(value, path) -> value`` when the type alone does not say it;
   ``write``: its writer ``value -> JSON``.
+- ``rounded(n)`` (a writer): a float written rounded to ``n`` decimals (``None`` as ``null``),
+  as a report states a figure; ``sorted_map`` (a writer): a mapping written with its keys
+  sorted (a ``Counter`` of failures by kind).
 - ``skip``: not part of the JSON (a provider's native object, raw bytes kept apart); reading
   leaves it at its default or takes it from the caller.
 
@@ -37,6 +40,7 @@ document read and written again has the same canonical bytes and digest.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import inspect
@@ -59,7 +63,8 @@ from runner.canonical._fields import (
     read_str,
 )
 
-__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key", "spec"]
+__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key",
+           "rounded", "sorted_map", "spec"]
 
 Reader = Callable[[Any, str], Any]
 Writer = Callable[[Any], Any]
@@ -74,6 +79,18 @@ def at_least(minimum: int) -> Reader:
     def read(value: object, path: str) -> int:
         return read_int(value, path, minimum=minimum)
     return read
+
+
+def rounded(digits: int) -> Writer:
+    """The writer of a float rounded to ``digits`` decimals (``None`` written as ``null``)."""
+    def write(value: float | None) -> float | None:
+        return None if value is None else round(value, digits)
+    return write
+
+
+def sorted_map(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The writer of a mapping with its keys sorted (its values as they are)."""
+    return dict(sorted(value.items()))
 
 
 Digest = Annotated[str, read_digest]
@@ -476,6 +493,10 @@ def _read(hint: object, value: object, path: str) -> object:
     if origin is list:
         return [_read(args[0], v, f"{path}[{i}]")
                 for i, v in enumerate(read_list(value, path))]
+    if origin is collections.Counter:  # counts by name
+        obj = read_json_object(value, path)
+        return collections.Counter({k: read_int(v, f"{path}.{k}", minimum=0)
+                                    for k, v in obj.items()})
     if origin is dict or origin is Mapping:
         if args[1] is Any:  # open content (tool arguments, a certificate, ...)
             return read_json_object(value, path)

@@ -4,6 +4,7 @@ ways, read strictly with errors naming the path."""
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,6 +17,8 @@ from runner.canonical import (
     RecordFormatError,
     canonical_bytes,
     read_digest,
+    rounded,
+    sorted_map,
     spec,
 )
 
@@ -117,3 +120,22 @@ def test_not_an_object_and_caller_path() -> None:
         Inner.from_json([])
     with pytest.raises(RecordFormatError, match=r"^a\.b: missing field 'x'$"):
         Inner.from_json({"n": 1}, "a.b")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally(JsonRecord):
+    cost_usd: float = field(metadata=spec(write=rounded(3)))
+    latency_s: float | None = field(metadata=spec(write=rounded(2)))
+    failures: Counter[str] = field(metadata=spec(write=sorted_map))
+
+
+def test_a_report_figure_is_written_rounded_and_a_tally_sorted() -> None:
+    tally = Tally(1.23456, None, Counter({"timeout": 2, "http_429": 1}))
+    assert tally.to_json() == {"cost_usd": 1.235, "latency_s": None,
+                               "failures": {"http_429": 1, "timeout": 2}}
+    assert list(tally.to_json()["failures"]) == ["http_429", "timeout"]
+    back = Tally.from_json({"cost_usd": 1.5, "latency_s": 0.25, "failures": {"timeout": 3}})
+    assert back.failures == Counter({"timeout": 3}) and isinstance(back.failures, Counter)
+    with pytest.raises(RecordFormatError, match=r"^tally\.failures\.timeout: "):
+        Tally.from_json({"cost_usd": 1, "latency_s": None, "failures": {"timeout": -1}},
+                        "tally")
