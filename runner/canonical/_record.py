@@ -22,6 +22,9 @@ A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...)
 - ``rounded(n)`` (a writer): a float written rounded to ``n`` decimals (``None`` as ``null``),
   as a report states a figure; ``sorted_map`` (a writer): a mapping written with its keys
   sorted (a ``Counter`` of failures by kind).
+- a tag: a field declared ``field(default=..., init=False)`` (``kind = "finish"``) is written
+  like any other and, read back, must be that string (``expected 'finish', got 'escalate'``);
+  it is not passed to the constructor.
 - ``skip``: not part of the JSON (a provider's native object, raw bytes kept apart); reading
   leaves it at its default or takes it from the caller.
 
@@ -144,6 +147,7 @@ class _Field:
     flat: type[JsonRecord] | None
     read: Reader  # the declared reader, or the one the type says
     write: Writer | None
+    tag: bool  # an init=False field: checked against its default, not passed to the class
 
 
 class JsonRecord:
@@ -232,12 +236,26 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             if m.get("omit") and optional:  # present means not null: read as the other type
                 rest = [a for a in typing.get_args(hint) if a is not type(None)]
                 hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+            tag = not f.init
             out.append(_Field(
                 keys=tuple(str(m.get("key", f.name)).split(".")), name=f.name, hint=hint,
                 omit=bool(m.get("omit")) or (flat is not None and optional), flat=flat,
-                read=m.get("read") or _reader(hint), write=m.get("write")))
+                read=_tag_reader(f.default) if tag else m.get("read") or _reader(hint),
+                write=m.get("write"), tag=tag))
         got = _CACHE[cls] = tuple(out)
     return got
+
+
+def _tag_reader(want: object) -> Reader:
+    """The reader of a tag: the string ``want`` and nothing else."""
+    if not isinstance(want, str):
+        raise TypeError(f"a tag (an init=False field) must default to a string, not {want!r}")
+
+    def read(value: object, path: str) -> str:
+        if read_str(value, path) != want:
+            raise RecordFormatError(path, f"expected {want!r}, got {str(value)[:40]!r}")
+        return want
+    return read
 
 
 def _hint(cls: type, name: str) -> object:
@@ -301,8 +319,15 @@ def _simple(cls: type[JsonRecord]) -> Callable[[Mapping[str, Any], str], dict[st
         fields = _fields(cls)
         if all(f.flat is None and len(f.keys) == 1 for f in fields):
             env: dict[str, Any] = {}
-            lines = ["def read(top, path):", "    return {"]
+            lines = ["def read(top, path):"]
             for i, f in enumerate(fields):
+                if f.tag:
+                    env[f"r{i}"] = f.read
+                    lines.append(f"    r{i}(top[{f.keys[0]!r}], path + {'.' + f.keys[0]!r})")
+            lines.append("    return {")
+            for i, f in enumerate(fields):
+                if f.tag:
+                    continue
                 env[f"r{i}"] = f.read
                 k = f.keys[0]
                 got = f"r{i}(top[{k!r}], path + {'.' + k!r})"
@@ -350,7 +375,9 @@ def _read_fields(cls: type[JsonRecord], obj: object, path: str) -> dict[str, Any
             kwargs[f.name] = None  # an omittable field (a required one was refused above)
             continue
         at = f"{path}.{k}" if len(f.keys) == 1 else ".".join((path, *f.keys))
-        kwargs[f.name] = f.read(container[k], at)
+        value = f.read(container[k], at)
+        if not f.tag:
+            kwargs[f.name] = value
     return kwargs
 
 

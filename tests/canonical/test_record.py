@@ -139,3 +139,18 @@ def test_a_report_figure_is_written_rounded_and_a_tally_sorted() -> None:
     with pytest.raises(RecordFormatError, match=r"^tally\.failures\.timeout: "):
         Tally.from_json({"cost_usd": 1, "latency_s": None, "failures": {"timeout": -1}},
                         "tally")
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(JsonRecord):
+    kind: str = field(default="ping", init=False)
+    note: str
+
+
+def test_a_tag_is_written_and_read_back_only_as_itself() -> None:
+    assert Ping("hi").to_json() == {"kind": "ping", "note": "hi"}
+    assert Ping.from_json({"kind": "ping", "note": "hi"}) == Ping("hi")
+    with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected 'ping', got 'pong'$"):
+        Ping.from_json({"kind": "pong", "note": "hi"}, "msg")
+    with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected a string, got number$"):
+        Ping.from_json({"kind": 1, "note": "hi"}, "msg")
