@@ -38,7 +38,8 @@ A record class may set ``_path`` (the default path of :meth:`JsonRecord.from_jso
 a ``TypeError``/``ValueError`` of its constructor is reported at the record's path.
 
 JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
-document read and written again has the same canonical bytes and digest.
+document read and written again has the same canonical bytes and digest. A ``frozenset`` is
+written as a sorted array.
 """
 
 from __future__ import annotations
@@ -170,7 +171,9 @@ class JsonRecord:
 
     _derived: ClassVar[tuple[str, ...]] = ()
     """Keys written after the fields from attributes computed from them (a digest, an id of a
-    nested record): required when read, and checked by :meth:`_check`."""
+    nested record): required when read, and checked by :meth:`_check`. A dotted key
+    (``"stop.reason"``) is written first into its nested object from the attribute named by
+    the key with ``_`` for ``.`` (``stop_reason``), and is required there when read."""
 
     def to_json(self) -> JsonObject:
         """The record as a JSON object (fields in declaration order; nested records too)."""
@@ -304,8 +307,9 @@ def _shape(cls: type[JsonRecord]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         allowed = head + tuple(dict.fromkeys(
             k for f in fields
             for k in (sorted(_keys(f.flat)) if f.flat is not None else (f.keys[0],))))
-        got = _SHAPE[cls] = (allowed + cls._derived,
-                             tuple(dict.fromkeys(required)) + cls._derived)
+        derived = tuple(d.split(".")[0] for d in cls._derived)
+        got = _SHAPE[cls] = (tuple(dict.fromkeys(allowed + derived)),
+                             tuple(dict.fromkeys(required + derived)))
     return got
 
 
@@ -365,8 +369,10 @@ def _read_fields(cls: type[JsonRecord], obj: object, path: str) -> dict[str, Any
         for depth in range(1, len(f.keys)):
             prefix = f.keys[:depth]
             if prefix not in nested:
-                inner = tuple(dict.fromkeys(g.keys[depth] for g in fields
-                                            if g.keys[:depth] == prefix))
+                inner = tuple(dict.fromkeys(
+                    [g.keys[depth] for g in fields if g.keys[:depth] == prefix]
+                    + [d[depth] for d in (tuple(d.split(".")) for d in cls._derived)
+                       if len(d) > depth and d[:depth] == prefix]))
                 nested[prefix] = cls._object_of(container[prefix[-1]],
                                                 ".".join((path, *prefix)), inner, inner)
             container = nested[prefix]
@@ -425,10 +431,17 @@ def _compile_writer(cls: type[JsonRecord]) -> Callable[[Any], JsonObject]:
             if prefix not in made:
                 made.add(prefix)
                 lines.append(f"{indent}{target}.setdefault({prefix[-1]!r}, {{}})")
+                for d in cls._derived:  # a derived key of this object, written first
+                    if tuple(d.split("."))[:-1] == prefix:
+                        lines.append(f"{indent}{target}[{prefix[-1]!r}][{d.split('.')[-1]!r}]"
+                                     f" = _dump(self.{d.replace('.', '_')})")
             target = f"{target}[{prefix[-1]!r}]"
         lines.append(f"{indent}{target}[{f.keys[-1]!r}] = {expr}")
     for name in cls._derived:
-        lines.append(f"    out[{name!r}] = _dump(self.{name})")
+        if "." not in name:
+            lines.append(f"    out[{name!r}] = _dump(self.{name})")
+        elif tuple(name.split("."))[:-1] not in made:  # no field writes into its object
+            raise TypeError(f"{cls.__name__}: derived key {name!r} has no object of fields")
     lines.append("    return out")
     exec("\n".join(lines), env)  # the code built above from the class's own fields
     writer: Callable[[Any], JsonObject] = env["to_json"]
@@ -468,6 +481,8 @@ def _dump(value: object) -> object:
         return value.value
     if isinstance(value, tuple | list):
         return [_dump(v) for v in value]
+    if isinstance(value, frozenset | set):  # a set has no order: written sorted
+        return sorted(value)  # (sets of strings or numbers)
     if isinstance(value, Mapping):
         return {k: _dump(v) for k, v in value.items()}
     return value
@@ -517,6 +532,9 @@ def _read(hint: object, value: object, path: str) -> object:
             raise RecordFormatError(path, f"expected {len(args)} items, got {len(items)}")
         return tuple(_read(a, v, f"{path}[{i}]")
                      for i, (a, v) in enumerate(zip(args, items, strict=True)))
+    if origin is frozenset:
+        return frozenset(_read(args[0], v, f"{path}[{i}]")
+                         for i, v in enumerate(read_list(value, path)))
     if origin is list:
         return [_read(args[0], v, f"{path}[{i}]")
                 for i, v in enumerate(read_list(value, path))]

@@ -154,3 +154,31 @@ def test_a_tag_is_written_and_read_back_only_as_itself() -> None:
         Ping.from_json({"kind": "pong", "note": "hi"}, "msg")
     with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected a string, got number$"):
         Ping.from_json({"kind": 1, "note": "hi"}, "msg")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict(JsonRecord):
+    kinds: frozenset[str]
+    detail: str = field(metadata=spec(key="stop.detail"))
+    _derived = ("stop.code",)
+
+    @property
+    def stop_code(self) -> str:
+        return self.detail.upper()
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if obj["stop"]["code"] != self.stop_code:
+            raise RecordFormatError(f"{path}.stop.code", "differs from stop.detail")
+
+
+def test_a_set_is_written_sorted_and_a_derived_nested_key_is_written_first_and_required() -> None:
+    v = Verdict(frozenset({"b", "a"}), "late")
+    assert v.to_json() == {"kinds": ["a", "b"], "stop": {"code": "LATE", "detail": "late"}}
+    assert list(v.to_json()["stop"]) == ["code", "detail"]
+    assert Verdict.from_json(v.to_json()) == v
+    with pytest.raises(RecordFormatError, match=r"^v\.stop: missing field 'code'$"):
+        Verdict.from_json({"kinds": [], "stop": {"detail": "x"}}, "v")
+    with pytest.raises(RecordFormatError, match=r"^v\.stop\.code: differs from stop\.detail$"):
+        Verdict.from_json({"kinds": [], "stop": {"detail": "x", "code": "Y"}}, "v")
+    with pytest.raises(RecordFormatError, match=r"^v\.kinds\[0\]: expected a string"):
+        Verdict.from_json({"kinds": [1], "stop": {"detail": "x", "code": "X"}}, "v")
