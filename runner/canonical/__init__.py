@@ -39,6 +39,8 @@ from runner.canonical._record import (
     NonEmptyStr,
     at_least,
     key,
+    rounded,
+    sorted_map,
     spec,
 )
 from runner.canonical._strict import MAX_DEPTH, MAX_INPUT_BYTES, load_strict_file, loads_strict
@@ -86,5 +88,7 @@ __all__ = [
     "read_opt_object",
     "read_opt_str",
     "read_str",
+    "rounded",
+    "sorted_map",
     "spec",
 ]

@@ -19,6 +19,12 @@ A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...)
   object (a part several records share, or one of two shapes of a row).
 - ``read``: the reader ``(value, path) -> value`` when the type alone does not say it;
   ``write``: its writer ``value -> JSON``.
+- ``rounded(n)`` (a writer): a float written rounded to ``n`` decimals (``None`` as ``null``),
+  as a report states a figure; ``sorted_map`` (a writer): a mapping written with its keys
+  sorted (a ``Counter`` of failures by kind).
+- a tag: a field declared ``field(default=..., init=False)`` (``kind = "finish"``) is written
+  like any other and, read back, must be that string (``expected 'finish', got 'escalate'``);
+  it is not passed to the constructor.
 - ``skip``: not part of the JSON (a provider's native object, raw bytes kept apart); reading
   leaves it at its default or takes it from the caller.
 
@@ -32,11 +38,13 @@ A record class may set ``_path`` (the default path of :meth:`JsonRecord.from_jso
 a ``TypeError``/``ValueError`` of its constructor is reported at the record's path.
 
 JSON numbers keep their Python type in both directions (an ``int`` stays an ``int``), so a
-document read and written again has the same canonical bytes and digest.
+document read and written again has the same canonical bytes and digest. A ``frozenset`` is
+written as a sorted array.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import inspect
@@ -59,7 +67,8 @@ from runner.canonical._fields import (
     read_str,
 )
 
-__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key", "spec"]
+__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key",
+           "rounded", "sorted_map", "spec"]
 
 Reader = Callable[[Any, str], Any]
 Writer = Callable[[Any], Any]
@@ -74,6 +83,18 @@ def at_least(minimum: int) -> Reader:
     def read(value: object, path: str) -> int:
         return read_int(value, path, minimum=minimum)
     return read
+
+
+def rounded(digits: int) -> Writer:
+    """The writer of a float rounded to ``digits`` decimals (``None`` written as ``null``)."""
+    def write(value: float | None) -> float | None:
+        return None if value is None else round(value, digits)
+    return write
+
+
+def sorted_map(value: Mapping[str, Any]) -> dict[str, Any]:
+    """The writer of a mapping with its keys sorted (its values as they are)."""
+    return dict(sorted(value.items()))
 
 
 Digest = Annotated[str, read_digest]
@@ -127,6 +148,7 @@ class _Field:
     flat: type[JsonRecord] | None
     read: Reader  # the declared reader, or the one the type says
     write: Writer | None
+    tag: bool  # an init=False field: checked against its default, not passed to the class
 
 
 class JsonRecord:
@@ -149,7 +171,9 @@ class JsonRecord:
 
     _derived: ClassVar[tuple[str, ...]] = ()
     """Keys written after the fields from attributes computed from them (a digest, an id of a
-    nested record): required when read, and checked by :meth:`_check`."""
+    nested record): required when read, and checked by :meth:`_check`. A dotted key
+    (``"stop.reason"``) is written first into its nested object from the attribute named by
+    the key with ``_`` for ``.`` (``stop_reason``), and is required there when read."""
 
     def to_json(self) -> JsonObject:
         """The record as a JSON object (fields in declaration order; nested records too)."""
@@ -215,12 +239,26 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             if m.get("omit") and optional:  # present means not null: read as the other type
                 rest = [a for a in typing.get_args(hint) if a is not type(None)]
                 hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+            tag = not f.init
             out.append(_Field(
                 keys=tuple(str(m.get("key", f.name)).split(".")), name=f.name, hint=hint,
                 omit=bool(m.get("omit")) or (flat is not None and optional), flat=flat,
-                read=m.get("read") or _reader(hint), write=m.get("write")))
+                read=_tag_reader(f.default) if tag else m.get("read") or _reader(hint),
+                write=m.get("write"), tag=tag))
         got = _CACHE[cls] = tuple(out)
     return got
+
+
+def _tag_reader(want: object) -> Reader:
+    """The reader of a tag: the string ``want`` and nothing else."""
+    if not isinstance(want, str):
+        raise TypeError(f"a tag (an init=False field) must default to a string, not {want!r}")
+
+    def read(value: object, path: str) -> str:
+        if read_str(value, path) != want:
+            raise RecordFormatError(path, f"expected {want!r}, got {str(value)[:40]!r}")
+        return want
+    return read
 
 
 def _hint(cls: type, name: str) -> object:
@@ -269,8 +307,9 @@ def _shape(cls: type[JsonRecord]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         allowed = head + tuple(dict.fromkeys(
             k for f in fields
             for k in (sorted(_keys(f.flat)) if f.flat is not None else (f.keys[0],))))
-        got = _SHAPE[cls] = (allowed + cls._derived,
-                             tuple(dict.fromkeys(required)) + cls._derived)
+        derived = tuple(d.split(".")[0] for d in cls._derived)
+        got = _SHAPE[cls] = (tuple(dict.fromkeys(allowed + derived)),
+                             tuple(dict.fromkeys(required + derived)))
     return got
 
 
@@ -284,8 +323,15 @@ def _simple(cls: type[JsonRecord]) -> Callable[[Mapping[str, Any], str], dict[st
         fields = _fields(cls)
         if all(f.flat is None and len(f.keys) == 1 for f in fields):
             env: dict[str, Any] = {}
-            lines = ["def read(top, path):", "    return {"]
+            lines = ["def read(top, path):"]
             for i, f in enumerate(fields):
+                if f.tag:
+                    env[f"r{i}"] = f.read
+                    lines.append(f"    r{i}(top[{f.keys[0]!r}], path + {'.' + f.keys[0]!r})")
+            lines.append("    return {")
+            for i, f in enumerate(fields):
+                if f.tag:
+                    continue
                 env[f"r{i}"] = f.read
                 k = f.keys[0]
                 got = f"r{i}(top[{k!r}], path + {'.' + k!r})"
@@ -323,8 +369,10 @@ def _read_fields(cls: type[JsonRecord], obj: object, path: str) -> dict[str, Any
         for depth in range(1, len(f.keys)):
             prefix = f.keys[:depth]
             if prefix not in nested:
-                inner = tuple(dict.fromkeys(g.keys[depth] for g in fields
-                                            if g.keys[:depth] == prefix))
+                inner = tuple(dict.fromkeys(
+                    [g.keys[depth] for g in fields if g.keys[:depth] == prefix]
+                    + [d[depth] for d in (tuple(d.split(".")) for d in cls._derived)
+                       if len(d) > depth and d[:depth] == prefix]))
                 nested[prefix] = cls._object_of(container[prefix[-1]],
                                                 ".".join((path, *prefix)), inner, inner)
             container = nested[prefix]
@@ -333,7 +381,9 @@ def _read_fields(cls: type[JsonRecord], obj: object, path: str) -> dict[str, Any
             kwargs[f.name] = None  # an omittable field (a required one was refused above)
             continue
         at = f"{path}.{k}" if len(f.keys) == 1 else ".".join((path, *f.keys))
-        kwargs[f.name] = f.read(container[k], at)
+        value = f.read(container[k], at)
+        if not f.tag:
+            kwargs[f.name] = value
     return kwargs
 
 
@@ -381,10 +431,17 @@ def _compile_writer(cls: type[JsonRecord]) -> Callable[[Any], JsonObject]:
             if prefix not in made:
                 made.add(prefix)
                 lines.append(f"{indent}{target}.setdefault({prefix[-1]!r}, {{}})")
+                for d in cls._derived:  # a derived key of this object, written first
+                    if tuple(d.split("."))[:-1] == prefix:
+                        lines.append(f"{indent}{target}[{prefix[-1]!r}][{d.split('.')[-1]!r}]"
+                                     f" = _dump(self.{d.replace('.', '_')})")
             target = f"{target}[{prefix[-1]!r}]"
         lines.append(f"{indent}{target}[{f.keys[-1]!r}] = {expr}")
     for name in cls._derived:
-        lines.append(f"    out[{name!r}] = _dump(self.{name})")
+        if "." not in name:
+            lines.append(f"    out[{name!r}] = _dump(self.{name})")
+        elif tuple(name.split("."))[:-1] not in made:  # no field writes into its object
+            raise TypeError(f"{cls.__name__}: derived key {name!r} has no object of fields")
     lines.append("    return out")
     exec("\n".join(lines), env)  # the code built above from the class's own fields
     writer: Callable[[Any], JsonObject] = env["to_json"]
@@ -424,6 +481,8 @@ def _dump(value: object) -> object:
         return value.value
     if isinstance(value, tuple | list):
         return [_dump(v) for v in value]
+    if isinstance(value, frozenset | set):  # a set has no order: written sorted
+        return sorted(value)  # (sets of strings or numbers)
     if isinstance(value, Mapping):
         return {k: _dump(v) for k, v in value.items()}
     return value
@@ -473,9 +532,16 @@ def _read(hint: object, value: object, path: str) -> object:
             raise RecordFormatError(path, f"expected {len(args)} items, got {len(items)}")
         return tuple(_read(a, v, f"{path}[{i}]")
                      for i, (a, v) in enumerate(zip(args, items, strict=True)))
+    if origin is frozenset:
+        return frozenset(_read(args[0], v, f"{path}[{i}]")
+                         for i, v in enumerate(read_list(value, path)))
     if origin is list:
         return [_read(args[0], v, f"{path}[{i}]")
                 for i, v in enumerate(read_list(value, path))]
+    if origin is collections.Counter:  # counts by name
+        obj = read_json_object(value, path)
+        return collections.Counter({k: read_int(v, f"{path}.{k}", minimum=0)
+                                    for k, v in obj.items()})
     if origin is dict or origin is Mapping:
         if args[1] is Any:  # open content (tool arguments, a certificate, ...)
             return read_json_object(value, path)

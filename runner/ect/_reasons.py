@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, Self
+from dataclasses import dataclass, field
+from typing import Literal
 
-from runner.canonical import JsonRecord
-from runner.ect._errors import WireFormatError
+from runner.canonical import RecordFormatError, read_str, spec
+from runner.ect._wire import _Wire
 
 __all__ = ["CHECK_FAMILIES", "REASON_CODES", "Decision", "Reason"]
 
@@ -77,36 +77,30 @@ REASON_CODES: dict[str, str] = {
 }
 
 
+def _read_code(value: object, path: str) -> str:
+    code = read_str(value, path)
+    if code not in REASON_CODES:
+        raise RecordFormatError(path, f"unknown reason code {code[:60]!r}")
+    return code
+
+
 @dataclass(frozen=True, slots=True)
-class Reason(JsonRecord):
+class Reason(_Wire):
     """One failing check: ``family.name`` code, the slot it concerns (or ``None``), a detail."""
 
-    code: str
+    code: str = field(metadata=spec(read=_read_code))
     slot: str | None
     detail: str
+
+    _path = "reason"
 
     @property
     def family(self) -> str:
         return self.code.split(".", 1)[0]
 
-    @classmethod
-    def from_json(cls, obj: Any, path: str | None = "reason") -> Self:
-        path = path or "reason"
-        if not isinstance(obj, dict) or set(obj) != {"code", "slot", "detail"}:
-            raise WireFormatError(path, "expected an object with exactly code, slot, detail")
-        code, slot, detail = obj["code"], obj["slot"], obj["detail"]
-        if code not in REASON_CODES:
-            raise WireFormatError(f"{path}.code", f"unknown reason code {str(code)[:60]!r}")
-        if slot is not None and not isinstance(slot, str):
-            raise WireFormatError(f"{path}.slot", "expected a string or null")
-        if not isinstance(detail, str):
-            raise WireFormatError(f"{path}.detail", "expected a string")
-        return cls(code=code, slot=slot, detail=detail)
-
-
 
 @dataclass(frozen=True, slots=True)
-class Decision(JsonRecord):
+class Decision(_Wire):
     """The verifier's answer. ``bool(decision)`` is True iff it is ``complete``.
 
     ``missing_slots`` lists the required slots that are not satisfied: no claim, or a claim
@@ -116,6 +110,8 @@ class Decision(JsonRecord):
     decision: Literal["complete", "continue"]
     reasons: tuple[Reason, ...]
     missing_slots: tuple[str, ...]
+
+    _path = "decision"
 
     def __post_init__(self) -> None:
         if self.decision not in ("complete", "continue"):
@@ -139,29 +135,4 @@ class Decision(JsonRecord):
     @property
     def codes(self) -> tuple[str, ...]:
         return tuple(r.code for r in self.reasons)
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str | None = "decision") -> Self:
-        path = path or "decision"
-        if not isinstance(obj, dict) or set(obj) != {"decision", "reasons", "missing_slots"}:
-            raise WireFormatError(
-                path, "expected an object with exactly decision, reasons, missing_slots"
-            )
-        if obj["decision"] not in ("complete", "continue"):
-            raise WireFormatError(f"{path}.decision", "expected 'complete' or 'continue'")
-        if not isinstance(obj["reasons"], list) or not isinstance(obj["missing_slots"], list):
-            raise WireFormatError(path, "reasons and missing_slots must be arrays")
-        if not all(isinstance(s, str) for s in obj["missing_slots"]):
-            raise WireFormatError(f"{path}.missing_slots", "expected strings")
-        try:
-            return cls(
-                decision=obj["decision"],
-                reasons=tuple(
-                    Reason.from_json(r, f"{path}.reasons[{i}]")
-                    for i, r in enumerate(obj["reasons"])
-                ),
-                missing_slots=tuple(obj["missing_slots"]),
-            )
-        except ValueError as e:
-            raise WireFormatError(path, str(e)) from None
 

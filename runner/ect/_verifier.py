@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.canonical import canonical_bytes, loads_strict
+from runner.canonical import JsonRecord, canonical_bytes, loads_strict
 from runner.ect._digests import descriptor_digest, ledger_digest, value_digest
 from runner.ect._errors import IncompleteCertificate, ReplayError
 from runner.ect._reasons import CHECK_FAMILIES, Decision, Reason
@@ -61,7 +61,7 @@ def _clip(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
+class Check(JsonRecord):
     """One row of the ``--explain`` table: a verifier step for one slot (or globally)."""
 
     step: str
@@ -71,17 +71,6 @@ class Check:
     outcome: str  # "pass" | "fail" | "skipped" | "ablated"
     codes: tuple[str, ...]
     note: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "family": self.family,
-            "name": self.name,
-            "slot": self.slot,
-            "outcome": self.outcome,
-            "codes": list(self.codes),
-            "note": self.note,
-        }
 
 
 MAX_REASONS_PER_CODE = 16

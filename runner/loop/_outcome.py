@@ -10,20 +10,10 @@ not know is refused on read. The field names are part of the record format (dige
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
-from runner.canonical import (
-    JsonValue,
-    RecordFormatError,
-    read_bool,
-    read_int,
-    read_number,
-    read_object,
-    read_opt_str,
-    read_str,
-)
+from runner.canonical import JsonRecord, JsonValue, RecordFormatError, read_str, spec
 from runner.control import StopReason
 
 __all__ = ["OUTCOME_FIELDS", "Outcome", "ScoredRow", "read_stop_reason"]
@@ -40,9 +30,22 @@ class ScoredRow(Protocol):
     def seed(self) -> int: ...
 
 
+def read_stop_reason(value: object, path: str) -> StopReason:
+    """A stop reason as a record writes it (its value); an unknown one is refused, naming the
+    path."""
+    text = read_str(value, path)
+    try:
+        return StopReason(text)
+    except ValueError:
+        raise RecordFormatError(path, f"unknown stop reason {text[:60]!r}") from None
+
+
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """One cell's scored outcome (definitions in :mod:`runner.loop._scoring`)."""
+class Outcome(JsonRecord):
+    """One cell's scored outcome (definitions in :mod:`runner.loop._scoring`); its JSON holds
+    the fields in declaration order."""
+
+    _path = "outcome"
 
     row: int
     cell_id: str
@@ -53,7 +56,7 @@ class Outcome:
     fault: str | None
     policy: str
     seed: int
-    stop_reason: StopReason
+    stop_reason: StopReason = field(metadata=spec(read=read_stop_reason))
     final_decision: str
     premature_unsupported: bool
     supported_completion: bool
@@ -70,51 +73,12 @@ class Outcome:
     cost_usd: int | float
     postcondition_ok: bool
 
-    def to_json(self) -> dict[str, JsonValue]:
-        """The outcome object, fields in declaration order."""
-        out: dict[str, JsonValue] = {name: getattr(self, name) for name in OUTCOME_FIELDS}
-        out["stop_reason"] = self.stop_reason.value
-        return out
-
     def without_timing(self) -> dict[str, JsonValue]:
         """The outcome without its wall-clock field (what a cell's result digest covers)."""
         out = self.to_json()
         del out["latency_s"]
         return out
 
-    @classmethod
-    def from_json(cls, obj: object, path: str = "outcome") -> Outcome:
-        o = read_object(obj, path, OUTCOME_FIELDS)
-        values: dict[str, object] = {}
-        for name in OUTCOME_FIELDS:
-            values[name] = _READERS[name](o[name], f"{path}.{name}")
-        return cls(**values)  # type: ignore[arg-type]
-
-
-def read_stop_reason(value: object, path: str) -> StopReason:
-    """A stop reason as a record writes it (its value); an unknown one is refused, naming the
-    path."""
-    text = read_str(value, path)
-    try:
-        return StopReason(text)
-    except ValueError:
-        raise RecordFormatError(path, f"unknown stop reason {text[:60]!r}") from None
-
 
 OUTCOME_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Outcome))
 """Every field of a cell outcome, in record order."""
-
-_INTS = ("row", "seed", "unsupported_claims", "turns", "tool_calls", "input_tokens",
-         "output_tokens")
-_BOOLS = ("premature_unsupported", "supported_completion", "clean_false_continuation",
-          "recoverable_stuck", "successful_recovery", "recovered_then_supported",
-          "postcondition_ok")
-_READERS: dict[str, Callable[[object, str], object]] = {
-    **{name: read_str for name in OUTCOME_FIELDS},
-    **{name: read_int for name in _INTS},
-    **{name: read_bool for name in _BOOLS},
-    "fault": read_opt_str,
-    "stop_reason": read_stop_reason,
-    "latency_s": read_number,
-    "cost_usd": read_number,
-}

@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 
 from runner.canonical import (
     JsonObject,
-    JsonValue,
+    JsonRecord,
     RecordFormatError,
-    read_json_object,
+    key,
     read_object,
     read_str,
 )
@@ -73,90 +73,49 @@ class CellIdentity:
         return out
 
 
-def _fields(obj: object, path: str, fields: tuple[str, ...], kind: str) -> JsonObject:
-    """The fields of an action of ``kind`` (exactly ``fields``, ``kind`` among them)."""
-    a = read_object(obj, path, fields)
-    if read_str(a["kind"], f"{path}.kind") != kind:
-        raise RecordFormatError(f"{path}.kind", f"expected {kind!r}, got {str(a['kind'])[:40]!r}")
-    return a
-
-
 @dataclass(frozen=True)
-class ToolCallAction:
+class ToolCallAction(JsonRecord):
     """Call synthetic tool ``tool_id`` with ``args`` (not yet validated against its schema)."""
 
+    kind: str = field(default="tool_call", init=False)  # the record's tag
     tool_id: str
     args: JsonObject
-    kind: str = field(default="tool_call", init=False)
 
-    KIND: ClassVar[str] = "tool_call"  # the record's tag
-    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "tool_id", "args")
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"kind": self.kind, "tool_id": self.tool_id, "args": dict(self.args)}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "action") -> ToolCallAction:
-        a = _fields(obj, path, cls.FIELDS, cls.KIND)
-        return cls(read_str(a["tool_id"], f"{path}.tool_id"),
-                   read_json_object(a["args"], f"{path}.args"))
+    KIND: ClassVar[str] = "tool_call"
+    _path = "action"
 
 
 @dataclass(frozen=True)
-class FinishAction:
+class FinishAction(JsonRecord):
     """Stop, proposing ``certificate_obj`` (raw JSON; the pipeline decides what it is worth)."""
 
-    certificate_obj: JsonObject
-    kind: str = field(default="finish", init=False)
+    kind: str = field(default="finish", init=False)  # the record's tag
+    certificate_obj: JsonObject = field(metadata=key("certificate"))
 
-    KIND: ClassVar[str] = "finish"  # the record's tag
-    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "certificate")
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"kind": self.kind, "certificate": self.certificate_obj}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "action") -> FinishAction:
-        a = _fields(obj, path, cls.FIELDS, cls.KIND)
-        return cls(read_json_object(a["certificate"], f"{path}.certificate"))
+    KIND: ClassVar[str] = "finish"
+    _path = "action"
 
 
 @dataclass(frozen=True)
-class EscalateAction:
+class EscalateAction(JsonRecord):
     """Hand the run to a human with ``question``."""
 
+    kind: str = field(default="escalate", init=False)  # the record's tag
     question: str
-    kind: str = field(default="escalate", init=False)
 
-    KIND: ClassVar[str] = "escalate"  # the record's tag
-    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "question")
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"kind": self.kind, "question": self.question}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "action") -> EscalateAction:
-        a = _fields(obj, path, cls.FIELDS, cls.KIND)
-        return cls(read_str(a["question"], f"{path}.question"))
+    KIND: ClassVar[str] = "escalate"
+    _path = "action"
 
 
 @dataclass(frozen=True)
-class InvalidAction:
+class InvalidAction(JsonRecord):
     """The response was not one well-formed action; ``detail`` says why (one line)."""
 
+    kind: str = field(default="invalid", init=False)  # the record's tag
     detail: str
-    kind: str = field(default="invalid", init=False)
 
-    KIND: ClassVar[str] = "invalid"  # the record's tag
-    FIELDS: ClassVar[tuple[str, ...]] = ("kind", "detail")
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"kind": self.kind, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "action") -> InvalidAction:
-        a = _fields(obj, path, cls.FIELDS, cls.KIND)
-        return cls(read_str(a["detail"], f"{path}.detail"))
+    KIND: ClassVar[str] = "invalid"
+    _path = "action"
 
 
 PlannerAction = ToolCallAction | FinishAction | EscalateAction | InvalidAction

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from runner.errors import FormatError
+from runner.canonical import JsonRecord
 
 if TYPE_CHECKING:
     from runner.providers._types import Usage
@@ -15,11 +15,13 @@ __all__ = ["PriceTable"]
 
 
 @dataclass(frozen=True)
-class PriceTable:
+class PriceTable(JsonRecord):
     """US dollars per million input and output tokens."""
 
     input_per_mtok: float
     output_per_mtok: float
+
+    _path = "price table"
 
     def __post_init__(self) -> None:
         for name in ("input_per_mtok", "output_per_mtok"):
@@ -33,15 +35,3 @@ class PriceTable:
         return (
             usage.input_tokens * self.input_per_mtok + usage.output_tokens * self.output_per_mtok
         ) / 1_000_000
-
-    def to_json(self) -> dict[str, Any]:
-        return {"input_per_mtok": self.input_per_mtok, "output_per_mtok": self.output_per_mtok}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> PriceTable:
-        if not isinstance(obj, dict) or set(obj) != {"input_per_mtok", "output_per_mtok"}:
-            raise FormatError("price table: expected exactly input_per_mtok and output_per_mtok")
-        try:
-            return cls(obj["input_per_mtok"], obj["output_per_mtok"])
-        except (TypeError, ValueError) as e:
-            raise FormatError(f"price table: {e}") from e

@@ -19,11 +19,10 @@ import email.utils
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 
-from runner.errors import FormatError
+from runner.canonical import JsonObject, JsonRecord, RecordFormatError
 from runner.providers._errors import FAILURE_KINDS, RETRYABLE_KINDS
 
 __all__ = [
@@ -47,12 +46,17 @@ _FORMAT = "ect.retry-policy/2"
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How many identical retries, after which failure kinds. Serialised into the study lock."""
+class RetryPolicy(JsonRecord):
+    """How many identical retries, after which failure kinds. Serialised into the study lock
+    (with ``identical_request: true`` and the ``final`` kinds, checked on read)."""
 
     max_retries: int = 1
     retry_on: frozenset[str] = RETRYABLE_KINDS
     delay_s: float = 0.0
+
+    _format = _FORMAT
+    _path = "retry policy"
+    _derived = ("identical_request", "final")
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -78,30 +82,21 @@ class RetryPolicy:
         asked = min(retry_after_s, MAX_RETRY_AFTER_S) if retry_after_s is not None else 0.0
         return max(self.delay_s, asked)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": _FORMAT,
-            "max_retries": self.max_retries,
-            "retry_on": sorted(self.retry_on),
-            "identical_request": True,
-            "delay_s": self.delay_s,
-            "final": sorted(set(FAILURE_KINDS) - self.retry_on),
-        }
+    @property
+    def identical_request(self) -> bool:
+        """A retry sends the identical request bytes (always)."""
+        return True
 
-    @classmethod
-    def from_json(cls, obj: Any) -> RetryPolicy:
-        expected = {"format", "max_retries", "retry_on", "identical_request", "delay_s", "final"}
-        if not isinstance(obj, dict) or set(obj) != expected or obj["format"] != _FORMAT:
-            raise FormatError(f"retry policy: expected {_FORMAT} with fields {sorted(expected)}")
-        if obj["identical_request"] is not True or not isinstance(obj["retry_on"], list):
-            raise FormatError("retry policy: identical_request must be true, retry_on a list")
-        try:
-            policy = cls(obj["max_retries"], frozenset(obj["retry_on"]), float(obj["delay_s"]))
-        except (TypeError, ValueError) as e:
-            raise FormatError(f"retry policy: {e}") from e
-        if policy.to_json() != obj:
-            raise FormatError("retry policy: 'final' does not match retry_on")
-        return policy
+    @property
+    def final(self) -> list[str]:
+        """The failure kinds never retried."""
+        return sorted(set(FAILURE_KINDS) - self.retry_on)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if obj["identical_request"] is not True:
+            raise RecordFormatError(f"{path}.identical_request", "must be true")
+        if obj["final"] != self.final:
+            raise RecordFormatError(f"{path}.final", "does not match retry_on")
 
 
 def kind_for_status(status: int) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runner.canonical import JsonObject, JsonValue
-from runner.errors import EctError, FormatError
+from runner.canonical import JsonObject, JsonRecord, JsonValue, rounded, sorted_map, spec
+from runner.errors import EctError
 from runner.providers import AttemptObserver, AttemptRecord, PriceTable, Usage
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class NestedObserver:
 
 
 @dataclass(frozen=True, slots=True)
-class HaltEntry:
+class HaltEntry(JsonRecord):
     """A run that halted: when (UTC), at which cell (the first one not committed), why, and the
     kind of halt (``transport``: a transport failure survived its retry; ``stop``: a STOP file,
     a ceiling, an interrupt or a lost cluster)."""
@@ -66,22 +66,6 @@ class HaltEntry:
     row: int | None
     kind: str
     reason: str
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"utc": self.utc, "cell_id": self.cell_id, "row": self.row, "kind": self.kind,
-                "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str) -> HaltEntry:
-        if not isinstance(obj, dict) or set(obj) != {"utc", "cell_id", "row", "kind", "reason"}:
-            raise FormatError(f"{path}: not a halt entry")
-        utc, cell_id, row, kind, reason = (obj["utc"], obj["cell_id"], obj["row"], obj["kind"],
-                                           obj["reason"])
-        if not (isinstance(utc, str) and isinstance(cell_id, str) and isinstance(kind, str)
-                and isinstance(reason, str)
-                and (row is None or (isinstance(row, int) and not isinstance(row, bool)))):
-            raise FormatError(f"{path}: a halt entry's fields are mistyped")
-        return cls(utc, cell_id, row, kind, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,20 +130,17 @@ def read_journal(store: Store, *, exclude: Collection[str] = ()) -> list[Journal
 
 
 @dataclass
-class CellAccount:
+class CellAccount(JsonRecord):
     """One cell's provider attempts, as the journal holds them (committed or not)."""
 
     attempts: int = 0
     retries: int = 0
-    failures: Counter[str] = field(default_factory=Counter)  # by kind, per failed attempt
-    billed_usd: float = 0.0
-    estimated_usd: float = 0.0  # the part of billed_usd estimated (no usage in the reply)
+    failures: Counter[str] = field(default_factory=Counter,  # by kind, per failed attempt
+                                   metadata=spec(write=sorted_map))
+    billed_usd: float = field(default=0.0, metadata=spec(write=rounded(9)))
+    # the part of billed_usd estimated (no usage in the reply)
+    estimated_usd: float = field(default=0.0, metadata=spec(write=rounded(9)))
 
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"attempts": self.attempts, "retries": self.retries,
-                "failures": dict(sorted(self.failures.items())),
-                "billed_usd": round(self.billed_usd, 9),
-                "estimated_usd": round(self.estimated_usd, 9)}
 
 
 @dataclass

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.canonical import JsonValue, loads_strict
+from runner.canonical import JsonRecord, JsonValue, loads_strict, rounded, spec
 from runner.errors import ExitCategory, StudyError
 from runner.providers import PriceTable
 from runner.study._execute import execute
@@ -54,16 +54,12 @@ class PlanFailed(StudyError):
 
 
 @dataclass(frozen=True, slots=True)
-class PlanRange:
-    """A figure's least, expected and largest value."""
+class PlanRange(JsonRecord):
+    """A figure's least, expected and largest value (written rounded to 9 decimals)."""
 
-    min: float
-    expected: float
-    max: float
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"min": round(self.min, 9), "expected": round(self.expected, 9),
-                "max": round(self.max, 9)}
+    min: float = field(metadata=spec(write=rounded(9)))
+    expected: float = field(metadata=spec(write=rounded(9)))
+    max: float = field(metadata=spec(write=rounded(9)))
 
     def scaled(self, factor: float) -> PlanRange:
         return PlanRange(self.min * factor, self.expected * factor, self.max * factor)
@@ -93,47 +89,34 @@ class PlanSettings:
     pilot_probes: str = "all"  # the pilot's preflight probes, as a run's ("mandatory": fewer)
 
 
-@dataclass(frozen=True, slots=True)
-class PilotResult:
-    """What the live pilot measured beside the simulated pass's figures for the same cells."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PilotResult(JsonRecord):
+    """What the live pilot measured beside the simulated pass's figures for the same cells
+    (fields in the order of its JSON)."""
 
     cells: int
     store: str
+    sampling: str  # PILOT_CELLS
+    rows: tuple[int, ...]  # the schedule rows it ran
     requests: int  # calls (retries not counted), as the simulated pass counts them
     simulated_requests: int
     attempts: int  # every attempt, retries included
-    sampling: str  # PILOT_CELLS
-    rows: tuple[int, ...]  # the schedule rows it ran
+    # "spread": real / simulated requests over the pilot's cells, and that ratio's standard
+    # error (a ratio estimator's, from the spread of its cells); None for "first"
+    ratio: float | None = field(default=None, metadata=spec(write=rounded(6)))
+    ratio_se: float | None = field(default=None, metadata=spec(write=rounded(6)))
+    wall_s: float = field(default=0.0, metadata=spec(write=rounded(3)))  # the pilot's wall time
     input_tokens: int
     simulated_input_tokens: int
     output_tokens: int
     simulated_output_tokens: int
-    latency_s: float | None  # the mean latency of its answered attempts
-    cost_usd: float  # the committed cells' cost
-    # "spread": real / simulated requests over the pilot's cells, and that ratio's standard
-    # error (a ratio estimator's, from the spread of its cells); None for "first"
-    ratio: float | None = None
-    ratio_se: float | None = None
-    wall_s: float = 0.0  # the pilot run's own wall time
+    latency_s: float | None = field(metadata=spec(write=rounded(6)))  # mean, answered attempts
+    cost_usd: float = field(metadata=spec(write=rounded(9)))  # the committed cells' cost
 
     @property
     def retry_factor(self) -> float:
         """Attempts a call in the pilot (1.0: no retry)."""
         return self.attempts / self.requests if self.requests else 1.0
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"cells": self.cells, "store": self.store, "sampling": self.sampling,
-                "rows": list(self.rows), "requests": self.requests,
-                "simulated_requests": self.simulated_requests, "attempts": self.attempts,
-                "ratio": None if self.ratio is None else round(self.ratio, 6),
-                "ratio_se": None if self.ratio_se is None else round(self.ratio_se, 6),
-                "wall_s": round(self.wall_s, 3),
-                "input_tokens": self.input_tokens,
-                "simulated_input_tokens": self.simulated_input_tokens,
-                "output_tokens": self.output_tokens,
-                "simulated_output_tokens": self.simulated_output_tokens,
-                "latency_s": None if self.latency_s is None else round(self.latency_s, 6),
-                "cost_usd": round(self.cost_usd, 9)}
 
 
 @dataclass

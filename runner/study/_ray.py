@@ -39,20 +39,16 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
 from runner.canonical import (
     JsonObject,
+    JsonRecord,
     digest,
     loads_strict,
-    read_int,
-    read_number,
-    read_object,
-    read_opt_str,
-    read_str,
 )
 from runner.errors import EctError, ExitCategory, SandboxError, StudyError
 from runner.study._executor import ExecutorLost, RetryHook
@@ -108,8 +104,9 @@ NodeLimits = SandboxLimits
 
 
 @dataclass(frozen=True)
-class NodeExpectations:
-    """What every node must prove before it takes work. Public facts only (no credential)."""
+class NodeExpectations(JsonRecord):
+    """What every node must prove before it takes work. Public facts only (no credential); its
+    JSON is what the parent hands a node's worker (nothing else crosses to a node)."""
 
     source_tree: str
     sandbox_pins: dict[str, str]
@@ -119,40 +116,7 @@ class NodeExpectations:
     limits: NodeLimits
     probes: str = "all"  # "all" | "mandatory" (the parent's own preflight choice)
 
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        "source_tree", "sandbox_pins", "task_manifest", "worlds", "backend", "limits", "probes")
-
-    def to_json(self) -> JsonObject:
-        """What the parent hands a node's worker (plain JSON: nothing else crosses to a node)."""
-        limits = self.limits
-        return {"source_tree": self.source_tree, "sandbox_pins": dict(self.sandbox_pins),
-                "task_manifest": self.task_manifest, "worlds": dict(self.worlds),
-                "backend": self.backend,
-                "limits": {"wall_s": limits.wall_s, "cpu_s": limits.cpu_s,
-                           "output_bytes": limits.output_bytes,
-                           "memory_bytes": limits.memory_bytes},
-                "probes": self.probes}
-
-    @classmethod
-    def from_json(cls, obj: object, path: str = "expectations") -> NodeExpectations:
-        e = read_object(obj, path, cls._FIELDS)
-        lim = read_object(e["limits"], f"{path}.limits",
-                          ("wall_s", "cpu_s", "output_bytes", "memory_bytes"))
-        memory = lim["memory_bytes"]
-        return cls(
-            source_tree=read_str(e["source_tree"], f"{path}.source_tree"),
-            sandbox_pins=_str_map(e["sandbox_pins"], f"{path}.sandbox_pins"),
-            task_manifest=read_str(e["task_manifest"], f"{path}.task_manifest"),
-            worlds=_str_map(e["worlds"], f"{path}.worlds"),
-            backend=read_opt_str(e["backend"], f"{path}.backend"),
-            limits=NodeLimits(read_number(lim["wall_s"], f"{path}.limits.wall_s"),
-                              read_int(lim["cpu_s"], f"{path}.limits.cpu_s", minimum=1),
-                              read_int(lim["output_bytes"], f"{path}.limits.output_bytes",
-                                       minimum=1),
-                              None if memory is None else
-                              read_int(memory, f"{path}.limits.memory_bytes", minimum=1)),
-            probes=read_str(e["probes"], f"{path}.probes"),
-        )
+    _path = "expectations"
 
     @classmethod
     def for_run(cls, lock: StudyLock, world_ids: tuple[str, ...], backend: str | None,
@@ -166,11 +130,6 @@ class NodeExpectations:
                    task_manifest=lock.task_manifest,
                    worlds={w: build_world(w).digest() for w in world_ids},
                    backend=backend, limits=limits, probes=probes)
-
-
-def _str_map(obj: object, path: str) -> dict[str, str]:
-    m = read_object(obj, path, frozenset(obj) if isinstance(obj, dict) else frozenset())
-    return {str(k): read_str(v, f"{path}.{k}") for k, v in m.items()}
 
 
 @dataclass(frozen=True, slots=True)

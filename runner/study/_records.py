@@ -15,7 +15,7 @@ the record format: renaming a field is a format change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, ClassVar
 
 from runner.canonical import (
     OMIT,
@@ -93,6 +93,7 @@ class CellResult(JsonRecord):
     :meth:`from_json` refuses a record where the two differ."""
 
     _path = "result"
+    _derived = ("stop.reason",)
 
     outcome: Outcome
     stop_detail: str = field(metadata=key("stop.detail"))
@@ -111,30 +112,6 @@ class CellResult(JsonRecord):
         """Why the cell's run stopped (the outcome's ``stop_reason``)."""
         return self.outcome.stop_reason
 
-    def to_json(self) -> JsonObject:
-        out = super(CellResult, self).to_json()  # the slots class: no zero-argument super()
-        stop = out["stop"]
-        assert isinstance(stop, dict)  # the writer's own object for the "stop.*" keys
-        out["stop"] = {"reason": self.stop_reason.value, **stop}
-        return out
-
-    @classmethod
-    def _read_json(cls, obj: object, path: str, **given: Any) -> Self:  # noqa: ANN401
-        """The declared fields, then ``stop.reason``: a :class:`StopReason` equal to the
-        outcome's."""
-        stop = obj.get("stop") if isinstance(obj, dict) else None
-        if not isinstance(stop, dict):
-            return super(CellResult, cls)._read_json(obj, path, **given)  # names what is wrong
-        if "reason" not in stop:
-            raise RecordFormatError(f"{path}.stop", "missing field 'reason'")
-        assert isinstance(obj, dict)
-        rest = {**obj, "stop": {k: v for k, v in stop.items() if k != "reason"}}
-        record = super(CellResult, cls)._read_json(rest, path, **given)
-        if read_stop_reason(stop["reason"], f"{path}.stop.reason") is not record.stop_reason:
-            raise RecordFormatError(f"{path}.stop.reason",
-                                    f"differs from {path}.outcome.stop_reason")
-        return record
-
     def deterministic_json(self) -> dict[str, JsonValue]:
         """The result without wall-clock fields (what :meth:`digest` covers)."""
         out = self.to_json()
@@ -146,10 +123,14 @@ class CellResult(JsonRecord):
         if self.latency_s != self.outcome.latency_s:
             raise RecordFormatError(f"{path}.timing.latency_s",
                                     "differs from the outcome's latency_s")
+        if read_stop_reason(obj["stop"]["reason"], f"{path}.stop.reason") is not self.stop_reason:
+            raise RecordFormatError(f"{path}.stop.reason",
+                                    f"differs from {path}.outcome.stop_reason")
 
     def digest(self) -> str:
         """The cell's result digest (``ect/record/v1`` over :meth:`deterministic_json`)."""
         return digest("ect/record/v1", self.deterministic_json())
+
 
 @dataclass(frozen=True, slots=True)
 class RawExchangeRef(JsonRecord):

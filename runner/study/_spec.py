@@ -7,11 +7,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from runner.canonical import (
     MAX_TOML_BYTES,
     JsonObject,
+    JsonRecord,
+    at_least,
     canonical_bytes,
     loads_toml,
     raw_digest,
@@ -145,13 +147,13 @@ class ProviderSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class SandboxLimits:
+class SandboxLimits(JsonRecord):
     """The per-call limits of every sandboxed tool call ([sandbox])."""
 
     wall_s: float
-    cpu_s: int
-    output_bytes: int
-    memory_bytes: int | None = None
+    cpu_s: Annotated[int, at_least(1)]
+    output_bytes: Annotated[int, at_least(1)]
+    memory_bytes: Annotated[int, at_least(1)] | None = None
     """The per-call memory limit (cgroup, root parent); ``None``: the sandbox's default."""
 
 

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from runner.canonical import JsonValue
+from runner.canonical import JsonRecord, JsonValue, key
 from runner.providers import failure_class
 from runner.study._journal import Accounting
 from runner.study._records import CellRecord
 from runner.study._settings import ThrottleSettings
-
-if TYPE_CHECKING:
-
-    pass
 
 __all__ = ["CallFailure", "FailureCounts", "RunSummary", "record_failures"]
 
@@ -62,19 +57,15 @@ class FailureCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class CallFailure:
+class CallFailure(JsonRecord):
     """One failed provider call of a committed cell, as the accounting counts it: its kind
     (``"sdk_error"`` for one this runner does not know), class, role (``"unknown"`` in a store
     written before calls recorded it) and HTTP status."""
 
     kind: str
-    failure_class: str
+    failure_class: str = field(metadata=key("class"))
     role: str
     status: int | None
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"kind": self.kind, "class": self.failure_class, "role": self.role,
-                "status": self.status}
 
 
 def record_failures(record: CellRecord) -> list[CallFailure]:

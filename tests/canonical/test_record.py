@@ -4,6 +4,7 @@ ways, read strictly with errors naming the path."""
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,6 +17,8 @@ from runner.canonical import (
     RecordFormatError,
     canonical_bytes,
     read_digest,
+    rounded,
+    sorted_map,
     spec,
 )
 
@@ -117,3 +120,65 @@ def test_not_an_object_and_caller_path() -> None:
         Inner.from_json([])
     with pytest.raises(RecordFormatError, match=r"^a\.b: missing field 'x'$"):
         Inner.from_json({"n": 1}, "a.b")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally(JsonRecord):
+    cost_usd: float = field(metadata=spec(write=rounded(3)))
+    latency_s: float | None = field(metadata=spec(write=rounded(2)))
+    failures: Counter[str] = field(metadata=spec(write=sorted_map))
+
+
+def test_a_report_figure_is_written_rounded_and_a_tally_sorted() -> None:
+    tally = Tally(1.23456, None, Counter({"timeout": 2, "http_429": 1}))
+    assert tally.to_json() == {"cost_usd": 1.235, "latency_s": None,
+                               "failures": {"http_429": 1, "timeout": 2}}
+    assert list(tally.to_json()["failures"]) == ["http_429", "timeout"]
+    back = Tally.from_json({"cost_usd": 1.5, "latency_s": 0.25, "failures": {"timeout": 3}})
+    assert back.failures == Counter({"timeout": 3}) and isinstance(back.failures, Counter)
+    with pytest.raises(RecordFormatError, match=r"^tally\.failures\.timeout: "):
+        Tally.from_json({"cost_usd": 1, "latency_s": None, "failures": {"timeout": -1}},
+                        "tally")
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(JsonRecord):
+    kind: str = field(default="ping", init=False)
+    note: str
+
+
+def test_a_tag_is_written_and_read_back_only_as_itself() -> None:
+    assert Ping("hi").to_json() == {"kind": "ping", "note": "hi"}
+    assert Ping.from_json({"kind": "ping", "note": "hi"}) == Ping("hi")
+    with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected 'ping', got 'pong'$"):
+        Ping.from_json({"kind": "pong", "note": "hi"}, "msg")
+    with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected a string, got number$"):
+        Ping.from_json({"kind": 1, "note": "hi"}, "msg")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict(JsonRecord):
+    kinds: frozenset[str]
+    detail: str = field(metadata=spec(key="stop.detail"))
+    _derived = ("stop.code",)
+
+    @property
+    def stop_code(self) -> str:
+        return self.detail.upper()
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if obj["stop"]["code"] != self.stop_code:
+            raise RecordFormatError(f"{path}.stop.code", "differs from stop.detail")
+
+
+def test_a_set_is_written_sorted_and_a_derived_nested_key_is_written_first_and_required() -> None:
+    v = Verdict(frozenset({"b", "a"}), "late")
+    assert v.to_json() == {"kinds": ["a", "b"], "stop": {"code": "LATE", "detail": "late"}}
+    assert list(v.to_json()["stop"]) == ["code", "detail"]
+    assert Verdict.from_json(v.to_json()) == v
+    with pytest.raises(RecordFormatError, match=r"^v\.stop: missing field 'code'$"):
+        Verdict.from_json({"kinds": [], "stop": {"detail": "x"}}, "v")
+    with pytest.raises(RecordFormatError, match=r"^v\.stop\.code: differs from stop\.detail$"):
+        Verdict.from_json({"kinds": [], "stop": {"detail": "x", "code": "Y"}}, "v")
+    with pytest.raises(RecordFormatError, match=r"^v\.kinds\[0\]: expected a string"):
+        Verdict.from_json({"kinds": [1], "stop": {"detail": "x", "code": "X"}}, "v")
