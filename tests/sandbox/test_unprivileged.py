@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,47 @@ print(canonical_bytes({"host_uid": L["host_uid"], "nested": L["nested_user_names
 """
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a uid with no account can open ``path`` (every directory above it searchable)."""
+    return all(p.stat().st_mode & 0o001 for p in path.parents) and bool(path.stat().st_mode & 0o004)
+
+
+def _stage(into: Path) -> Path:
+    """A copy the throwaway uid can read of what the script imports and the sandbox reads: the
+    checkout may sit in a directory only its owner can enter (``mktemp -d`` makes one 0700), and
+    the virtualenv with it. The copy holds ``runner/``, ``sandbox_profiles/`` and the one
+    third-party package the script loads (``rfc8785``)."""
+    import rfc8785
+
+    tree = into / "tree"
+    shutil.copytree(REPO / "runner", tree / "runner",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    for policy in ("sandbox_profiles", "preflight"):  # the pinned policy, the probe set
+        shutil.copytree(REPO / policy, tree / policy)
+    shutil.copytree(Path(rfc8785.__file__).parent, tree / "rfc8785",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    for p in (into, *into.rglob("*")):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return tree
+
+
 def test_a_normal_user_records_its_own_uid_and_its_fallbacks_apply() -> None:
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv to run as a throwaway uid")
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(REPO), "LANG": "C.UTF-8"}
-    r = subprocess.run([setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
-                        "--inh-caps=-all", sys.executable, "-c", SCRIPT],
-                       cwd="/", env=env, capture_output=True, timeout=300)  # fmt: skip
+    python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    if not _reachable_by_others(python):
+        pytest.skip(f"the interpreter {python} is not reachable by another uid")
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp)
+        if not all(p.stat().st_mode & 0o001 for p in staged.parents):
+            pytest.skip(f"the temporary directory {tmp} sits where other uids cannot reach")
+        tree = _stage(staged)
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(tree),
+               "LANG": "C.UTF-8"}
+        r = subprocess.run([setpriv, f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
+                            "--inh-caps=-all", str(python), "-s", "-c", SCRIPT],
+                           cwd="/", env=env, capture_output=True, timeout=300)  # fmt: skip
     if r.returncode != 0 and b"bwrap" in r.stderr and b"namespace" in r.stderr:
         pytest.skip("this host forbids unprivileged user namespaces")
     assert r.returncode == 0, r.stderr.decode()[-2000:]
