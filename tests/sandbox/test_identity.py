@@ -12,31 +12,50 @@ from pathlib import Path
 import pytest
 
 from runner.sandbox import BwrapBackend, Limits, SandboxUnavailable
-from runner.sandbox._linux import HostIds
+from runner.sandbox._linux import HostIds, _try_lock
 
 from .conftest import linux_only
 
 
+def _free_block(size: int) -> int:
+    """The first id of ``size`` ids in 64000-64999 (not the default range) that no process
+    holds now: concurrent runs of this suite on one host (two checkouts) lease the same lock
+    files, so a fixed block made one run's leases fail in the other. The search starts at a
+    block picked by this process's pid."""
+    blocks = list(range(64_000, 65_000 - size, size))
+    start = os.getpid() % len(blocks)
+    for first in blocks[start:] + blocks[:start]:
+        fds = [_try_lock(f"uid-{uid}.lock") for uid in range(first, first + size)]
+        for fd in fds:
+            if fd is not None:
+                os.close(fd)
+        if all(fd is not None for fd in fds):
+            return first
+    raise AssertionError("no free block of test host ids in 64000-64999")
+
+
 def test_host_ids_are_leased_one_per_call_least_recently_used_first() -> None:
-    ids = HostIds(range(64_900, 64_903))  # not the default range: no sandbox holds these
+    b0 = _free_block(3)
+    ids = HostIds(range(b0, b0 + 3))
     a, b = ids.lease(1.0), ids.lease(1.0)
-    assert (a, b) == (64_900, 64_901)
+    assert (a, b) == (b0, b0 + 1)
     ids.release(a)
     # the id just returned comes back last: the one never used yet comes first
-    assert ids.lease(1.0) == 64_902
-    assert ids.lease(1.0) == 64_900
+    assert ids.lease(1.0) == b0 + 2
+    assert ids.lease(1.0) == b0
     with pytest.raises(SandboxUnavailable, match="all 3 sandbox host ids are in use"):
         ids.lease(0.05)
     # another backend (or runner process) over the same range never gets a leased id
-    other = HostIds(range(64_900, 64_903))
+    other = HostIds(range(b0, b0 + 3))
     with pytest.raises(SandboxUnavailable, match="in use"):
         other.lease(0.05)
-    ids.release(64_901)
-    assert other.lease(1.0) == 64_901
+    ids.release(b0 + 1)
+    assert other.lease(1.0) == b0 + 1
 
 
 def test_a_call_waits_for_a_released_id() -> None:
-    ids = HostIds(range(64_903, 64_904))
+    first_id = _free_block(1)
+    ids = HostIds(range(first_id, first_id + 1))
     first = ids.lease(1.0)
     got: list[int] = []
     waiter = threading.Thread(target=lambda: got.append(ids.lease(10.0)))
