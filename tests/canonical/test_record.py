@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +23,9 @@ from runner.canonical import (
     sorted_map,
     spec,
 )
+
+if TYPE_CHECKING:  # a name only the type checker sees (as a lazily imported module's)
+    from runner.canonical import JsonRecord as Unseen
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -207,6 +211,19 @@ def test_a_derived_field_is_refused_on_a_slots_class() -> None:
 
     with pytest.raises(TypeError, match="without slots=True"):
         Slotted(1).to_json()
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle(JsonRecord):
+    n: int
+    parts: tuple[Unseen, ...]
+
+
+def test_a_field_typed_for_the_type_checker_only_is_written_by_value_and_not_read() -> None:
+    b = Bundle(1, (Inner(2, 0.5),))
+    assert b.to_json() == {"n": 1, "parts": [{"n": 2, "x": 0.5}]}
+    with pytest.raises(TypeError, match=r"^Bundle\.parts: no reader \(name 'Unseen' is not "):
+        Bundle.from_json(b.to_json())
 
 
 @dataclass(frozen=True, slots=True)
