@@ -23,10 +23,20 @@ A field's declaration may carry metadata (``dataclasses.field(metadata=spec(...)
   as a report states a figure; ``sorted_map`` (a writer): a mapping written with its keys
   sorted (a ``Counter`` of failures by kind).
 - a tag: a field declared ``field(default=..., init=False)`` (``kind = "finish"``) is written
-  like any other and, read back, must be that string (``expected 'finish', got 'escalate'``);
-  it is not passed to the constructor.
+  like any other and, read back, must be that string or boolean (``expected 'finish', got
+  'escalate'``); it is not passed to the constructor.
+- :func:`derived` (a declaration, not metadata): a key computed from the other fields, written
+  at its position among them: ``failed: int = derived(lambda r: sum(r.by_class.values()))``
+  is a read-only attribute (a property) written where it is declared (under ``key``, through
+  ``write``, as any field); read back, its value must be of its type and equal what the record
+  read computes (``record.failed: expected 3, got 4``); it is not passed to the constructor.
+  A class declaring one is a dataclass without ``slots=True`` (the property is its attribute);
+  mypy wants the fields after it to have defaults or be keyword-only (``kw_only=True``).
 - ``skip``: not part of the JSON (a provider's native object, raw bytes kept apart); reading
   leaves it at its default or takes it from the caller.
+
+A field whose type names what is imported for the type checker only (``if TYPE_CHECKING:``)
+is written by its value (a record's ``to_json``, a tuple as an array) and cannot be read.
 
 A reader may also ride on the type: ``Annotated[str, read_digest]`` (:data:`Digest`,
 :data:`NonEmptyStr`, :func:`at_least`), so ``Digest | None`` and ``tuple[Digest, ...]`` read as
@@ -67,8 +77,8 @@ from runner.canonical._fields import (
     read_str,
 )
 
-__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "key",
-           "rounded", "sorted_map", "spec"]
+__all__ = ["FLAT", "OMIT", "Count", "Digest", "JsonRecord", "NonEmptyStr", "at_least", "derived",
+           "key", "rounded", "sorted_map", "spec"]
 
 Reader = Callable[[Any, str], Any]
 Writer = Callable[[Any], Any]
@@ -137,6 +147,14 @@ def spec(*, key: str | None = None, omit: bool = False, flat: bool = False,
     return out
 
 
+def derived(compute: Callable[[Any], Any], *, key: str | None = None,
+            write: Writer | None = None) -> Any:
+    """A key computed from the other fields, declared at its position among them (see the module
+    docstring): ``total: int = derived(lambda r: sum(r.counts.values()))``."""
+    return dataclasses.field(default=property(compute), init=False, repr=False, compare=False,
+                             metadata={**spec(key=key, write=write), "derived": True})
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Field:
     """One field as the reader and writer see it (computed once per class)."""
@@ -149,6 +167,7 @@ class _Field:
     read: Reader  # the declared reader, or the one the type says
     write: Writer | None
     tag: bool  # an init=False field: checked against its default, not passed to the class
+    derived: bool  # a derived() field: read as its type, checked against what the record computes
 
 
 class JsonRecord:
@@ -196,6 +215,11 @@ class JsonRecord:
         except (TypeError, ValueError) as e:
             raise RecordFormatError(path, str(e)) from None
         assert isinstance(obj, dict)  # _read_fields refused anything else
+        derived = _DERIVED.get(cls)
+        if derived is None:
+            derived = _DERIVED[cls] = tuple(f for f in _fields(cls) if f.derived)
+        if derived:
+            _check_derived(record, derived, obj, path)
         record._check(obj, path)
         return record
 
@@ -221,6 +245,7 @@ class JsonRecord:
 
 
 _CACHE: dict[type, tuple[_Field, ...]] = {}
+_DERIVED: dict[type, tuple[_Field, ...]] = {}
 _KEYS: dict[type, frozenset[str]] = {}
 
 
@@ -230,35 +255,93 @@ def _fields(cls: type) -> tuple[_Field, ...]:
     if got is None:
         out = []
         for f in dataclasses.fields(cls):
-            m = f.metadata
+            m: Mapping[str, Any] = f.metadata
             if m.get("skip"):
                 continue  # (its type may name what is imported for the type checker only)
-            hint = _hint(cls, f.name)
+            try:
+                hint = _hint(cls, f.name)
+            except NameError as e:  # a name imported for the type checker only
+                hint = object  # written by its value; not read
+                m = {**m, "read": _unreadable(f"{cls.__name__}.{f.name}", e)}
             flat = _flat_record(hint) if m.get("flat") else None
             optional = type(None) in typing.get_args(hint)
             if m.get("omit") and optional:  # present means not null: read as the other type
                 rest = [a for a in typing.get_args(hint) if a is not type(None)]
                 hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
-            tag = not f.init
+            is_derived = bool(m.get("derived"))
+            if is_derived and not isinstance(inspect.getattr_static(cls, f.name), property):
+                raise TypeError(f"{cls.__name__}.{f.name}: a derived field needs a dataclass "
+                                "without slots=True")
+            tag = not f.init and not is_derived
             out.append(_Field(
                 keys=tuple(str(m.get("key", f.name)).split(".")), name=f.name, hint=hint,
                 omit=bool(m.get("omit")) or (flat is not None and optional), flat=flat,
                 read=_tag_reader(f.default) if tag else m.get("read") or _reader(hint),
-                write=m.get("write"), tag=tag))
+                write=m.get("write"), tag=tag or is_derived, derived=is_derived))
         got = _CACHE[cls] = tuple(out)
     return got
 
 
+def _unreadable(name: str, error: NameError) -> Reader:
+    """The reader of a field whose type is not known at run time: none (a programming error)."""
+    def read(value: object, path: str) -> object:
+        raise TypeError(f"{name}: no reader ({error})")
+    return read
+
+
 def _tag_reader(want: object) -> Reader:
-    """The reader of a tag: the string ``want`` and nothing else."""
+    """The reader of a tag: the string or boolean ``want`` and nothing else."""
+    if isinstance(want, bool):
+        def read_flag(value: object, path: str) -> bool:
+            if read_bool(value, path) is not want:
+                raise RecordFormatError(path, f"expected {want}, got {value}")
+            return want
+        return read_flag
     if not isinstance(want, str):
-        raise TypeError(f"a tag (an init=False field) must default to a string, not {want!r}")
+        raise TypeError(f"a tag (an init=False field) must default to a string or a boolean, "
+                        f"not {want!r}")
 
     def read(value: object, path: str) -> str:
         if read_str(value, path) != want:
             raise RecordFormatError(path, f"expected {want!r}, got {str(value)[:40]!r}")
         return want
     return read
+
+
+def _check_derived(record: JsonRecord, derived: tuple[_Field, ...], obj: Mapping[str, Any],
+                   path: str) -> None:
+    """Each derived key of ``obj`` (read and type-checked already) equals what ``record``
+    computes, as it would be written."""
+    for f in derived:
+        got: Any = obj
+        for k in f.keys:
+            got = got[k]
+        value = getattr(record, f.name)
+        want = f.write(value) if f.write is not None else _dump(value)
+        if not _same_json(got, want):
+            raise RecordFormatError(".".join((path, *f.keys)),
+                                    f"expected {_shown(want)}, got {_shown(got)}")
+
+
+def _shown(value: object) -> str:
+    """A JSON value for an error message, shortened to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _same_json(a: object, b: object) -> bool:
+    """Whether two JSON values are equal, type for type (``1`` is not ``1.0`` nor ``true``)."""
+    if isinstance(b, tuple):
+        b = list(b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
 
 
 def _hint(cls: type, name: str) -> object:

@@ -15,10 +15,10 @@ canonical JSON of::
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes, spec
 from runner.errors import FormatError
 from runner.store._keys import (
     Ed25519PrivateKey,
@@ -49,27 +49,30 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    store_id: str
-    size: int
-    root: bytes
-    chain_head: bytes
-    attempts_size: int
-    attempts_head: bytes
-    created_utc: str
+_READ = spec(skip=True)  # read from the body by load_checkpoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checkpoint(JsonRecord):
+    """A signed checkpoint: its body as signed, the key and the signature (what is written),
+    and the body's fields as read."""
+
+    body: dict[str, Any] = field(metadata=spec(key="checkpoint"))
     public_key: str
     signature: str
-    body: dict[str, Any]
+    store_id: str = field(metadata=_READ)
+    size: int = field(metadata=_READ)
+    root: bytes = field(metadata=_READ)
+    chain_head: bytes = field(metadata=_READ)
+    attempts_size: int = field(metadata=_READ)
+    attempts_head: bytes = field(metadata=_READ)
+    created_utc: str = field(metadata=_READ)
 
     def signed_by(self, key: Ed25519PublicKey) -> bool:
         """True when the signature verifies under ``key`` and names that key."""
         if self.public_key != encode_public_key(key):
             return False
         return verify_signature(key, canonical_bytes(self.body), self.signature)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"checkpoint": self.body, "public_key": self.public_key, "signature": self.signature}
 
 
 def make_checkpoint(

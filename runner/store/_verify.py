@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import loads_strict, raw_digest, read_bounded
+from runner.canonical import JsonRecord, loads_strict, raw_digest, read_bounded, spec
 from runner.errors import EctError, FormatError, StoreError
 from runner.store._check import (
     MAX_CHECKPOINT_BYTES,
@@ -67,8 +67,13 @@ DAMAGE_KINDS: dict[str, type[StoreDamaged]] = {
 """Every ``StoreReport.damage`` value and the error class it stands for."""
 
 
-@dataclass(frozen=True)
-class StoreReport:
+def _head(head: tuple[int, str] | None) -> dict[str, Any] | None:
+    """The writer of a report's head: ``{"seq": N, "chain": hex}``."""
+    return None if head is None else {"seq": head[0], "chain": head[1]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreReport(JsonRecord):
     """Result of :func:`verify_store`. Truthy only when the store is intact.
 
     ``head`` is ``(seq, chain hex)`` of the last verified record (``None`` if even the header
@@ -77,15 +82,15 @@ class StoreReport:
     """
 
     ok: bool
-    records: int
-    head: tuple[int, str] | None
-    first_bad_seq: int | None
-    damage: str | None
-    detail: str
     full: bool = False
+    records: int
+    head: tuple[int, str] | None = field(metadata=spec(write=_head))
     root: str | None = None
     attempts: int = 0
     checkpoint_size: int | None = None
+    first_bad_seq: int | None
+    damage: str | None
+    detail: str
 
     def __bool__(self) -> bool:
         return self.ok
@@ -116,20 +121,6 @@ class StoreReport:
         err = self.error
         if err is not None:
             raise err
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "full": self.full,
-            "records": self.records,
-            "head": None if self.head is None else {"seq": self.head[0], "chain": self.head[1]},
-            "root": self.root,
-            "attempts": self.attempts,
-            "checkpoint_size": self.checkpoint_size,
-            "first_bad_seq": self.first_bad_seq,
-            "damage": self.damage,
-            "detail": self.detail,
-        }
 
 
 def _open_ro(path: Path, busy_timeout_s: float) -> sqlite3.Connection:

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from runner.canonical import JsonObject, JsonRecord, JsonValue, rounded, sorted_map, spec
+from runner.canonical import JsonObject, JsonRecord, derived, rounded, sorted_map, spec
 from runner.errors import EctError
 from runner.providers import AttemptObserver, AttemptRecord, PriceTable, Usage
 
@@ -143,8 +143,22 @@ class CellAccount(JsonRecord):
 
 
 
+FAILURE_CLASSES = ("transport", "model_output")
+
+
+def class_counts(by_class: Counter[str]) -> dict[str, int]:
+    """The writer of failures by class: every class, in :data:`FAILURE_CLASSES` order, 0 when
+    none failed."""
+    return {c: by_class.get(c, 0) for c in FAILURE_CLASSES}
+
+
+def _shown_cells(cells: dict[str, CellAccount]) -> dict[str, JsonObject]:
+    """The writer of the per-cell accounts: only the cells with a retry or a failure, sorted."""
+    return {c: a.to_json() for c, a in sorted(cells.items()) if a.retries or a.failures}
+
+
 @dataclass
-class Accounting:
+class Accounting(JsonRecord):
     """Every provider attempt a store's journal holds -- of committed cells and of cells that
     never committed, retried and failed ones included -- and every halt, with what the attempts
     that reached the model are billed.
@@ -161,46 +175,25 @@ class Accounting:
 
     attempts: int = 0
     retries: int = 0
-    by_class: Counter[str] = field(default_factory=Counter)  # failed attempts
-    by_kind: Counter[str] = field(default_factory=Counter)
+    failed_attempts: int = derived(lambda a: sum(a.by_class.values()))
+    by_class: Counter[str] = field(default_factory=Counter,  # failed attempts
+                                   metadata=spec(key="failures_by_class", write=class_counts))
+    by_kind: Counter[str] = field(default_factory=Counter,
+                                  metadata=spec(key="failures_by_kind", write=sorted_map))
     billed_attempts: int = 0
-    billed_usd: float = 0.0
+    billed_usd: float = field(default=0.0, metadata=spec(write=rounded(9)))
     estimated_attempts: int = 0
-    estimated_usd: float = 0.0
+    estimated_usd: float = field(default=0.0, metadata=spec(write=rounded(9)))
     unbilled_attempts: int = 0
     in_flight: int = 0
     orphan_attempts: int = 0  # attempts of cells that never committed
-    orphan_usd: float = 0.0  # what those cost (billed, estimates included)
+    # what those cost (billed, estimates included)
+    orphan_usd: float = field(default=0.0, metadata=spec(write=rounded(9)))
     tool_retries: int = 0
     halts: list[HaltEntry] = field(default_factory=list)
-    cells: dict[str, CellAccount] = field(default_factory=dict)
-
-    @property
-    def failed_attempts(self) -> int:
-        return sum(self.by_class.values())
-
-    def to_json(self) -> dict[str, JsonValue]:
-        """The accounting as JSON; ``cells`` lists only the cells with a retry or a failure."""
-        return {
-            "attempts": self.attempts,
-            "retries": self.retries,
-            "failed_attempts": self.failed_attempts,
-            "failures_by_class": {c: self.by_class.get(c, 0)
-                                  for c in ("transport", "model_output")},
-            "failures_by_kind": dict(sorted(self.by_kind.items())),
-            "billed_attempts": self.billed_attempts,
-            "billed_usd": round(self.billed_usd, 9),
-            "estimated_attempts": self.estimated_attempts,
-            "estimated_usd": round(self.estimated_usd, 9),
-            "unbilled_attempts": self.unbilled_attempts,
-            "in_flight": self.in_flight,
-            "orphan_attempts": self.orphan_attempts,
-            "orphan_usd": round(self.orphan_usd, 9),
-            "tool_retries": self.tool_retries,
-            "halts": [h.to_json() for h in self.halts],
-            "cells": {c: a.to_json() for c, a in sorted(self.cells.items())
-                      if a.retries or a.failures},
-        }
+    # written: only the cells with a retry or a failure
+    cells: dict[str, CellAccount] = field(default_factory=dict,
+                                          metadata=spec(write=_shown_cells))
 
     def line(self, committed_usd: float) -> str:
         """One line for a person: attempts, retries, failures, halts and the billed cost beside

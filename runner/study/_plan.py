@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.canonical import JsonRecord, JsonValue, loads_strict, rounded, spec
+from runner.canonical import JsonRecord, JsonValue, derived, loads_strict, rounded, sorted_map, spec
 from runner.errors import ExitCategory, StudyError
 from runner.providers import PriceTable
 from runner.study._execute import execute
@@ -119,32 +119,39 @@ class PilotResult(JsonRecord):
         return self.attempts / self.requests if self.requests else 1.0
 
 
-@dataclass
-class Plan:
+@dataclass(kw_only=True)
+class Plan(JsonRecord):
     study: str
     provider: str
     model: str
     cells: int
     concurrency: int
-    requests_per_minute: int | None
-    tokens_per_minute: int | None
+    requests_per_minute: int | None = field(metadata=spec(key="throttle.requests_per_minute"))
+    tokens_per_minute: int | None = field(metadata=spec(key="throttle.tokens_per_minute"))
     latency_s: float
+    latency_from: str = derived(lambda p: "the pilot" if p.pilot is not None
+                                and p.pilot.latency_s is not None else "assumed")
     price: PriceTable
     requests: PlanRange
-    requests_by_role: dict[str, int] = field(default_factory=dict)
-    requests_by_pipeline: dict[str, int] = field(default_factory=dict)
+    # the expected requests' standard error from a spread pilot's sampling (None: no such pilot)
+    requests_se: float | None = field(default=None, metadata=spec(write=rounded(6)))
+    pilot_cells_for_10pct: int | None = derived(lambda p: p.pilot_cells_for(0.10))
+    requests_by_role: dict[str, int] = field(default_factory=dict,
+                                             metadata=spec(write=sorted_map))
+    requests_by_pipeline: dict[str, int] = field(default_factory=dict,
+                                                 metadata=spec(write=sorted_map))
     input_tokens: PlanRange = field(default_factory=lambda: PlanRange(0, 0, 0))
     output_tokens: PlanRange = field(default_factory=lambda: PlanRange(0, 0, 0))
     cost_usd: PlanRange = field(default_factory=lambda: PlanRange(0, 0, 0))
     wall_s: PlanRange = field(default_factory=lambda: PlanRange(0, 0, 0))
     wall_bound: str = ""  # what bounds the expected wall time
-    simulated_pass_s: float = 0.0
+    # seconds a throttled run takes beyond its spaced attempts, from the pilot (0: no pilot)
+    throttle_overhead_s: float = field(default=0.0, metadata=spec(write=rounded(3)))
+    token_estimate: str = field(default=TOKEN_ESTIMATE, init=False)
+    simulated: bool = field(default=True, init=False)
+    simulated_pass_s: float = field(default=0.0, metadata=spec(write=rounded(3)))
     simulator: dict[str, JsonValue] = field(default_factory=dict)
     pilot: PilotResult | None = None
-    # the expected requests' standard error from a spread pilot's sampling (None: no such pilot)
-    requests_se: float | None = None
-    # seconds a throttled run takes beyond its spaced attempts, from the pilot (0: no pilot)
-    throttle_overhead_s: float = 0.0
 
     def pilot_cells_for(self, within: float = 0.10) -> int | None:
         """About how many spread-pilot cells bring one standard error of the expected requests
@@ -154,34 +161,6 @@ class Plan:
             return None
         rel = self.requests_se / self.requests.expected
         return max(self.pilot.cells, math.ceil(self.pilot.cells * (rel / within) ** 2))
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {
-            "study": self.study, "provider": self.provider, "model": self.model,
-            "cells": self.cells, "concurrency": self.concurrency,
-            "throttle": {"requests_per_minute": self.requests_per_minute,
-                         "tokens_per_minute": self.tokens_per_minute},
-            "latency_s": self.latency_s,
-            "latency_from": "the pilot" if self.pilot is not None
-                            and self.pilot.latency_s is not None else "assumed",
-            "price": self.price.to_json(),
-            "requests": self.requests.to_json(),
-            "requests_se": None if self.requests_se is None else round(self.requests_se, 6),
-            "pilot_cells_for_10pct": self.pilot_cells_for(0.10),
-            "requests_by_role": dict(sorted(self.requests_by_role.items())),
-            "requests_by_pipeline": dict(sorted(self.requests_by_pipeline.items())),
-            "input_tokens": self.input_tokens.to_json(),
-            "output_tokens": self.output_tokens.to_json(),
-            "cost_usd": self.cost_usd.to_json(),
-            "wall_s": self.wall_s.to_json(),
-            "wall_bound": self.wall_bound,
-            "throttle_overhead_s": round(self.throttle_overhead_s, 3),
-            "token_estimate": TOKEN_ESTIMATE,
-            "simulated": True,
-            "simulated_pass_s": round(self.simulated_pass_s, 3),
-            "simulator": self.simulator,
-            "pilot": self.pilot.to_json() if self.pilot is not None else None,
-        }
 
     def lines(self) -> list[str]:
         def rng(r: PlanRange, fmt: str, unit: str = "") -> str:

@@ -45,6 +45,7 @@ import anyio
 import structlog
 
 from runner.canonical import (
+    FLAT,
     JsonObject,
     JsonRecord,
     digest,
@@ -133,7 +134,7 @@ class NodeExpectations(JsonRecord):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeHost:
+class NodeHost(JsonRecord):
     """Who a node's worker is: where it runs and what it runs."""
 
     hostname: str
@@ -146,13 +147,13 @@ class NodeHost:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeIdentity:
+class NodeIdentity(JsonRecord):
     """A Ray node as the run records it: its id, its address, and (when its worker started)
-    the worker's host."""
+    the worker's host (its keys written among the node's)."""
 
     node_id: str
+    host: NodeHost | None = field(default=None, metadata=FLAT)
     address: str | None = None
-    host: NodeHost | None = None
 
     @property
     def short(self) -> str:
@@ -160,7 +161,7 @@ class NodeIdentity:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeReport:
+class NodeReport(JsonRecord):
     """One node's preflight (every check, the sandbox backend's description and the denial
     probes' results); ``ok`` only when every check passed and the backend started."""
 
@@ -169,27 +170,10 @@ class NodeReport:
     # the node's sandbox backend as it describes itself (its fields differ between backends)
     layers: JsonObject | None
     probes: tuple[ProbeResult, ...]
-    ok: bool
     # the per-call limits this node's sandbox enforces (``Limits`` as built on the node from the
     # spec's section it was sent); where each is enforced is in ``layers`` (``bounds``)
-    limits: JsonObject | None = None
-
-    def to_json(self) -> JsonObject:
-        host = self.node.host
-        return {
-            "node": {"node_id": self.node.node_id,
-                     **({} if host is None else {
-                         "hostname": host.hostname, "kernel": host.kernel,
-                         "platform": host.platform, "machine": host.machine,
-                         "python": host.python, "project_version": host.project_version,
-                         "pid": host.pid}),
-                     "address": self.node.address},
-            "checks": [c.to_json() for c in self.checks],
-            "layers": self.layers,
-            "probes": [r.to_json() for r in self.probes],
-            "limits": self.limits,
-            "ok": self.ok,
-        }
+    limits: JsonObject | None = field(default=None, kw_only=True)
+    ok: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +230,7 @@ class NodeWorker:
             node_id = ray.get_runtime_context().get_node_id()
         except Exception:  # outside Ray (a unit test): no node id
             node_id = ""
-        return NodeIdentity(node_id, None, NodeHost(
+        return NodeIdentity(node_id, host=NodeHost(
             hostname=socket.gethostname(),
             kernel=platform.release(),
             platform=platform.platform(),
@@ -336,7 +320,7 @@ class NodeWorker:
             assert backend is not None
             self._sandbox = ToolSandbox(backend, self._snapdir, limits)
         return NodeReport(self.identity(), tuple(checks), layers, tuple(probes), ok,
-                          dict(dataclasses.asdict(limits)))
+                          limits=dict(dataclasses.asdict(limits)))
 
     def call(self, world_id: str, tool_id: str, args: JsonObject) -> ToolAnswer:
         """One tool call in a fresh sandbox child. Errors come back as values (type + message)

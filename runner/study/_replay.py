@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from runner.canonical import JsonObject, JsonValue, loads_strict, raw_digest
+from runner.canonical import JsonObject, JsonRecord, loads_strict, raw_digest
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.loop import DecisionVerdict
 from runner.policies import ToolCallAction
@@ -51,26 +51,19 @@ class ReplayRefused(StudyError):
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayMismatch:
+class ReplayMismatch(JsonRecord):
     """One cell that did not replay to its recorded result."""
 
     row: int
     cell_id: str
     detail: str
 
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"row": self.row, "cell_id": self.cell_id, "detail": self.detail}
-
 
 @dataclass
-class ReplayReport:
+class ReplayReport(JsonRecord):
     cells: int = 0
     reproduced: int = 0
     mismatches: list[ReplayMismatch] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"cells": self.cells, "reproduced": self.reproduced,
-                "mismatches": [m.to_json() for m in self.mismatches]}
 
 
 def _recorded_failure(call: AuditCall) -> ProviderFailure:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.canonical import JsonValue
+from runner.canonical import JsonRecord
 from runner.providers import Throttle
 from runner.study._preflight import ProviderChoice
 from runner.study._spec import StudySpec
@@ -44,16 +44,12 @@ class RunSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottleSettings:
+class ThrottleSettings(JsonRecord):
     """The pacing of a run's provider attempts; ``None`` means no limit. The run header and the
     run summary record it (:meth:`to_json`); it changes no result, so it is not in the lock."""
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"requests_per_minute": self.requests_per_minute,
-                "tokens_per_minute": self.tokens_per_minute}
 
     def throttle(self) -> Throttle:
         """A fresh limiter with these limits."""

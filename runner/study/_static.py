@@ -29,6 +29,7 @@ from runner.canonical import (
     loads_toml,
     raw_digest,
     read_bounded,
+    spec,
 )
 from runner.errors import ExitCategory, FormatError, StudyError
 from runner.policies import STATIC_ARMS
@@ -234,7 +235,7 @@ def _only(table: Mapping[str, object], keys: set[str], where: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class StaticGeneration:
+class StaticGeneration(JsonRecord):
     """The static spec's ``[generation]`` table: the sampling settings of every model call."""
 
     temperature: float
@@ -249,23 +250,27 @@ class StaticGeneration:
                                 max_output_tokens=self.max_output_tokens, top_p=self.top_p)
 
 
-@dataclass(frozen=True)
-class StaticSpec:
-    """``schedules/static.toml``, parsed strictly (unknown or missing keys are errors)."""
+_PROVIDER = spec(skip=True)  # not in the results' record of the spec
 
-    seed: int
-    replicates: int
-    confidence: float
-    provider_default: str
-    simulated_model: str
-    gemini_model: str
-    openai_model: str
-    openai_base_url: str
-    timeout_s: float
-    generation: StaticGeneration
-    critic: dict[str, float]
-    price: dict[str, float]
+
+@dataclass(frozen=True, kw_only=True)
+class StaticSpec(JsonRecord):
+    """``schedules/static.toml``, parsed strictly (unknown or missing keys are errors); written
+    (with the results) as its digest and what decides them, not its provider settings."""
+
     sha256: str
+    seed: int
+    replicates: int = field(metadata=spec(key="bootstrap_replicates"))
+    confidence: float
+    generation: StaticGeneration
+    critic: dict[str, float] = field(metadata=spec(key="simulated_critic"))
+    price: dict[str, float] = field(metadata=spec(key="price_usd_per_mtok"))
+    provider_default: str = field(metadata=_PROVIDER)
+    simulated_model: str = field(metadata=_PROVIDER)
+    gemini_model: str = field(metadata=_PROVIDER)
+    openai_model: str = field(metadata=_PROVIDER)
+    openai_base_url: str = field(metadata=_PROVIDER)
+    timeout_s: float = field(metadata=_PROVIDER)
 
     @classmethod
     def load(cls, path: str | Path) -> StaticSpec:
@@ -352,22 +357,6 @@ class StaticSpec:
             price=prices,
             sha256=raw_digest(data),
         )
-
-    def to_json(self) -> JsonObject:
-        return {
-            "sha256": self.sha256,
-            "seed": self.seed,
-            "bootstrap_replicates": self.replicates,
-            "confidence": self.confidence,
-            "generation": {
-                "temperature": self.generation.temperature,
-                "seed": self.generation.seed,
-                "max_output_tokens": self.generation.max_output_tokens,
-                "top_p": self.generation.top_p,
-            },
-            "simulated_critic": dict(self.critic),
-            "price_usd_per_mtok": dict(self.price),
-        }
 
 
 # ------------------------------------------------------------------------------- the run

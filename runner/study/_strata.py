@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from runner.canonical import JsonValue
+from runner.canonical import JsonRecord
 from runner.policies import PIPELINES
 from runner.study._records import CellRecord
 from runner.worlds import CLOSED_LOOP_FAULTS
@@ -23,7 +23,7 @@ __all__ = ["StratumReasons", "reason_codes_by_stratum"]
 
 
 @dataclass(frozen=True, slots=True)
-class StratumReasons:
+class StratumReasons(JsonRecord):
     """The reason codes one pipeline gave on one fault stratum.
 
     ``cells`` is the number of the stratum's cells run under the pipeline (the denominator);
@@ -35,10 +35,6 @@ class StratumReasons:
     pipeline: str
     cells: int
     codes: dict[str, int]
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"stratum": self.stratum, "pipeline": self.pipeline, "cells": self.cells,
-                "codes": dict(self.codes)}
 
 
 def _stratum(record: CellRecord) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,11 +17,15 @@ from runner.canonical import (
     JsonRecord,
     RecordFormatError,
     canonical_bytes,
+    derived,
     read_digest,
     rounded,
     sorted_map,
     spec,
 )
+
+if TYPE_CHECKING:  # a name only the type checker sees (as a lazily imported module's)
+    from runner.canonical import JsonRecord as Unseen
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -154,6 +159,71 @@ def test_a_tag_is_written_and_read_back_only_as_itself() -> None:
         Ping.from_json({"kind": "pong", "note": "hi"}, "msg")
     with pytest.raises(RecordFormatError, match=r"^msg\.kind: expected a string, got number$"):
         Ping.from_json({"kind": 1, "note": "hi"}, "msg")
+
+
+@dataclass(frozen=True)
+class Failures(JsonRecord):
+    """A report whose computed keys sit among its fields (not after them)."""
+
+    _path = "failures"
+
+    attempts: int
+    failed: int = derived(lambda r: sum(r.by_class.values()))
+    by_class: dict[str, int] = field(metadata=spec(write=sorted_map))
+    share: float | None = derived(lambda r: r.failed / r.attempts if r.attempts else None,
+                                  key="stats.share", write=rounded(2))
+    note: str = field(metadata=spec(key="stats.note"))
+    simulated: bool = field(default=True, init=False)
+
+
+def test_a_derived_key_is_written_at_its_position_and_read_back_checked() -> None:
+    f = Failures(3, {"transport": 1, "model_output": 1}, "n")
+    assert f.failed == 2  # a read-only attribute, computed
+    assert canonical_bytes(f.to_json()) == canonical_bytes(
+        {"attempts": 3, "failed": 2, "by_class": {"model_output": 1, "transport": 1},
+         "stats": {"share": 0.67, "note": "n"}, "simulated": True})
+    assert list(f.to_json()) == ["attempts", "failed", "by_class", "stats", "simulated"]
+    assert list(f.to_json()["by_class"]) == ["model_output", "transport"]
+    assert list(f.to_json()["stats"]) == ["share", "note"]
+    assert Failures.from_json(f.to_json()) == f
+    good = f.to_json()
+    with pytest.raises(RecordFormatError, match=r"^failures\.failed: expected 2, got 3$"):
+        Failures.from_json({**good, "failed": 3})
+    with pytest.raises(RecordFormatError, match=r"^failures\.failed: expected an integer, got "
+                                                r"boolean$"):
+        Failures.from_json({**good, "failed": True})
+    with pytest.raises(RecordFormatError, match=r"^failures: missing field 'failed'$"):
+        Failures.from_json({k: v for k, v in good.items() if k != "failed"})
+    with pytest.raises(RecordFormatError, match=r"^r\.stats\.share: expected 0\.67, got 0\.5$"):
+        Failures.from_json({**good, "stats": {"share": 0.5, "note": "n"}}, "r")
+    with pytest.raises(RecordFormatError, match=r"^failures\.stats: missing field 'share'$"):
+        Failures.from_json({**good, "stats": {"note": "n"}})
+    with pytest.raises(RecordFormatError, match=r"^failures\.simulated: expected True, got "
+                                                r"False$"):
+        Failures.from_json({**good, "simulated": False})
+
+
+def test_a_derived_field_is_refused_on_a_slots_class() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Slotted(JsonRecord):
+        n: int
+        twice: int = derived(lambda r: 2 * r.n)
+
+    with pytest.raises(TypeError, match="without slots=True"):
+        Slotted(1).to_json()
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle(JsonRecord):
+    n: int
+    parts: tuple[Unseen, ...]
+
+
+def test_a_field_typed_for_the_type_checker_only_is_written_by_value_and_not_read() -> None:
+    b = Bundle(1, (Inner(2, 0.5),))
+    assert b.to_json() == {"n": 1, "parts": [{"n": 2, "x": 0.5}]}
+    with pytest.raises(TypeError, match=r"^Bundle\.parts: no reader \(name 'Unseen' is not "):
+        Bundle.from_json(b.to_json())
 
 
 @dataclass(frozen=True, slots=True)
