@@ -1,7 +1,7 @@
 """Regenerate the published JSON Schemas (2020-12) of the ECT wire formats.
 
 The schemas are generated from the msgspec structs in ``runner/ect/_structs.py`` (the same
-types the fast decoder uses), then written twice: here (``docs/schema/``) for readers and
+types the fast decoder uses, generated from the records of ``runner/ect/_wire.py``), then written twice: here (``docs/schema/``) for readers and
 non-Python implementations, and as package data (``runner/ect/schema/``) so that
 ``runner.ect.load_schema(name)`` works from an installed wheel. Run
 ``python docs/schema/generate.py`` from the repository root; ``--check`` exits 1 when a

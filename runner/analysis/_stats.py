@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from runner.canonical import JsonRecord, key
+from runner.canonical import JsonRecord, key, spec
 from runner.errors import AnalysisError
 
 __all__ = [
@@ -53,7 +53,7 @@ class McNemarResult(JsonRecord):
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
+class BootstrapResult(JsonRecord):
     """A point estimate with its percentile interval from a cluster bootstrap.
 
     All figures are in the units of the inputs (rates as fractions); ``pp`` scales by 100.
@@ -63,26 +63,17 @@ class BootstrapResult:
     lo: float
     hi: float
     replicates: int
-    n_clusters: int
+    n_clusters: int = field(metadata=key("clusters"))
     confidence: float
-    label: str
-    seed: int
-    samples: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.empty(0))
+    label: str = field(metadata=key("rng.label"))
+    seed: int = field(metadata=key("rng.seed"))
+    samples: np.ndarray = field(repr=False, compare=False, default_factory=lambda: np.empty(0),
+                                metadata=spec(skip=True))
     """The replicate statistics, in draw order (not serialised)."""
+    interval: str = field(default="percentile", init=False)
 
     def pp(self) -> tuple[float, float, float]:
         return (self.estimate * 100.0, self.lo * 100.0, self.hi * 100.0)
-
-    def to_json(self, *, scale: float = 1.0) -> dict[str, object]:
-        return {
-            "estimate": self.estimate * scale,
-            "ci": [self.lo * scale, self.hi * scale],
-            "replicates": self.replicates,
-            "clusters": self.n_clusters,
-            "confidence": self.confidence,
-            "interval": "percentile",
-            "rng": {"seed": self.seed, "label": self.label},
-        }
 
 
 def seeded_rng(seed: int, label: str) -> np.random.Generator:

@@ -1,8 +1,11 @@
 """The wire formats as msgspec structs: the compiled fast decoder and the JSON Schema source.
 
-These structs mirror the typed objects of :mod:`runner.ect._wire` field for field (same names,
-same required / optional keys, same per-field constraints that a JSON Schema can state). They
-serve two purposes:
+These structs are generated at import from the records of :mod:`runner.ect._wire` (and
+:class:`~runner.ect.Reason`/:class:`~runner.ect.Decision`) with ``msgspec.defstruct``: each
+record's fields (``dataclasses.fields`` and their metadata: keys, a dotted key as a nested struct,
+omitted fields as ``UNSET``), and for each field the constraint its reader checks as far as a
+JSON Schema states it (``_MEANING``: an identifier's pattern, a non-empty list, a bound). A field
+is declared once, on the record. They serve two purposes:
 
 * **Fast strict decoding** (:func:`fast_parse`): msgspec decodes bytes straight into these
   structs in C, refusing unknown fields, wrong types (``true`` is never a number), integers
@@ -21,18 +24,23 @@ serve two purposes:
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import types
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from runner.canonical import MAX_INPUT_BYTES
+from runner.canonical import MAX_INPUT_BYTES, JsonRecord
 from runner.ect import _wire as w
 from runner.ect._errors import ReplayError, WireFormatError
 from runner.ect._ops import OPS, check_params, is_iso_date
-from runner.ect._reasons import REASON_CODES
+from runner.ect._reasons import REASON_CODES, _read_code
+from runner.ect._reasons import Decision as _DecisionRecord
+from runner.ect._reasons import Reason as _ReasonRecord
 
 __all__ = ["SCHEMA_TYPES", "TWINS", "fast_parse", "json_schemas"]
 
@@ -58,197 +66,164 @@ class _Strict(Struct, forbid_unknown_fields=True, omit_defaults=True):
     pass
 
 
-class Descriptor(_Strict):
-    """The frozen task descriptor; its digest is the descriptor digest."""
-
-    task_id: Ident
-    family: Ident
-    world_id: Ident
-    parameters: dict[str, Any]
-    required_slots: Annotated[list[Ident], Meta(min_length=1)]
-
-
-class Transform(_Strict):
-    """One op of the closed transform language with its exact params."""
-
-    op: NonEmpty
-    params: dict[str, Any]
-
-
-class DateRange(_Strict):
-    """An inclusive range of ISO dates (start <= end)."""
-
-    start: IsoDate
-    end: IsoDate
-
-
-class ContractScope(_Strict):
-    """Which receipts a slot may cite; an absent key does not constrain."""
-
-    entity: NonEmptyNames | UnsetType = UNSET
-    attribute: NonEmptyNames | UnsetType = UNSET
-    level: NonEmptyNames | UnsetType = UNSET
-    dates: DateRange | Annotated[list[IsoDate], Meta(min_length=1)] | UnsetType = UNSET
-
-
-class Cardinality(_Strict):
-    """Inclusive bounds on the number of distinct cited receipts (min <= max)."""
-
-    min: Count
-    max: Count
-
-
-class Tolerance(_Strict):
-    """Absolute tolerance for numeric claims."""
-
-    abs: Annotated[int, Meta(ge=0, le=_MAX)] | Annotated[float, Meta(ge=0)]
-
-
-class SlotSpec(_Strict):
-    """The trusted requirements for one answer slot."""
-
-    transforms: Annotated[list[Transform], Meta(min_length=1)]
-    scope: ContractScope
-    nullable: bool
-    tolerance: Tolerance
-    cardinality: Cardinality | UnsetType = UNSET
-
-
-class Contract(_Strict):
-    """Trusted requirements R_t (ect.contract/1)."""
-
-    format: Literal["ect.contract/1"]
-    task_id: Ident
-    descriptor: Descriptor
-    slots: dict[Ident, SlotSpec]
-
-
-class ReceiptScope(_Strict):
-    """The structured scope of one receipt; (entity, attribute, level, date) is its key."""
-
-    entity: NonEmpty | None
-    attribute: NonEmpty | None
-    level: NonEmpty | None
-    date: IsoDate | None
-
-
-class Receipt(_Strict):
-    """One typed piece of evidence normalised from one tool response by the trusted adapter."""
-
-    receipt_id: Ident
-    task_id: Ident
-    call_id: Ident
-    tool_id: Ident
-    args_sha256: Digest
-    response_sha256: Digest
-    source_path: str
-    value: Value
-    value_sha256: Digest
-    exec_status: Literal["ok", "error"]
-    validation: Literal["valid", "invalid"]
-    scope: ReceiptScope
-
-
-class Ledger(_Strict):
-    """The evidence ledger E_t (ect.ledger/1)."""
-
-    format: Literal["ect.ledger/1"]
-    task_id: Ident
-    receipts: list[Receipt]
-
-
-class Claim(_Strict):
-    """(slot, value, evidence ids, transform) proposed by the agent."""
-
-    slot: Ident
-    value: Value
-    evidence: list[Ident]
-    transform: Transform
-
-
-class Certificate(_Strict):
-    """The terminal certificate C_t (ect.certificate/1); extra fields are forbidden."""
-
-    format: Literal["ect.certificate/1"]
-    task_id: Ident
-    descriptor_digest: Digest
-    ledger_digest: Digest
-    claims: list[Claim]
-
-
 ReasonCode: Any = Literal[tuple(REASON_CODES)]
 
-
-class Reason(_Strict):
-    """One failing check."""
-
-    code: ReasonCode
-    slot: str | None
-    detail: str
-
-
-class Decision(_Strict):
-    """The verifier's answer (what ``ect verify`` prints)."""
-
-    decision: Literal["complete", "continue"]
-    reasons: list[Reason]
-    missing_slots: list[str]
-
-
-# Hot-path twins of ReceiptScope / Receipt / Ledger without per-field regexes: a ledger holds
-# ~8 pattern-checked strings per receipt, and one regex over all of them joined by newlines
-# (which no identifier or digest may contain) is several times cheaper than one call each.
-# tests/ect/test_fast_path.py asserts the twins have exactly the schema structs' fields.
-class _ReceiptScopeTwin(_Strict):
-    entity: str | None
-    attribute: str | None
-    level: str | None
-    date: str | None
-
-
-class _ReceiptTwin(_Strict):
-    receipt_id: str
-    task_id: str
-    call_id: str
-    tool_id: str
-    args_sha256: str
-    response_sha256: str
-    source_path: str
-    value: Value
-    value_sha256: str
-    exec_status: Literal["ok", "error"]
-    validation: Literal["valid", "invalid"]
-    scope: _ReceiptScopeTwin
-
-
-class _LedgerTwin(_Strict):
-    format: Literal["ect.ledger/1"]
-    task_id: str
-    receipts: list[_ReceiptTwin]
-
-
-class _ClaimTwin(_Strict):
-    slot: str
-    value: Value
-    evidence: list[str]
-    transform: Transform
-
-
-class _CertificateTwin(_Strict):
-    format: Literal["ect.certificate/1"]
-    task_id: str
-    descriptor_digest: str
-    ledger_digest: str
-    claims: list[_ClaimTwin]
-
-
-TWINS: dict[type[Struct], type[Struct]] = {
-    ReceiptScope: _ReceiptScopeTwin,
-    Receipt: _ReceiptTwin,
-    Ledger: _LedgerTwin,
-    Claim: _ClaimTwin,
-    Certificate: _CertificateTwin,
+# What each wire reader checks, as far as a msgspec type (and so a JSON Schema) states it; a
+# reader not listed checks nothing beyond its type (a ``Literal`` it annotates, open JSON).
+# Entries that name a record take the resolver of records to structs.
+_MEANING: dict[Any, Callable[[Any], Any]] = {
+    w._ident: lambda s: Ident,
+    w._digest_str: lambda s: Digest,
+    w._date: lambda s: IsoDate,
+    w._nonempty_str: lambda s: NonEmpty,
+    w._str_tuple: lambda s: NonEmptyNames,
+    w.check_value: lambda s: Value,
+    w._bool: lambda s: bool,
+    w._nonneg: lambda s: Count,
+    w._tolerance: lambda s: Annotated[int, Meta(ge=0, le=_MAX)] | Annotated[float, Meta(ge=0)],
+    w._slot_names: lambda s: Annotated[list[Ident], Meta(min_length=1)],
+    w._transforms: lambda s: Annotated[list[s(w.Transform)], Meta(min_length=1)],  # type: ignore[misc]
+    w._dates: lambda s: s(w.DateRange) | Annotated[list[IsoDate], Meta(min_length=1)],
+    _read_code: lambda s: ReasonCode,
 }
+# On the hot path (the twins) identifiers, digests, dates and non-empty strings are decoded as
+# plain strings: a ledger holds ~8 pattern-checked strings per receipt, and one regex over all
+# of them joined by newlines (which none may contain) is several times cheaper than one call
+# each; :func:`_ledger` and :func:`_certificate` check them so.
+_FAST: dict[Any, Any] = {
+    w._ident: str, w._digest_str: str, w._date: str, w._nonempty_str: str,
+}
+
+# The schema's description of each struct (its prose; the fields come from the records).
+_DOCS = {
+    "Descriptor": "The frozen task descriptor; its digest is the descriptor digest.",
+    "Transform": "One op of the closed transform language with its exact params.",
+    "DateRange": "An inclusive range of ISO dates (start <= end).",
+    "ContractScope": "Which receipts a slot may cite; an absent key does not constrain.",
+    "Cardinality": "Inclusive bounds on the number of distinct cited receipts (min <= max).",
+    "Tolerance": "Absolute tolerance for numeric claims.",
+    "SlotSpec": "The trusted requirements for one answer slot.",
+    "Contract": "Trusted requirements R_t (ect.contract/1).",
+    "ReceiptScope": "The structured scope of one receipt; (entity, attribute, level, date) is its key.",
+    "Receipt": "One typed piece of evidence normalised from one tool response by the trusted adapter.",
+    "Ledger": "The evidence ledger E_t (ect.ledger/1).",
+    "Claim": "(slot, value, evidence ids, transform) proposed by the agent.",
+    "Certificate": "The terminal certificate C_t (ect.certificate/1); extra fields are forbidden.",
+    "Reason": "One failing check.",
+    "Decision": "The verifier's answer (what ``ect verify`` prints).",
+}
+
+
+def _struct_type(hint: Any, structs: Callable[[type], Any], fast: bool) -> Any:
+    """The msgspec type of a record field's type ``hint``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        reader = next(a for a in hint.__metadata__ if callable(a))
+        return _reader_type(reader, args[0], structs, fast)
+    if origin in (types.UnionType, typing.Union):
+        return typing.Union[tuple(_struct_type(a, structs, fast) for a in args)]  # noqa: UP007
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return list[_struct_type(args[0], structs, fast)]  # type: ignore[misc]
+    if origin is dict:
+        return dict[_struct_type(args[0], structs, fast),  # type: ignore[misc]
+                    _struct_type(args[1], structs, fast)]
+    if isinstance(hint, type) and issubclass(hint, JsonRecord):
+        return structs(hint)
+    return hint  # str, bool, None, a Literal, open JSON
+
+
+def _reader_type(reader: Any, hint: Any, structs: Callable[[type], Any], fast: bool) -> Any:
+    if fast and reader in _FAST:
+        return _FAST[reader]
+    if reader in _MEANING:
+        return _MEANING[reader](structs)
+    return _struct_type(hint, structs, fast)
+
+
+def _generate(record: type[JsonRecord], structs: Callable[[type], Any], *, name: str,
+              fast: bool = False) -> type[Struct]:
+    """The msgspec struct of a wire record: its fields (keys, omitted ones as ``UNSET``, tags
+    and the ``format`` as literals, a dotted key as a nested struct), required ones first."""
+    hints = typing.get_type_hints(record, include_extras=True)
+    required: list[tuple[str, Any]] = []
+    optional: list[tuple[str, Any, Any]] = []
+    fmt = getattr(record, "_format", None)
+    if fmt is not None:
+        required.append(("format", Literal[fmt]))
+    nested: dict[str, list[tuple[str, Any]]] = {}
+    for f in dataclasses.fields(record):
+        meta = f.metadata
+        if meta.get("skip"):
+            continue
+        if not f.init:  # a tag: its value, and only it
+            required.append((f.name, Literal[f.default]))
+            continue
+        hint = hints[f.name]
+        if meta.get("read") is not None:
+            hint = Annotated[hint, meta["read"]]
+        keys = str(meta.get("key", f.name)).split(".")
+        if meta.get("omit"):
+            inner = [a for a in typing.get_args(hint) if a is not type(None)]
+            hint = inner[0] if len(inner) == 1 else hint
+            optional.append((keys[0], _struct_type(hint, structs, fast) | UnsetType, UNSET))
+        elif len(keys) == 2:
+            if keys[0] not in nested:
+                nested[keys[0]] = []
+                required.append((keys[0], keys[0]))  # filled in below
+            nested[keys[0]].append((keys[1], _struct_type(hint, structs, fast)))
+        else:
+            required.append((keys[0], _struct_type(hint, structs, fast)))
+    fields: list[Any] = []
+    for key, kind in required:
+        if key in nested and kind == key:
+            kind = msgspec.defstruct(key.capitalize(), nested[key], bases=(_Strict,),
+                                     module=__name__,
+                                     namespace={"__doc__": _DOCS.get(key.capitalize())})
+        fields.append((key, kind))
+    return msgspec.defstruct(name, fields + optional, bases=(_Strict,), module=__name__,
+                             namespace={"__doc__": _DOCS.get(name)})
+
+
+def _structs(records: tuple[type[JsonRecord], ...], *, twins: frozenset[type] = frozenset(),
+             fast: bool = False) -> dict[type, type[Struct]]:
+    """The structs of ``records`` (each nested record's struct made before its own): schema
+    structs, or with ``fast`` the twins of ``twins`` (other records: their schema struct)."""
+    out: dict[type, type[Struct]] = {}
+
+    def struct(record: type) -> type[Struct]:
+        if record not in out:
+            if fast and record not in twins:
+                out[record] = SCHEMA_STRUCTS[record]
+            else:
+                name = f"_{record.__name__}Twin" if fast else record.__name__
+                out[record] = _generate(record, struct, name=name, fast=fast)
+        return out[record]
+
+    for record in records:
+        struct(record)
+    return out
+
+
+SCHEMA_STRUCTS = _structs((w.Contract, w.Ledger, w.Certificate, _DecisionRecord))
+"""The struct of each wire record (the schema's source, the contract's decoder)."""
+Descriptor, Transform, DateRange = (SCHEMA_STRUCTS[r] for r in (w.Descriptor, w.Transform,
+                                                                 w.DateRange))
+ContractScope, Cardinality, SlotSpec = (SCHEMA_STRUCTS[r] for r in (w.ContractScope,
+                                                                     w.Cardinality, w.SlotSpec))
+Contract, ReceiptScope, Receipt = (SCHEMA_STRUCTS[r] for r in (w.Contract, w.ReceiptScope,
+                                                                w.Receipt))
+Ledger, Claim, Certificate = (SCHEMA_STRUCTS[r] for r in (w.Ledger, w.Claim, w.Certificate))
+Reason, Decision = SCHEMA_STRUCTS[_ReasonRecord], SCHEMA_STRUCTS[_DecisionRecord]
+
+_TWIN_STRUCTS = _structs((w.Ledger, w.Certificate), fast=True, twins=frozenset(
+    {w.ReceiptScope, w.Receipt, w.Ledger, w.Claim, w.Certificate}))
+# The hot-path twins of the schema structs (tests/ect/test_fast_path.py: the same fields).
+TWINS: dict[type[Struct], type[Struct]] = {
+    SCHEMA_STRUCTS[r]: _TWIN_STRUCTS[r]
+    for r in (w.ReceiptScope, w.Receipt, w.Ledger, w.Claim, w.Certificate)
+}
+_LedgerTwin = _TWIN_STRUCTS[w.Ledger]
+_CertificateTwin = _TWIN_STRUCTS[w.Certificate]
 
 _ID_BODY = _ID_PATTERN[2:-2]
 _DIGEST_BODY = _DIGEST_PATTERN[2:-2]
@@ -336,7 +311,7 @@ def _date_ok(day: str) -> None:
 # --- per document ------------------------------------------------------------------------
 
 
-def _descriptor(d: Descriptor) -> tuple[w.Descriptor, int]:
+def _descriptor(d: Any) -> tuple[w.Descriptor, int]:
     slots = tuple(d.required_slots)
     if len(set(slots)) != len(slots):
         raise _Doubt
@@ -344,7 +319,7 @@ def _descriptor(d: Descriptor) -> tuple[w.Descriptor, int]:
     return w.Descriptor(d.task_id, d.family, d.world_id, params, slots), 5 + n
 
 
-def _contract(c: Contract) -> tuple[w.Contract, int]:
+def _contract(c: Any) -> tuple[w.Contract, int]:
     desc, n = _descriptor(c.descriptor)
     n += 4
     if desc.task_id != c.task_id or set(c.slots) != set(desc.required_slots):
@@ -366,11 +341,12 @@ def _contract(c: Contract) -> tuple[w.Contract, int]:
         n += 4  # transforms, scope, nullable, tolerance
         dates: w.DateRange | tuple[str, ...] | None = None
         if isinstance(sc.dates, DateRange):
-            _date_ok(sc.dates.start)
-            _date_ok(sc.dates.end)
-            if sc.dates.start > sc.dates.end:
+            days: Any = sc.dates
+            _date_ok(days.start)
+            _date_ok(days.end)
+            if days.start > days.end:
                 raise _Doubt
-            dates = w.DateRange(sc.dates.start, sc.dates.end)
+            dates = w.DateRange(days.start, days.end)
             n += 3
         elif isinstance(sc.dates, list):
             for day in sc.dates:
@@ -395,7 +371,7 @@ def _contract(c: Contract) -> tuple[w.Contract, int]:
     return w.Contract(c.task_id, desc, slots), n
 
 
-def _ledger(d: _LedgerTwin) -> tuple[w.Ledger, int]:
+def _ledger(d: Any) -> tuple[w.Ledger, int]:
     ids = [d.task_id]
     digests: list[str] = []
     receipts: list[w.Receipt] = []
@@ -430,7 +406,7 @@ def _ledger(d: _LedgerTwin) -> tuple[w.Ledger, int]:
     return w.Ledger(d.task_id, tuple(receipts)), 3 + 16 * len(receipts)
 
 
-def _certificate(d: _CertificateTwin) -> tuple[w.Certificate, int]:
+def _certificate(d: Any) -> tuple[w.Certificate, int]:
     n = 5
     ids = [d.task_id]
     claims = []

@@ -437,7 +437,7 @@ class Contract(_Wire):
 
     task_id: Ident
     descriptor: Descriptor
-    slots: dict[str, SlotSpec] = field(metadata=field_spec(read=lambda v, p: v))
+    slots: dict[Ident, SlotSpec] = field(metadata=field_spec(read=lambda v, p: v))
 
     def _check(self, obj: JsonObject, path: str) -> None:
         desc = self.descriptor

@@ -65,13 +65,14 @@ class DecisionVerdict(StrEnum):
         """A tool call was sent to the sandbox (it answered or failed)."""
         return self is DecisionVerdict.EXECUTED or self is DecisionVerdict.TOOL_FAILED
 
-    @classmethod
-    def from_json(cls, value: object, path: str = "verdict") -> DecisionVerdict:
-        text = read_str(value, path)
-        try:
-            return cls(text)
-        except ValueError:
-            raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
+
+def _verdict(value: object, path: str) -> DecisionVerdict:
+    """A verdict's reader: one of the member values, else ``unknown verdict '...'``."""
+    text = read_str(value, path)
+    try:
+        return DecisionVerdict(text)
+    except ValueError:
+        raise RecordFormatError(path, f"unknown verdict {text[:40]!r}") from None
 
 
 _FINISHES = frozenset({DecisionVerdict.FINISH_COMPLETE, DecisionVerdict.FINISH_CONTINUE,
@@ -131,7 +132,7 @@ class DecisionRecord(JsonRecord):
 
     index: int
     action: Annotated[PlannerAction, action_from_json]
-    verdict: Annotated[DecisionVerdict, DecisionVerdict.from_json]
+    verdict: Annotated[DecisionVerdict, _verdict]
     pipeline: PipelineJudgement | None = None
     tool_response: JsonObject | None = None
     tool_error: str | None = None

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
+from runner.canonical import JsonRecord, spec
 from runner.ect import Contract, Ledger, Reason, verify_json
 from runner.policies._actions import CellIdentity, FinishAction
 from runner.policies._common import last_call_repeats, reason
@@ -85,27 +86,19 @@ class PipelineState:
 
 
 @dataclass(frozen=True)
-class PipelineDecision:
+class PipelineDecision(JsonRecord):
     """A pipeline's answer to one finish."""
 
     decision: PipelineVerdict
     reasons: tuple[Reason, ...]
     directive: str | None
     model_calls: int
-    provider_results: tuple[ProviderResult, ...] = ()
+    # audited separately by the caller: not part of the (deterministic) JSON
+    provider_results: tuple[ProviderResult, ...] = field(default=(), metadata=spec(skip=True))
 
     @property
     def codes(self) -> tuple[str, ...]:
         return tuple(r.code for r in self.reasons)
-
-    def to_json(self) -> dict[str, Any]:
-        """Deterministic JSON (provider results are audited separately by the caller)."""
-        return {
-            "decision": self.decision,
-            "reasons": [r.to_json() for r in self.reasons],
-            "directive": self.directive,
-            "model_calls": self.model_calls,
-        }
 
 
 @dataclass(frozen=True)

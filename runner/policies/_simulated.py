@@ -78,11 +78,11 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonRecord, RecordFormatError, canonical_bytes
 from runner.ect import (
     CERTIFICATE_FORMAT,
     Contract,
@@ -117,26 +117,33 @@ def _probability(name: str, value: Any) -> float:
     return float(value)
 
 
-class _Params:
-    """Strict to_json/from_json for a dataclass of probabilities (every field is ``p_*``)."""
+def _read_probability(value: object, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordFormatError(path, "expected a number in [0, 1]")
+    if not 0.0 <= float(value) <= 1.0:
+        raise RecordFormatError(path, f"{value} is outside [0, 1]")
+    return float(value)
+
+
+Probability = Annotated[float, _read_probability]
+
+
+class _Params(JsonRecord):
+    """A record of probabilities (every field is ``p_*``); read strictly, an absent one taking
+    its default."""
+
+    __slots__ = ()
 
     def __post_init__(self) -> None:
-        for f in fields(self):  # type: ignore[arg-type]
-            _probability(f.name, getattr(self, f.name))
-
-    def to_json(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items()}  # type: ignore[call-overload]
+        for f in fields(self):
+            object.__setattr__(self, f.name, _probability(f.name, getattr(self, f.name)))
 
     @classmethod
-    def from_json(cls, obj: Any) -> Self:
-        """Strict: an object whose keys are a subset of the fields (missing keys take defaults)."""
-        if not isinstance(obj, Mapping):
-            raise FormatError(f"{cls.__name__}: expected an object")
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(obj) - known)
-        if unknown:
-            raise FormatError(f"{cls.__name__}: unknown parameter(s) {unknown}")
-        return cls(**{k: _probability(k, v) for k, v in obj.items()})
+    def _object_of(cls, obj: object, path: str, allowed: tuple[str, ...],
+                   required: tuple[str, ...]) -> Mapping[str, Any]:
+        if isinstance(obj, Mapping):  # a parameter left out takes its default
+            obj = {**{f.name: f.default for f in fields(cls)}, **obj}
+        return super()._object_of(obj, path, allowed, required)
 
 
 _SLIP = 0.05  # an action contradicting what the actor itself can see: one in twenty
@@ -147,28 +154,32 @@ _COIN = 0.5  # a disposition nothing in the view settles: no basis to prefer eit
 class PlannerBehaviour(_Params):
     """Probabilities of the simulated planner's behaviours (defaults: see module docstring)."""
 
-    p_premature_finish: float = _COIN
-    p_reuse_draft: float = _COIN
-    p_wrong_scope_call: float = _SLIP
-    p_corrupt_value: float = _SLIP
-    p_cite_missing_receipt: float = _SLIP
-    p_repeat_call: float = _SLIP
-    p_wrong_call: float = _SLIP
-    p_arithmetic_error: float = _SLIP
-    p_follow_directive: float = _COIN
-    p_escalate_on_conflict: float = _COIN
-    p_invalid_output: float = _SLIP
+    _path = "PlannerBehaviour"
+
+    p_premature_finish: Probability = _COIN
+    p_reuse_draft: Probability = _COIN
+    p_wrong_scope_call: Probability = _SLIP
+    p_corrupt_value: Probability = _SLIP
+    p_cite_missing_receipt: Probability = _SLIP
+    p_repeat_call: Probability = _SLIP
+    p_wrong_call: Probability = _SLIP
+    p_arithmetic_error: Probability = _SLIP
+    p_follow_directive: Probability = _COIN
+    p_escalate_on_conflict: Probability = _COIN
+    p_invalid_output: Probability = _SLIP
 
 
 @dataclass(frozen=True)
 class CriticBehaviour(_Params):
     """Probabilities of the simulated critics' behaviours (defaults: see module docstring)."""
 
-    p_accept_unsupported: float = _SLIP
-    p_reject_supported: float = _SLIP
-    p_stuck_on_repeat: float = _COIN
-    p_notice_value_mismatch: float = _COIN
-    p_self_approve_flawed: float = _SLIP
+    _path = "CriticBehaviour"
+
+    p_accept_unsupported: Probability = _SLIP
+    p_reject_supported: Probability = _SLIP
+    p_stuck_on_repeat: Probability = _COIN
+    p_notice_value_mismatch: Probability = _COIN
+    p_self_approve_flawed: Probability = _SLIP
 
 
 def simulated_responder(planner: PlannerBehaviour, critic: CriticBehaviour) -> Responder:

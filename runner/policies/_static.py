@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runner.canonical import JsonRecord, spec
 from runner.ect import (
     CHECK_FAMILIES,
     REASON_CODES,
@@ -102,24 +103,17 @@ _VERDICT_DECISION: dict[str, StaticVerdict] = {
 
 
 @dataclass(frozen=True)
-class StaticDecision:
+class StaticDecision(JsonRecord):
     """One arm's decision on one snapshot."""
 
     decision: StaticVerdict
     reasons: tuple[Reason, ...]
     model_calls: int
-    provider_result: ProviderResult | None
+    provider_result: ProviderResult | None = field(metadata=spec(skip=True))  # audited apart
 
     @property
     def families(self) -> frozenset[str]:
         return frozenset(r.code.split(".", 1)[0] for r in self.reasons)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "reasons": [{"code": r.code, "slot": r.slot, "detail": r.detail} for r in self.reasons],
-            "model_calls": self.model_calls,
-        }
 
 
 def critic_core_fast_path(

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import canonical_bytes, loads_strict
+from runner.canonical import OMIT, JsonObject, JsonRecord, canonical_bytes, key, loads_strict, spec
 from runner.ect import Contract, Ledger, descriptor_digest, ledger_digest
 from runner.errors import FormatError
 from runner.policies._registry import critic_spec
@@ -84,7 +84,7 @@ def _task_json(contract: Contract) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class PlannerView:
+class PlannerView(JsonRecord):
     """Everything the planner sees at one decision.
 
     ``trace`` items are ``runner.worlds.ToolCall`` (anything with ``call_id, tool_id, args,
@@ -96,30 +96,29 @@ class PlannerView:
     """
 
     contract: Contract
-    trace: tuple[Any, ...]
+    trace: tuple[Any, ...] = field(metadata=spec(skip=True))  # written with its receipt ids
     ledger: Ledger
     directive: str | None = None
-    decisions_left: int = 4
-    calls_left: int = 3
-    decision: int | None = None
-    draft: Mapping[str, Any] | None = None
+    decisions_left: int = field(default=4, metadata=key("budget.decisions_left"))
+    calls_left: int = field(default=3, metadata=key("budget.calls_left"))
+    decision: int | None = field(default=None, metadata=OMIT)
+    draft: Mapping[str, Any] | None = field(default=None, metadata=OMIT)
 
-    def to_json(self) -> dict[str, Any]:
-        view: dict[str, Any] = {
-            "format": PLANNER_VIEW_FORMAT,
-            "task": _task_json(self.contract),
-            "contract": self.contract.to_json(),
-            "trace": trace_json(self.trace, self.ledger),
-            "ledger": self.ledger.to_json(),
-            "ledger_digest": ledger_digest(self.ledger),
-            "budget": {"decisions_left": self.decisions_left, "calls_left": self.calls_left},
-            "directive": self.directive,
-        }
-        if self.decision is not None:
-            view["decision"] = self.decision
-        if self.draft is not None:
-            view["draft"] = dict(self.draft)
-        return view
+    _format = PLANNER_VIEW_FORMAT
+    _derived = ("task", "ledger_digest")
+
+    @property
+    def task(self) -> dict[str, Any]:
+        """The task as the planner sees it: its descriptor and the descriptor's digest."""
+        return _task_json(self.contract)
+
+    @property
+    def ledger_digest(self) -> str:
+        return ledger_digest(self.ledger)
+
+    def to_json(self) -> JsonObject:
+        # each call of the trace with its receipts' ids: a key of two fields (trace, ledger)
+        return {**JsonRecord.to_json(self), "trace": trace_json(self.trace, self.ledger)}
 
     def render(self) -> str:
         """The user message: a summary for a human reader, then the canonical view block."""

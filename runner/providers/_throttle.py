@@ -22,9 +22,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import KW_ONLY, dataclass, field
 
 import anyio
+
+from runner.canonical import JsonRecord, spec
 
 __all__ = ["Throttle"]
 
@@ -32,26 +34,27 @@ __all__ = ["Throttle"]
 _SPACING_MARGIN = 1.001
 
 
-class Throttle:
-    """A shared pacing of attempts; see the module docstring. ``None`` limits are off."""
+@dataclass(eq=False)
+class Throttle(JsonRecord):
+    """A shared pacing of attempts; see the module docstring. ``None`` limits are off. Its
+    JSON is its two limits (what a run's header records)."""
 
-    def __init__(
-        self,
-        requests_per_minute: int | None = None,
-        tokens_per_minute: int | None = None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ) -> None:
-        for name, value in (("requests_per_minute", requests_per_minute),
-                            ("tokens_per_minute", tokens_per_minute)):
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    _: KW_ONLY
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False,
+                                       metadata=spec(skip=True))
+    sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, repr=False,
+                                                      metadata=spec(skip=True))
+
+    def __post_init__(self) -> None:
+        for name, value in (("requests_per_minute", self.requests_per_minute),
+                            ("tokens_per_minute", self.tokens_per_minute)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
                 raise ValueError(f"{name} must be a positive integer (or None: no limit)")
-        self.requests_per_minute = requests_per_minute
-        self.tokens_per_minute = tokens_per_minute
-        self._clock = clock
-        self._sleep = sleep
+        self._clock = self.clock
+        self._sleep = self.sleep
         self._next_request = -math.inf  # earliest start of the next attempt (request quota)
         self._token_free = -math.inf  # when the tokens charged so far are paid off
         self._paused_until = -math.inf  # Retry-After from a server
@@ -62,10 +65,6 @@ class Throttle:
     @property
     def active(self) -> bool:
         return self.requests_per_minute is not None or self.tokens_per_minute is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"requests_per_minute": self.requests_per_minute,
-                "tokens_per_minute": self.tokens_per_minute}
 
     def _lock_for_loop(self) -> anyio.Lock:
         if self._lock is None:

@@ -133,12 +133,13 @@ class Part(JsonRecord):
         return cls(function_response=FunctionResponse(name, response, id))
 
     @classmethod
-    def from_json(cls, obj: object, path: str | None = None) -> Part:
-        """One of ``{"text": ...}``, ``{"function_call": ...}``, ``{"function_response": ...}``."""
+    def _object_of(cls, obj: object, path: str, allowed: tuple[str, ...],
+                   required: tuple[str, ...]) -> Mapping[str, Any]:
+        # one key, one of the three, before any of them is read (the shape, not a layout)
         if not isinstance(obj, dict) or len(obj) != 1:
-            raise RecordFormatError(path or cls._path, "expected an object with exactly one of "
+            raise RecordFormatError(path, "expected an object with exactly one of "
                                     "text, function_call, function_response")
-        return super().from_json(obj, path)
+        return super()._object_of(obj, path, allowed, required)
 
 
 @dataclass(frozen=True)

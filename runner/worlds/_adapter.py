@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.canonical import JsonRecord
 from runner.ect import (
     Ledger,
     Receipt,
@@ -62,21 +63,13 @@ def call_id(index: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class TraceCall:
+class TraceCall(JsonRecord):
     """One executed call in a trace: what was asked and the JSON response that came back."""
 
     call_id: str
     tool_id: str
     args: dict[str, Any]
     response: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "call_id": self.call_id,
-            "tool_id": self.tool_id,
-            "args": self.args,
-            "response": self.response,
-        }
 
 
 class _Builder:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from runner.canonical import JsonRecord, spec
 from runner.ect import Certificate, Ledger
 from runner.errors import WorldError
 from runner.worlds._adapter import TraceCall, ledger_from_trace
@@ -53,12 +54,23 @@ __all__ = [
     "static_grid",
 ]
 
+def _task_id(task: Task) -> str:
+    return task.task_id
+
+
+def _calls_json(calls: tuple[Call, ...]) -> list[dict[str, Any]]:
+    return [{"tool_id": tool_id, "args": args} for tool_id, args in calls]
+
+
+_BY_ID = spec(key="task_id", write=_task_id)  # a task is named by its id
+
+
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(JsonRecord):
     """One static-study snapshot: a trace, its ledger and the certificate proposed at the end."""
 
     snapshot_id: str
-    task: Task
+    task: Task = field(metadata=_BY_ID)
     condition: str  # "C0" or a static fault of the registry (STATIC_CONDITIONS)
     trace: tuple[TraceCall, ...]
     ledger: Ledger
@@ -68,23 +80,9 @@ class Snapshot:
     repeated_call: bool
     gold_decision: Literal["complete", "continue"]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "snapshot_id": self.snapshot_id,
-            "task_id": self.task.task_id,
-            "condition": self.condition,
-            "trace": [c.to_json() for c in self.trace],
-            "ledger": self.ledger.to_json(),
-            "certificate": self.certificate.to_json(),
-            "completion_signal": self.completion_signal,
-            "recovery_available": self.recovery_available,
-            "repeated_call": self.repeated_call,
-            "gold_decision": self.gold_decision,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class TaskCheckpoint:
+class TaskCheckpoint(JsonRecord):
     """A closed-loop starting point: the trace so far and how it can be completed.
 
     ``recovery_calls`` are the (at most 3) calls after which :func:`propose_certificate`
@@ -94,27 +92,14 @@ class TaskCheckpoint:
     """
 
     checkpoint_id: str
-    task: Task
+    task: Task = field(metadata=_BY_ID)
     kind: Literal["clean", "incomplete"]
     fault: str | None
     trace: tuple[TraceCall, ...]
     ledger: Ledger
-    recovery_calls: tuple[Call, ...]
+    recovery_calls: tuple[Call, ...] = field(metadata=spec(write=_calls_json))
     naive_certificate: Certificate
     needs_human: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "checkpoint_id": self.checkpoint_id,
-            "task_id": self.task.task_id,
-            "kind": self.kind,
-            "fault": self.fault,
-            "trace": [c.to_json() for c in self.trace],
-            "ledger": self.ledger.to_json(),
-            "recovery_calls": [{"tool_id": t, "args": a} for t, a in self.recovery_calls],
-            "naive_certificate": self.naive_certificate.to_json(),
-            "needs_human": self.needs_human,
-        }
 
 
 # --- the static grid -------------------------------------------------------------------------

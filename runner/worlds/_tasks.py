@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from runner.canonical import JsonRecord
 from runner.ect import Contract, Descriptor, descriptor_digest
 from runner.worlds import tools
 from runner.worlds._adapter import TraceCall, call_id
@@ -39,7 +40,7 @@ Split = Literal["dev", "heldout", "closed_loop"]
 
 
 @dataclass(frozen=True, slots=True)
-class Task:
+class Task(JsonRecord):
     """An admitted task: frozen descriptor, trusted contract and dual-oracle gold answer."""
 
     task_id: str
@@ -50,21 +51,15 @@ class Task:
     contract: Contract
     gold: dict[str, Any]
 
+    _derived = ("descriptor_digest",)
+
     @property
     def parameters(self) -> dict[str, Any]:
         return self.descriptor.parameters
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            "family": self.family,
-            "world_id": self.world_id,
-            "split": self.split,
-            "descriptor": self.descriptor.to_json(),
-            "descriptor_digest": descriptor_digest(self.descriptor),
-            "contract": self.contract.to_json(),
-            "gold": self.gold,
-        }
+    @property
+    def descriptor_digest(self) -> str:
+        return descriptor_digest(self.descriptor)
 
 
 def task_id_for(world_id: str, family: str) -> str:
