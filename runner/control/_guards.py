@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.canonical import JsonRecord, canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes, spec
 from runner.control._conditions import StopCondition
 from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason, ToolCall, display
 
@@ -52,8 +52,13 @@ def _key_of(call: ToolCall, rule: SideEffectRule) -> str | None:
     return None
 
 
+def _sorted_records(value: Mapping[str, JsonRecord]) -> dict[str, Any]:
+    """The writer of a mapping of records, keys sorted."""
+    return {k: v.to_json() for k, v in sorted(value.items())}
+
+
 @dataclass(frozen=True, eq=False)
-class Guard(StopCondition):
+class Guard(StopCondition, JsonRecord):
     """Allow-list plus side-effect rules. ``allow`` is required (an empty guard fails closed).
 
     Args:
@@ -64,10 +69,11 @@ class Guard(StopCondition):
         rules: extra plain-code rules, evaluated in order after the built-in ones.
     """
 
-    allow: AbstractSet[str]  # stored as a frozenset
-    side_effects: Mapping[str, SideEffectRule] = field(default_factory=dict)
+    allow: AbstractSet[str]  # stored as a frozenset (written sorted)
+    side_effects: Mapping[str, SideEffectRule] = field(
+        default_factory=dict, metadata=spec(write=_sorted_records))
     approvals: AbstractSet[str] = frozenset()
-    rules: tuple[GuardRule, ...] = ()
+    rules: tuple[GuardRule, ...] = field(default=(), metadata=spec(write=len))  # written: how many
 
     def __post_init__(self) -> None:
         if isinstance(self.allow, str) or not isinstance(self.allow, Iterable):
@@ -155,8 +161,3 @@ class Guard(StopCondition):
                                  f"not {reason}")
             return reason, detail, question
         return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"allow": sorted(self.allow),
-                "side_effects": {k: v.to_json() for k, v in sorted(self.side_effects.items())},
-                "approvals": sorted(self.approvals), "rules": len(self.rules)}
