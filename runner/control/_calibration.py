@@ -86,8 +86,7 @@ class RuleReport(JsonRecord):
 
     def __post_init__(self) -> None:
         for name, want in (("firing_rate", self.firings / self.runs if self.runs else 0.0),
-                           ("error_rate_over_firings",
-                            self.errors / self.firings if self.firings else None)):
+                           ("error_rate_over_firings", self.error_rate)):
             given = getattr(self, name)
             if given is not _COMPUTED and given != want:
                 raise ValueError(f"{name} {given!r} does not match the counts ({want!r})")
@@ -96,7 +95,7 @@ class RuleReport(JsonRecord):
     @property
     def error_rate(self) -> float | None:
         """Errors over firings (None when the rule never fired)."""
-        return self.error_rate_over_firings
+        return self.errors / self.firings if self.firings else None
 
     def saved_fraction(self, key: SavingsKey) -> float:
         base = getattr(self.baseline, key)

@@ -75,9 +75,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from runner.canonical import canonical_bytes, load_strict_file
+from runner.canonical import (
+    OMIT,
+    JsonObject,
+    JsonRecord,
+    RecordFormatError,
+    canonical_bytes,
+    load_strict_file,
+    spec,
+)
 from runner.control._budget import Budget, ToolLimits
 from runner.control._calibration import Calibration, LabelledRun, RunCost
 from runner.control._conditions import NoProgressDetector, ToolFailure
@@ -108,11 +116,11 @@ __all__ = [
 
 EVAL_FORMAT = "ect.stop-eval/1"
 BUNDLED_EVALS = "runner.control/evals"  # resolved with importlib.resources
-_DEFAULT_BUDGET = {"max_steps": 12, "max_tokens": 60_000}
 
 
 class _Reader:
-    """Strict field access that names the file and field path in every error."""
+    """Strict field access that names the file and field path in every error (the run-record
+    reader of ``ect evals capture``, runner/control/_capture.py)."""
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -130,24 +138,11 @@ class _Reader:
                 raise self.fail(path, f"missing field {key!r}")
         return value
 
-    def obj(self, value: Any, path: str, required: set[str], optional: set[str]) -> dict[str, Any]:
-        """An object with every ``required`` field and nothing beyond ``optional``."""
-        out = self.has(value, path, sorted(required))
-        unknown = set(out) - required - optional
-        if unknown:
-            raise self.fail(path, f"unknown field {sorted(unknown)[0]!r}")
-        return out
-
     def typed(self, value: Any, path: str, kind: type | tuple[type, ...], what: str) -> Any:
         # a bool is an int to isinstance; it passes only where a boolean is asked for
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.fail(path, f"must be {what}")
         return value
-
-    def str_list(self, value: Any, path: str) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(path, "must be a list of non-empty strings")
-        return tuple(value)
 
     def reason(self, value: Any, path: str) -> StopReason:
         try:
@@ -220,84 +215,11 @@ class EvalCase:
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<case>") -> EvalCase:
-        r = _Reader(source)
-        top = r.obj(obj, "$", {"format", "id", "task", "expect_stop", "agent"},
-                    {"description", "expect_output", "budget", "guard", "no_progress",
-                     "tool_failure", "finish_check", "rules", "tools", "expect_steps",
-                     "expect_tools", "expect_not_run", "expect_kind", "kill_switch",
-                     "expect_spend", "expect_handoff", "calibrated_rule"})
-        if top["format"] != EVAL_FORMAT:
-            raise r.fail("$.format", f"must be {EVAL_FORMAT!r}")
-        case_id = r.typed(top["id"], "$.id", str, "a string")
-        task = r.typed(top["task"], "$.task", str, "a string")
-        description = r.typed(top.get("description", ""), "$.description", str, "a string")
-        expect = r.reason(top["expect_stop"], "$.expect_stop")
-        expect_output = None
-        if "expect_output" in top:
-            eo = r.obj(top["expect_output"], "$.expect_output", set(), {"equals", "subset"})
-            if len(eo) != 1:
-                raise r.fail("$.expect_output", "needs exactly one of 'equals' or 'subset'")
-            if "subset" in eo:
-                r.typed(eo["subset"], "$.expect_output.subset", dict, "an object")
-            if expect is not StopReason.GOAL_MET:
-                raise r.fail("$.expect_output", "only a goal_met case has an output to check")
-            expect_output = eo
-        clock = _CaseClock()
-        controller = _controller(r, top, clock)
-        agent = r.obj(top["agent"], "$.agent", set(), {"turns", "import"})
-        if len(agent) != 1:
-            raise r.fail("$.agent", "needs exactly one of 'turns' or 'import'")
-        agent_import = None
-        turns: tuple[Turn | str, ...] = ()
-        turn_delays: tuple[float, ...] = ()
-        turn_elapsed: tuple[float, ...] = ()
-        if "import" in agent:
-            agent_import = r.typed(agent["import"], "$.agent.import", str, "a string")
-            if agent_import.count(":") != 1:
-                raise r.fail("$.agent.import", "must be 'package.module:function'")
-        else:
-            turns, turn_delays, turn_elapsed = _turns(r, agent)
-        tools, delays = _tools(r, top.get("tools", {}))
-        steps = (r.count(top["expect_steps"], "$.expect_steps")
-                 if "expect_steps" in top else None)
-        ran = (r.str_list(r.typed(top["expect_tools"], "$.expect_tools", list, "a list"),
-                          "$.expect_tools") if "expect_tools" in top else None)
-        not_run = (r.str_list(top["expect_not_run"], "$.expect_not_run")
-                   if "expect_not_run" in top else ())
-        kind = (r.typed(top["expect_kind"], "$.expect_kind", str, "a string")
-                if "expect_kind" in top else None)
-        switch = None
-        if "kill_switch" in top:
-            k = r.obj(top["kill_switch"], "$.kill_switch", set(),
-                      {"max_spend_per_day_usd", "step_reserve_usd", "engage_after_calls"})
-            if not k:
-                raise r.fail("$.kill_switch", "needs max_spend_per_day_usd or engage_after_calls")
-            if "step_reserve_usd" in k and "max_spend_per_day_usd" not in k:
-                raise r.fail("$.kill_switch.step_reserve_usd", "needs max_spend_per_day_usd")
-            switch = {f: (float(r.count(v, f"$.kill_switch.{f}")) if f == "engage_after_calls"
-                          else _positive(r, v, f"$.kill_switch.{f}")) for f, v in k.items()}
-        spend = None
-        if "expect_spend" in top:
-            if switch is None or "max_spend_per_day_usd" not in switch:
-                raise r.fail("$.expect_spend", "needs a kill_switch with max_spend_per_day_usd "
-                             "(its ledger holds the spend)")
-            e = r.obj(top["expect_spend"], "$.expect_spend", {"spend_usd", "reserved_usd"}, set())
-            spend = {f: r.number(e[f], f"$.expect_spend.{f}") for f in e}
-        handoff = None
-        if "expect_handoff" in top:
-            if expect is StopReason.GOAL_MET:
-                raise r.fail("$.expect_handoff", "a goal_met run has no handoff")
-            handoff = r.obj(top["expect_handoff"], "$.expect_handoff", set(),
-                            {"question", "found", "done", "asked"})
-            for f in ("question", "asked"):
-                if f in handoff:
-                    r.typed(handoff[f], f"$.expect_handoff.{f}", str, "a string")
-            for f in ("found", "done"):
-                if f in handoff:
-                    handoff[f] = list(r.str_list(handoff[f], f"$.expect_handoff.{f}"))
-        return cls(case_id, source, description, task, expect, expect_output, controller,
-                   turns, tools, top, steps, ran, not_run, kind, agent_import, delays,
-                   turn_delays, switch, spend, turn_elapsed, handoff, clock)
+        """Read a case strictly (:class:`_CaseFile`); errors name ``source`` and the field."""
+        try:
+            return _CaseFile.from_json(obj).case(obj, source)
+        except RecordFormatError as e:
+            raise EvalCaseError(f"{source}: {e}") from None
 
 
 MAX_EVAL_STEPS = 10_000
@@ -310,170 +232,8 @@ this when it names none, so a hung agent or tool ends the case as ``time_budget`
 hanging ``ect evals run``."""
 
 
-def _at_most(r: _Reader, n: int, path: str, ceiling: int) -> int:
-    if n > ceiling:
-        raise r.fail(path, f"must be <= {ceiling}")
-    return n
-
-
-def _at_most_s(r: _Reader, x: float, path: str) -> float:
-    if x > MAX_EVAL_SECONDS:
-        raise r.fail(path, f"must be <= {MAX_EVAL_SECONDS:g}")
-    return x
-
-
-def _controller(r: _Reader, top: dict[str, Any], clock: _CaseClock) -> RunController:
-    b = r.obj(top.get("budget", _DEFAULT_BUDGET), "$.budget", {"max_steps"},
-              {"max_tokens", "max_cost_usd", "tool_limits", "max_seconds", "tool_timeout_s",
-               "tool_timeouts"})
-    tl = r.obj(b.get("tool_limits", {}), "$.budget.tool_limits", set(),
-               {"per_tool", "default", "side_effect_default", "total"})
-    per_tool = r.typed(tl.get("per_tool", {}), "$.budget.tool_limits.per_tool", dict, "an object")
-    limits = ToolLimits(
-        per_tool={k: r.count(v, f"$.budget.tool_limits.per_tool.{k}") for k, v in per_tool.items()},
-        default=r.count(tl.get("default", 8), "$.budget.tool_limits.default"),
-        side_effect_default=r.count(tl.get("side_effect_default", 1),
-                                    "$.budget.tool_limits.side_effect_default"),
-        total=(r.count(tl["total"], "$.budget.tool_limits.total") if "total" in tl else None),
-    )
-    if "max_tokens" not in b and "max_cost_usd" not in b:
-        raise r.fail("$.budget", "needs max_tokens or max_cost_usd")
-    budget = Budget(
-        max_steps=_at_most(r, r.count(b["max_steps"], "$.budget.max_steps", 1),
-                           "$.budget.max_steps", MAX_EVAL_STEPS),
-        max_tokens=r.count(b["max_tokens"], "$.budget.max_tokens", 1) if "max_tokens" in b else None,
-        max_cost_usd=(_positive(r, b["max_cost_usd"], "$.budget.max_cost_usd")
-                      if "max_cost_usd" in b else None),
-        tool_limits=limits,
-        max_seconds=(_at_most_s(r, _positive(r, b["max_seconds"], "$.budget.max_seconds"),
-                                "$.budget.max_seconds")
-                     if "max_seconds" in b else MAX_EVAL_SECONDS),
-        tool_timeout_s=(_positive(r, b["tool_timeout_s"], "$.budget.tool_timeout_s")
-                        if "tool_timeout_s" in b else None),
-        tool_timeouts={k: _positive(r, v, f"$.budget.tool_timeouts.{k}") for k, v in
-                       r.typed(b.get("tool_timeouts", {}), "$.budget.tool_timeouts", dict,
-                               "an object").items()},
-    )
-    guard = None
-    if "guard" in top:
-        g = r.obj(top["guard"], "$.guard", {"allow"}, {"side_effects", "approvals"})
-        side: dict[str, SideEffectRule] = {}
-        se = r.typed(g.get("side_effects", {}), "$.guard.side_effects", dict, "an object")
-        for tool, spec in se.items():
-            p = f"$.guard.side_effects.{tool}"
-            s = r.obj(spec, p, set(), {"amount_arg", "max_amount", "escalate_above",
-                                       "requires_approval", "idempotency_arg"})
-            max_amount = r.number(s["max_amount"], p + ".max_amount") if "max_amount" in s else None
-            escalate_above = (r.number(s["escalate_above"], p + ".escalate_above")
-                              if "escalate_above" in s else None)
-            requires_approval = r.typed(s.get("requires_approval", False),
-                                        p + ".requires_approval", bool, "a boolean")
-            amount_arg = r.typed(s.get("amount_arg"), p + ".amount_arg", (str, type(None)),
-                                 "a string")
-            idempotency_arg = r.typed(s.get("idempotency_arg", "idempotency_key"),
-                                      p + ".idempotency_arg", (str, type(None)), "a string")
-            try:
-                side[tool] = SideEffectRule(
-                    amount_arg=amount_arg, max_amount=max_amount,
-                    escalate_above=escalate_above, requires_approval=requires_approval,
-                    idempotency_arg=idempotency_arg)
-            except ValueError as e:
-                raise r.fail(p, str(e)) from None
-        try:
-            guard = Guard(allow=frozenset(r.str_list(g["allow"], "$.guard.allow")),
-                          side_effects=side,
-                          approvals=frozenset(r.str_list(g.get("approvals", []), "$.guard.approvals")))
-        except ValueError as e:
-            raise r.fail("$.guard", str(e)) from None
-    off = "no_progress" in top and top["no_progress"] is None  # null: detection off
-    np_ = {} if off else r.obj(top.get("no_progress", {}), "$.no_progress", set(),
-                               {"repeats", "empty_results", "stalled"})
-    tf = r.obj(top.get("tool_failure", {}), "$.tool_failure", set(), {"consecutive"})
-    try:
-        no_progress: NoProgressDetector | Literal[False] = False if off else NoProgressDetector(
-            repeats=r.count(np_.get("repeats", 3), "$.no_progress.repeats"),
-            empty_results=r.count(np_.get("empty_results", 3), "$.no_progress.empty_results"),
-            stalled=(r.count(np_["stalled"], "$.no_progress.stalled")
-                     if "stalled" in np_ else None))
-        tool_failure = ToolFailure(r.count(tf.get("consecutive", 2), "$.tool_failure.consecutive"))
-    except ValueError as e:
-        raise r.fail("$.no_progress/$.tool_failure", str(e)) from None
-    rules: list[StoppingRule] = []
-    for i, spec in enumerate(r.typed(top.get("rules", []), "$.rules", list, "a list")):
-        p = f"$.rules[{i}]"
-        s = r.obj(spec, p, {"name", "require"}, {"stop_early"})
-        keys = r.str_list(s["require"], p + ".require")
-        if not keys:
-            raise r.fail(p + ".require", "must not be empty")
-        early = r.typed(s.get("stop_early", False), p + ".stop_early", bool, "a boolean")
-        rules.append(StoppingRule(
-            r.typed(s["name"], p + ".name", str, "a string"),
-            {k: _known(k) for k in keys},
-            output=_known_values(keys) if early else None,
-        ))
-    if "calibrated_rule" in top:
-        rules.append(_calibrated(r, top["calibrated_rule"]))
-    validate: Any = None
-    if "finish_check" in top:
-        fc = r.obj(top["finish_check"], "$.finish_check", set(), {"require", "verdicts"})
-        if len(fc) != 1:
-            raise r.fail("$.finish_check", "needs exactly one of 'require' or 'verdicts'")
-        if "require" in fc:
-            validate = _grounded(r.str_list(fc["require"], "$.finish_check.require"))
-        else:
-            verdicts = r.typed(fc["verdicts"], "$.finish_check.verdicts", list, "a list")
-            if not verdicts or not all(isinstance(v, bool) for v in verdicts):
-                raise r.fail("$.finish_check.verdicts", "must be a non-empty list of booleans")
-            validate = _replayed(tuple(verdicts))
-    if validate is None and not rules:
-        raise r.fail("$", "needs finish_check or rules (a finish must be checked)")
-    try:
-        return RunController(budget, guard=guard, rules=rules, validate=validate,
-                             no_progress=no_progress, tool_failure=tool_failure, fold=_merge,
-                             clock=clock)
-    except ValueError as e:
-        raise r.fail("$", str(e)) from None
-
-
-def _calibrated(r: _Reader, spec: Any) -> StoppingRule:
-    p = "$.calibrated_rule"
-    c = r.obj(spec, p, {"name", "require", "confidence_key", "target_error_rate", "labelled"},
-              set())
-    keys = r.str_list(c["require"], p + ".require")
-    key = r.typed(c["confidence_key"], p + ".confidence_key", str, "a string")
-    full, at_signal = RunCost(4, 0.04, 4.0), RunCost(2, 0.02, 2.0)
-    labelled = []
-    for i, run in enumerate(r.typed(c["labelled"], p + ".labelled", list, "a list")):
-        q = f"{p}.labelled[{i}]"
-        x = r.obj(run, q, {"confidence", "correct"}, set())
-        try:
-            labelled.append(LabelledRun(f"l{i}", r.number(x["confidence"], q + ".confidence"),
-                                        r.typed(x["correct"], q + ".correct", bool, "a boolean"),
-                                        full, at_signal))
-        except ValueError as e:
-            raise r.fail(q, str(e)) from None
-    try:
-        cal = Calibration.measure(labelled, model_version="eval",
-                                  target_error_rate=r.number(c["target_error_rate"],
-                                                             p + ".target_error_rate"),
-                                  savings_by="steps")
-        return cal.stopping_rule(model_version="eval",
-                                 confidence=lambda s: _confidence(s.data.get(key)),
-                                 output=_known_values(keys),
-                                 name=r.typed(c["name"], p + ".name", str, "a string"))
-    except (ValueError, ControlError) as e:
-        raise r.fail(p, str(e)) from None
-
-
 def _confidence(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _positive(r: _Reader, value: Any, path: str) -> float:
-    x = r.number(value, path)
-    if not x > 0:
-        raise r.fail(path, "must be > 0")
-    return x
 
 
 def _known(key: str) -> Callable[[RunState], bool]:
@@ -513,78 +273,550 @@ def _merge(state: RunState, call: ToolCall, result: ToolResult) -> None:
         state.data.update(result.data)
 
 
-def _turns(r: _Reader, a: dict[str, Any]) -> tuple[tuple[Turn | str, ...], tuple[float, ...],
-                                                   tuple[float, ...]]:
-    raw = r.typed(a["turns"], "$.agent.turns", list, "a list")
-    if not raw:
-        raise r.fail("$.agent.turns", "must not be empty")
-    out: list[Turn | str] = []
-    delays: list[float] = []
-    elapsed: list[float] = []
-    for i, t in enumerate(raw):
-        p = f"$.agent.turns[{i}]"
-        if not isinstance(t, dict):
-            raise r.fail(p, "must be an object")
-        delays.append(r.number(t.get("delay_s", 0), p + ".delay_s"))
-        elapsed.append(r.number(t.get("elapsed_s", 0), p + ".elapsed_s"))
-        kinds = [k for k in ("call", "finish", "escalate", "invalid", "raise") if k in t]
+Reader = Callable[[Any, str], Any]
+
+
+# -- the case file, declared (read by the record mechanism, in the case format's own words) -----
+
+def _fail(path: str, problem: str) -> RecordFormatError:
+    return RecordFormatError(path, problem)
+
+
+def _str(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(path, "must be a string")
+    return value
+
+
+def _opt_str(value: object, path: str) -> str | None:
+    return None if value is None else _str(value, path)
+
+
+def _bool(value: object, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(path, "must be a boolean")
+    return value
+
+
+def _int(value: object, path: str, minimum: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):  # (a bool is no count)
+        raise _fail(path, "must be an integer")
+    if value < minimum:
+        raise _fail(path, f"must be >= {minimum}")
+    return value
+
+
+def _count(value: object, path: str) -> int:
+    return _int(value, path)
+
+
+def _at_least_one(value: object, path: str) -> int:
+    return _int(value, path, 1)
+
+
+def _steps(value: object, path: str) -> int:
+    n = _int(value, path, 1)
+    if n > MAX_EVAL_STEPS:
+        raise _fail(path, f"must be <= {MAX_EVAL_STEPS}")
+    return n
+
+
+def _number(value: object, path: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _fail(path, "must be a number")
+    if value < 0:
+        raise _fail(path, "must be >= 0")
+    return float(value)
+
+
+def _positive(value: object, path: str) -> float:
+    x = _number(value, path)
+    if not x > 0:
+        raise _fail(path, "must be > 0")
+    return x
+
+
+def _seconds(value: object, path: str) -> float:
+    x = _positive(value, path)
+    if x > MAX_EVAL_SECONDS:
+        raise _fail(path, f"must be <= {MAX_EVAL_SECONDS:g}")
+    return x
+
+
+def _object(value: object, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _fail(path, "must be an object")
+    return value
+
+
+def _names(value: object, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _fail(path, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _listed_names(value: object, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _fail(path, "must be a list")
+    return _names(value, path)
+
+
+def _reason(value: object, path: str) -> StopReason:
+    if isinstance(value, str) and value in set(StopReason):
+        return StopReason(value)
+    raise _fail(path, "must be one of " + ", ".join(StopReason))
+
+
+def _verdicts(value: object, path: str) -> tuple[bool, ...]:
+    if not isinstance(value, list):
+        raise _fail(path, "must be a list")
+    if not value or not all(isinstance(v, bool) for v in value):
+        raise _fail(path, "must be a non-empty list of booleans")
+    return tuple(value)
+
+
+def _list_of(item: Reader, *, nonempty: bool = False) -> Reader:
+    """The reader of a list (``must be a list``), each item read at ``path[i]``."""
+    def read(value: object, path: str) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise _fail(path, "must be a list")
+        if nonempty and not value:
+            raise _fail(path, "must not be empty")
+        return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+    return read
+
+
+def _map_of(item: Reader) -> Reader:
+    """The reader of an object of named values (``must be an object``), each at ``path.name``."""
+    def read(value: object, path: str) -> dict[str, Any]:
+        return {k: item(v, f"{path}.{k}") for k, v in _object(value, path).items()}
+    return read
+
+
+def _given(item: Reader) -> Reader:
+    """The reader of an omittable field whose ``null`` means something: the value boxed in a
+    1-tuple, so a field given as ``null`` is told apart from one left out."""
+    def read(value: object, path: str) -> tuple[Any]:
+        return (item(value, path),)
+    return read
+
+
+def _any(value: object, path: str) -> object:
+    return value
+
+
+Str = Annotated[str, _str]
+Bool = Annotated[bool, _bool]
+Count = Annotated[int, _count]
+Number = Annotated[float, _number]
+Positive = Annotated[float, _positive]
+Names = Annotated[tuple[str, ...], _names]
+
+
+class _Spec(JsonRecord):
+    """A part of an eval-case file: unknown fields are refused, a non-object ``must be an
+    object``; a field that may be left out is declared ``OMIT`` (its default applies)."""
+
+    __slots__ = ()
+    _object_error = "must be an object"
+
+
+@dataclass(frozen=True)
+class _ToolLimitsSpec(_Spec):
+    per_tool: Annotated[dict[str, int], _map_of(_count)] | None = field(default=None,
+                                                                        metadata=OMIT)
+    default: Count | None = field(default=None, metadata=OMIT)
+    side_effect_default: Count | None = field(default=None, metadata=OMIT)
+    total: Count | None = field(default=None, metadata=OMIT)
+
+    def limits(self) -> ToolLimits:
+        return ToolLimits(per_tool=self.per_tool or {}, total=self.total,
+                          default=8 if self.default is None else self.default,
+                          side_effect_default=(1 if self.side_effect_default is None
+                                               else self.side_effect_default))
+
+
+@dataclass(frozen=True)
+class _BudgetSpec(_Spec):
+    max_steps: Annotated[int, _steps]
+    max_tokens: Annotated[int, _at_least_one] | None = field(default=None, metadata=OMIT)
+    max_cost_usd: Positive | None = field(default=None, metadata=OMIT)
+    tool_limits: _ToolLimitsSpec | None = field(default=None, metadata=OMIT)
+    max_seconds: Annotated[float, _seconds] | None = field(default=None, metadata=OMIT)
+    tool_timeout_s: Positive | None = field(default=None, metadata=OMIT)
+    tool_timeouts: Annotated[dict[str, float], _map_of(_positive)] | None = field(
+        default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if self.max_tokens is None and self.max_cost_usd is None:
+            raise _fail(path, "needs max_tokens or max_cost_usd")
+
+    def budget(self) -> Budget:
+        return Budget(
+            max_steps=self.max_steps, max_tokens=self.max_tokens, max_cost_usd=self.max_cost_usd,
+            tool_limits=(self.tool_limits or _ToolLimitsSpec()).limits(),
+            max_seconds=MAX_EVAL_SECONDS if self.max_seconds is None else self.max_seconds,
+            tool_timeout_s=self.tool_timeout_s, tool_timeouts=self.tool_timeouts or {})
+
+
+@dataclass(frozen=True)
+class _SideEffectSpec(_Spec):
+    amount_arg: str | None = field(default=None, metadata=spec(omit=True, read=_opt_str))
+    max_amount: Number | None = field(default=None, metadata=OMIT)
+    escalate_above: Number | None = field(default=None, metadata=OMIT)
+    requires_approval: Bool | None = field(default=None, metadata=OMIT)
+    idempotency_arg: tuple[str | None] | None = field(  # null: no idempotency argument
+        default=None, metadata=spec(omit=True, read=_given(_opt_str)))
+
+    def __post_init__(self) -> None:
+        self.rule()  # (a ValueError is reported at this rule's path)
+
+    def rule(self) -> SideEffectRule:
+        return SideEffectRule(
+            amount_arg=self.amount_arg, max_amount=self.max_amount,
+            escalate_above=self.escalate_above, requires_approval=bool(self.requires_approval),
+            idempotency_arg=("idempotency_key" if self.idempotency_arg is None
+                             else self.idempotency_arg[0]))
+
+
+@dataclass(frozen=True)
+class _GuardSpec(_Spec):
+    allow: Names
+    side_effects: Annotated[dict[str, _SideEffectSpec], _map_of(_SideEffectSpec.from_json)] | None \
+        = field(default=None, metadata=OMIT)
+    approvals: Names | None = field(default=None, metadata=OMIT)
+
+    def __post_init__(self) -> None:
+        self.guard()  # (a ValueError is reported at the guard's path)
+
+    def guard(self) -> Guard:
+        return Guard(allow=frozenset(self.allow),
+                     side_effects={k: v.rule() for k, v in (self.side_effects or {}).items()},
+                     approvals=frozenset(self.approvals or ()))
+
+
+@dataclass(frozen=True)
+class _NoProgressSpec(_Spec):
+    repeats: Count | None = field(default=None, metadata=OMIT)
+    empty_results: Count | None = field(default=None, metadata=OMIT)
+    stalled: Count | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class _ToolFailureSpec(_Spec):
+    consecutive: Count | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class _RuleSpec(_Spec):
+    name: Str
+    require: Names
+    stop_early: Bool | None = field(default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if not self.require:
+            raise _fail(f"{path}.require", "must not be empty")
+
+    def rule(self) -> StoppingRule:
+        return StoppingRule(self.name, {k: _known(k) for k in self.require},
+                            output=_known_values(self.require) if self.stop_early else None)
+
+
+@dataclass(frozen=True)
+class _LabelledSpec(_Spec):
+    confidence: Number
+    correct: Bool
+
+
+@dataclass(frozen=True)
+class _CalibratedSpec(_Spec):
+    name: Str
+    require: Names
+    confidence_key: Str
+    target_error_rate: Number
+    labelled: Annotated[tuple[_LabelledSpec, ...], _list_of(_LabelledSpec.from_json)]
+
+    def rule(self, path: str) -> StoppingRule:
+        """The early-stop rule at the threshold measured on the labelled runs (each firing
+        saves half of a 4-step run)."""
+        full, at_signal = RunCost(4, 0.04, 4.0), RunCost(2, 0.02, 2.0)
+        labelled = []
+        for i, run in enumerate(self.labelled):
+            try:
+                labelled.append(LabelledRun(f"l{i}", run.confidence, run.correct, full,
+                                            at_signal))
+            except ValueError as e:
+                raise _fail(f"{path}.labelled[{i}]", str(e)) from None
+        key = self.confidence_key
+        try:
+            cal = Calibration.measure(labelled, model_version="eval",
+                                      target_error_rate=self.target_error_rate,
+                                      savings_by="steps")
+            return cal.stopping_rule(model_version="eval",
+                                     confidence=lambda s: _confidence(s.data.get(key)),
+                                     output=_known_values(self.require), name=self.name)
+        except (ValueError, ControlError) as e:
+            raise _fail(path, str(e)) from None
+
+
+@dataclass(frozen=True)
+class _FinishCheckSpec(_Spec):
+    require: Names | None = field(default=None, metadata=OMIT)
+    verdicts: Annotated[tuple[bool, ...], _verdicts] | None = field(default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if len(obj) != 1:
+            raise _fail(path, "needs exactly one of 'require' or 'verdicts'")
+
+    def check(self) -> Callable[[RunState, Any], Any]:
+        if self.require is not None:
+            return _grounded(self.require)
+        assert self.verdicts is not None  # (exactly one of the two, checked on reading)
+        return _replayed(self.verdicts)
+
+
+@dataclass(frozen=True)
+class _ExpectOutputSpec(_Spec):
+    equals: tuple[Any] | None = field(default=None, metadata=spec(omit=True, read=_given(_any)))
+    subset: Annotated[dict[str, Any], _object] | None = field(default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if len(obj) != 1:
+            raise _fail(path, "needs exactly one of 'equals' or 'subset'")
+
+
+@dataclass(frozen=True)
+class _KillSwitchSpec(_Spec):
+    max_spend_per_day_usd: Positive | None = field(default=None, metadata=OMIT)
+    step_reserve_usd: Positive | None = field(default=None, metadata=OMIT)
+    engage_after_calls: Count | None = field(default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if not obj:
+            raise _fail(path, "needs max_spend_per_day_usd or engage_after_calls")
+        if self.step_reserve_usd is not None and self.max_spend_per_day_usd is None:
+            raise _fail(f"{path}.step_reserve_usd", "needs max_spend_per_day_usd")
+
+    def arguments(self) -> dict[str, float]:
+        """The :class:`KillSwitch` arguments given (a fresh ledger per run)."""
+        return {k: float(v) for k, v in (("max_spend_per_day_usd", self.max_spend_per_day_usd),
+                                         ("step_reserve_usd", self.step_reserve_usd),
+                                         ("engage_after_calls", self.engage_after_calls))
+                if v is not None}
+
+
+@dataclass(frozen=True)
+class _ExpectSpendSpec(_Spec):
+    spend_usd: Number
+    reserved_usd: Number
+
+
+@dataclass(frozen=True)
+class _ExpectHandoffSpec(_Spec):
+    question: Str | None = field(default=None, metadata=OMIT)
+    found: Names | None = field(default=None, metadata=OMIT)
+    done: Names | None = field(default=None, metadata=OMIT)
+    asked: Str | None = field(default=None, metadata=OMIT)
+
+    def fields(self) -> dict[str, Any]:
+        """The handoff fields to match exactly (lists as the package's JSON holds them)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in (
+            ("question", self.question), ("found", self.found), ("done", self.done),
+            ("asked", self.asked)) if v is not None}
+
+
+@dataclass(frozen=True)
+class _CallSpec(_Spec):
+    tool: Str
+    args: Annotated[dict[str, Any], _object] | None = field(default=None, metadata=OMIT)
+    idempotency_key: str | None = field(default=None, metadata=spec(omit=True, read=_opt_str))
+
+    def __post_init__(self) -> None:
+        self.call()  # (a ValueError is reported at the call's path)
+
+    def call(self) -> ToolCall:
+        try:
+            return ToolCall(self.tool, self.args or {}, idempotency_key=self.idempotency_key)
+        except FormatError as e:  # arguments that are not JSON
+            raise ValueError(str(e)) from None
+
+
+_KINDS = ("call", "finish", "escalate", "invalid", "raise")
+_METERED = frozenset({"tokens", "cost_usd", "delay_s", "elapsed_s"})
+
+
+@dataclass(frozen=True)
+class _TurnSpec(_Spec):
+    """One scripted turn: exactly one of call, finish, escalate, invalid, raise; ``found`` only
+    with escalate; a ``raise`` turn costs nothing (only ``delay_s``/``elapsed_s``)."""
+
+    call: _CallSpec | None = field(default=None, metadata=OMIT)
+    finish: tuple[Any] | None = field(default=None, metadata=spec(omit=True, read=_given(_any)))
+    escalate: Str | None = field(default=None, metadata=OMIT)
+    invalid: Str | None = field(default=None, metadata=OMIT)
+    raise_: Str | None = field(default=None, metadata=spec(key="raise", omit=True))
+    found: Names | None = field(default=None, metadata=OMIT)
+    tokens: Count | None = field(default=None, metadata=OMIT)
+    cost_usd: Number | None = field(default=None, metadata=OMIT)
+    delay_s: Number | None = field(default=None, metadata=OMIT)
+    elapsed_s: Number | None = field(default=None, metadata=OMIT)
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        kinds = [k for k in _KINDS if k in obj]
         if len(kinds) != 1:
-            raise r.fail(p, "needs exactly one of call, finish, escalate, invalid, raise")
-        kind = kinds[0]
-        if kind == "raise":
-            r.obj(t, p, {"raise"}, {"delay_s", "elapsed_s"})
-            out.append(r.typed(t["raise"], p + ".raise", str, "a string"))
-            continue
-        r.obj(t, p, {kind}, {"tokens", "cost_usd", "delay_s", "elapsed_s", "found"}
-              if kind == "escalate" else {"tokens", "cost_usd", "delay_s", "elapsed_s"})
+            raise _fail(path, "needs exactly one of call, finish, escalate, invalid, raise")
+        allowed = ({"delay_s", "elapsed_s"} if kinds[0] == "raise"
+                   else _METERED | {"found"} if kinds[0] == "escalate" else _METERED)
+        unknown = sorted(set(obj) - allowed - {kinds[0]})
+        if unknown:
+            raise _fail(path, f"unknown field {unknown[0]!r}")
+
+    def turn(self) -> Turn | str:
+        """The scripted turn (a str: ``decide`` raises ``RuntimeError`` with it)."""
+        if self.raise_ is not None:
+            return self.raise_
         action: Action
-        if kind == "call":
-            c = r.obj(t["call"], p + ".call", {"tool"}, {"args", "idempotency_key"})
-            tool = r.typed(c["tool"], p + ".call.tool", str, "a string")
-            args = r.typed(c.get("args", {}), p + ".call.args", dict, "an object")
-            try:  # (the reader's own errors above name their field once)
-                action = ToolCall(tool, args, idempotency_key=c.get("idempotency_key"))
-            except (ValueError, FormatError) as e:
-                raise r.fail(p + ".call", str(e)) from None
-        elif kind == "finish":
-            action = Finish(t["finish"])
-        elif kind == "escalate":
-            action = Escalate(r.typed(t["escalate"], p + ".escalate", str, "a string"),
-                              r.str_list(t.get("found", []), p + ".found"))
+        if self.call is not None:
+            action = self.call.call()
+        elif self.finish is not None:
+            action = Finish(self.finish[0])
+        elif self.escalate is not None:
+            action = Escalate(self.escalate, self.found or ())
         else:
-            action = Invalid(r.typed(t["invalid"], p + ".invalid", str, "a string"))
-        out.append(Turn(action, r.count(t.get("tokens", 0), p + ".tokens"),
-                        r.number(t.get("cost_usd", 0), p + ".cost_usd")))
-    return tuple(out), tuple(delays), tuple(elapsed)
+            assert self.invalid is not None  # (exactly one kind, checked on reading)
+            action = Invalid(self.invalid)
+        return Turn(action, self.tokens or 0, self.cost_usd or 0.0)
 
 
-def _tools(r: _Reader, tools: Any) -> tuple[dict[str, tuple[ToolResult, ...]],
-                                            dict[str, tuple[float, ...]]]:
-    r.typed(tools, "$.tools", dict, "an object")
-    out: dict[str, tuple[ToolResult, ...]] = {}
-    delays: dict[str, tuple[float, ...]] = {}
-    for name, spec in tools.items():
-        p = f"$.tools.{name}"
-        s = r.obj(spec, p, {"results"}, set())
-        results = r.typed(s["results"], p + ".results", list, "a list")
-        if not results:
-            raise r.fail(p + ".results", "must not be empty")
-        seq: list[ToolResult] = []
-        waits: list[float] = []
-        for i, res in enumerate(results):
-            q = f"{p}.results[{i}]"
-            x = r.obj(res, q, set(), {"ok", "data", "error", "fatal", "cost_usd", "delay_s"})
-            waits.append(r.number(x.get("delay_s", 0), q + ".delay_s"))
-            ok = r.typed(x.get("ok", True), q + ".ok", bool, "a boolean")
-            seq.append(ToolResult(
-                ok=ok, data=x.get("data"),
-                error=r.typed(x.get("error", None if ok else "failed"), q + ".error",
-                              (str, type(None)), "a string"),
-                fatal=r.typed(x.get("fatal", False), q + ".fatal", bool, "a boolean"),
-                cost_usd=r.number(x.get("cost_usd", 0), q + ".cost_usd")))
-        out[name] = tuple(seq)
-        delays[name] = tuple(waits)
-    return out, delays
+@dataclass(frozen=True)
+class _AgentSpec(_Spec):
+    turns: Annotated[tuple[_TurnSpec, ...], _list_of(_TurnSpec.from_json, nonempty=True)] \
+        | None = field(default=None, metadata=OMIT)
+    import_: Str | None = field(default=None, metadata=spec(key="import", omit=True))
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        if len(obj) != 1:
+            raise _fail(path, "needs exactly one of 'turns' or 'import'")
+        if self.import_ is not None and self.import_.count(":") != 1:
+            raise _fail(f"{path}.import", "must be 'package.module:function'")
+
+
+@dataclass(frozen=True)
+class _ResultSpec(_Spec):
+    ok: Bool | None = field(default=None, metadata=OMIT)
+    data: Any = field(default=None, metadata=OMIT)
+    error: tuple[str | None] | None = field(  # null: no error even when not ok
+        default=None, metadata=spec(omit=True, read=_given(_opt_str)))
+    fatal: Bool | None = field(default=None, metadata=OMIT)
+    cost_usd: Number | None = field(default=None, metadata=OMIT)
+    delay_s: Number | None = field(default=None, metadata=OMIT)
+
+    def result(self) -> ToolResult:
+        ok = self.ok is not False
+        return ToolResult(
+            ok=ok, data=self.data, fatal=bool(self.fatal), cost_usd=self.cost_usd or 0.0,
+            error=(None if ok else "failed") if self.error is None else self.error[0])
+
+
+@dataclass(frozen=True)
+class _ToolSpec(_Spec):
+    results: Annotated[tuple[_ResultSpec, ...], _list_of(_ResultSpec.from_json, nonempty=True)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CaseFile(_Spec):
+    """An eval case file as written (the module docstring lists its fields)."""
+
+    _format = EVAL_FORMAT
+    _format_error = "must be {want!r}"
+    _path = "$"
+
+    id: Str
+    description: Str | None = field(default=None, metadata=OMIT)
+    task: Str
+    expect_stop: Annotated[StopReason, _reason]
+    expect_output: _ExpectOutputSpec | None = field(default=None, metadata=OMIT)
+    budget: _BudgetSpec | None = field(default=None, metadata=OMIT)
+    guard: _GuardSpec | None = field(default=None, metadata=OMIT)
+    no_progress: tuple[_NoProgressSpec | None] | None = field(  # null: detection off
+        default=None, metadata=spec(omit=True, read=_given(
+            lambda v, p: None if v is None else _NoProgressSpec.from_json(v, p))))
+    tool_failure: _ToolFailureSpec | None = field(default=None, metadata=OMIT)
+    finish_check: _FinishCheckSpec | None = field(default=None, metadata=OMIT)
+    rules: Annotated[tuple[_RuleSpec, ...], _list_of(_RuleSpec.from_json)] | None = field(
+        default=None, metadata=OMIT)
+    tools: Annotated[dict[str, _ToolSpec], _map_of(_ToolSpec.from_json)] | None = field(
+        default=None, metadata=OMIT)
+    expect_steps: Count | None = field(default=None, metadata=OMIT)
+    expect_tools: Annotated[tuple[str, ...], _listed_names] | None = field(default=None,
+                                                                           metadata=OMIT)
+    expect_not_run: Names | None = field(default=None, metadata=OMIT)
+    expect_kind: Str | None = field(default=None, metadata=OMIT)
+    kill_switch: _KillSwitchSpec | None = field(default=None, metadata=OMIT)
+    expect_spend: _ExpectSpendSpec | None = field(default=None, metadata=OMIT)
+    expect_handoff: _ExpectHandoffSpec | None = field(default=None, metadata=OMIT)
+    calibrated_rule: _CalibratedSpec | None = field(default=None, metadata=OMIT)
+    agent: _AgentSpec
+
+    def _check(self, obj: JsonObject, path: str) -> None:
+        goal = self.expect_stop is StopReason.GOAL_MET
+        if self.expect_output is not None and not goal:
+            raise _fail(f"{path}.expect_output", "only a goal_met case has an output to check")
+        if self.expect_spend is not None and (self.kill_switch is None
+                                              or self.kill_switch.max_spend_per_day_usd is None):
+            raise _fail(f"{path}.expect_spend", "needs a kill_switch with max_spend_per_day_usd "
+                        "(its ledger holds the spend)")
+        if self.expect_handoff is not None and goal:
+            raise _fail(f"{path}.expect_handoff", "a goal_met run has no handoff")
+        if self.finish_check is None and not self.rules and self.calibrated_rule is None:
+            raise _fail(path, "needs finish_check or rules (a finish must be checked)")
+
+    def case(self, raw: dict[str, Any], source: str) -> EvalCase:
+        """The case this file describes, its controller built (``raw``: the file's object)."""
+        clock = _CaseClock()
+        turns = self.agent.turns or ()
+        tools = self.tools or {}
+        return EvalCase(
+            self.id, source, self.description or "", self.task, self.expect_stop,
+            raw.get("expect_output"), self._controller(clock), tuple(t.turn() for t in turns),
+            {k: tuple(r.result() for r in t.results) for k, t in tools.items()}, raw,
+            self.expect_steps, self.expect_tools, self.expect_not_run or (), self.expect_kind,
+            self.agent.import_,
+            {k: tuple(r.delay_s or 0.0 for r in t.results) for k, t in tools.items()},
+            tuple(t.delay_s or 0.0 for t in turns),
+            None if self.kill_switch is None else self.kill_switch.arguments(),
+            None if self.expect_spend is None else {
+                "spend_usd": self.expect_spend.spend_usd,
+                "reserved_usd": self.expect_spend.reserved_usd},
+            tuple(t.elapsed_s or 0.0 for t in turns),
+            None if self.expect_handoff is None else self.expect_handoff.fields(), clock)
+
+    def _controller(self, clock: _CaseClock) -> RunController:
+        off = self.no_progress is not None and self.no_progress[0] is None
+        np_ = (self.no_progress[0] if self.no_progress is not None else None) or _NoProgressSpec()
+        tf = self.tool_failure or _ToolFailureSpec()
+        try:
+            no_progress: NoProgressDetector | Literal[False] = False if off else NoProgressDetector(
+                repeats=3 if np_.repeats is None else np_.repeats,
+                empty_results=3 if np_.empty_results is None else np_.empty_results,
+                stalled=np_.stalled)
+            tool_failure = ToolFailure(2 if tf.consecutive is None else tf.consecutive)
+        except ValueError as e:
+            raise _fail("$.no_progress/$.tool_failure", str(e)) from None
+        rules = [r.rule() for r in self.rules or ()]
+        if self.calibrated_rule is not None:
+            rules.append(self.calibrated_rule.rule("$.calibrated_rule"))
+        try:
+            return RunController(
+                (self.budget or _DEFAULT_BUDGET).budget(),
+                guard=None if self.guard is None else self.guard.guard(), rules=rules,
+                validate=None if self.finish_check is None else self.finish_check.check(),
+                no_progress=no_progress, tool_failure=tool_failure, fold=_merge, clock=clock)
+        except ValueError as e:
+            raise _fail("$", str(e)) from None
+
+
+_DEFAULT_BUDGET = _BudgetSpec(max_steps=12, max_tokens=60_000)
 
 
 def _iter_files(path: Path) -> Iterator[Path]:

@@ -13,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 
 from runner.canonical import JsonRecord, canonical_bytes, spec
 from runner.control._conditions import StopCondition
-from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason, ToolCall, display
+from runner.control._types import (
+    Checkpoint,
+    Phase,
+    RunState,
+    Stop,
+    StopReason,
+    ToolCall,
+    _sorted_records,
+    display,
+)
 
 __all__ = ["Guard", "GuardRule", "SideEffectRule"]
 
@@ -50,11 +58,6 @@ def _key_of(call: ToolCall, rule: SideEffectRule) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
-
-
-def _sorted_records(value: Mapping[str, JsonRecord]) -> dict[str, Any]:
-    """The writer of a mapping of records, keys sorted."""
-    return {k: v.to_json() for k, v in sorted(value.items())}
 
 
 @dataclass(frozen=True, eq=False)

@@ -111,6 +111,12 @@ class _Causes(JsonRecord):
     causes: tuple[Stop, ...]
 
 
+def _sorted_records(value: Mapping[str, JsonRecord]) -> dict[str, Any]:
+    """The writer of a mapping of records (a guard's side-effect rules, a run's reports), keys
+    sorted."""
+    return {k: v.to_json() for k, v in sorted(value.items())}
+
+
 def _describe(condition: Condition) -> dict[str, Any]:
     return condition.describe()
 
