@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from runner.canonical import FLAT, JsonRecord, sorted_map, spec
 from runner.control._conditions import (
     AnyOf,
     MaxCost,
@@ -20,14 +20,16 @@ from runner.control._types import Checkpoint, Phase, Stop
 
 __all__ = ["Budget", "ToolLimits"]
 
+_IN_DEADLINES = spec(skip=True)  # written by Budget._deadlines (only when the budget is timed)
+
 
 @dataclass(frozen=True)
-class ToolLimits:
+class ToolLimits(JsonRecord):
     """Per-tool call limits. Tools not named in ``per_tool`` get ``default`` calls, or
     ``side_effect_default`` when they have side effects (the most dangerous tools get the lowest
     limit). ``total`` optionally caps all tool calls together."""
 
-    per_tool: Mapping[str, int] = field(default_factory=dict)
+    per_tool: Mapping[str, int] = field(default_factory=dict, metadata=spec(write=sorted_map))
     default: int = 8
     side_effect_default: int = 1
     total: int | None = None
@@ -45,10 +47,6 @@ class ToolLimits:
         if tool in self.per_tool:
             return self.per_tool[tool]
         return self.side_effect_default if tool in set(side_effect_tools) else self.default
-
-    def to_json(self) -> dict[str, Any]:
-        return {"per_tool": dict(sorted(self.per_tool.items())), "default": self.default,
-                "side_effect_default": self.side_effect_default, "total": self.total}
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +69,16 @@ class _DefaultToolLimit(StopCondition):
 
 
 @dataclass(frozen=True)
-class Budget:
+class _Deadlines(JsonRecord):
+    """The time part of a budget's JSON, written only when the budget has a deadline."""
+
+    max_seconds: float | None
+    tool_timeout_s: float | None
+    tool_timeouts: Mapping[str, float] = field(metadata=spec(write=sorted_map))
+
+
+@dataclass(frozen=True)
+class Budget(JsonRecord):
     """What bounds a run. Set it from the task (see :meth:`from_task`), not from a default.
 
     ``max_steps`` counts model calls. At least one of ``max_tokens`` / ``max_cost_usd`` is
@@ -83,9 +90,14 @@ class Budget:
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     tool_limits: ToolLimits = field(default_factory=ToolLimits)
-    max_seconds: float | None = None  # wall clock for the whole run (time_budget)
-    tool_timeout_s: float | None = None  # default timeout of one tool call (time_budget)
-    tool_timeouts: Mapping[str, float] = field(default_factory=dict)  # per-tool timeouts
+    max_seconds: float | None = field(default=None, metadata=_IN_DEADLINES)  # wall clock for
+    # the whole run (time_budget)
+    tool_timeout_s: float | None = field(default=None, metadata=_IN_DEADLINES)  # default timeout
+    # of one tool call (time_budget)
+    tool_timeouts: Mapping[str, float] = field(default_factory=dict,
+                                               metadata=_IN_DEADLINES)  # per-tool timeouts
+    _deadlines: _Deadlines | None = field(default=None, kw_only=True, repr=False, compare=False,
+                                          metadata=FLAT)  # the three above, set when timed
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -101,6 +113,8 @@ class Budget:
                         *((f"tool_timeouts[{k!r}]", t) for k, t in self.tool_timeouts.items())]:
             if v is not None and not (isinstance(v, int | float) and v > 0):
                 raise ValueError(f"Budget.{what} must be a number of seconds > 0")
+        object.__setattr__(self, "_deadlines", _Deadlines(
+            self.max_seconds, self.tool_timeout_s, self.tool_timeouts) if self.timed else None)
 
     @property
     def timed(self) -> bool:
@@ -167,12 +181,3 @@ class Budget:
         """Every limit of this budget as one combined condition."""
         return AnyOf(MaxSteps(self.max_steps), *self.spend_conditions(),
                      *self.tool_conditions(side_effect_tools))
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"max_steps": self.max_steps, "max_tokens": self.max_tokens,
-                               "max_cost_usd": self.max_cost_usd,
-                               "tool_limits": self.tool_limits.to_json()}
-        if self.timed:
-            out.update(max_seconds=self.max_seconds, tool_timeout_s=self.tool_timeout_s,
-                       tool_timeouts=dict(sorted(self.tool_timeouts.items())))
-        return out

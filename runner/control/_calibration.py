@@ -12,13 +12,13 @@ version is refused unless explicitly overridden.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
+from runner.canonical import FLAT, JsonRecord, NonEmptyStr, read_int, read_str
 from runner.control._errors import CalibrationMismatch, NoSafeThreshold
 from runner.control._rules import StoppingRule
 from runner.control._types import PredicateReport, RunState
-from runner.errors import FormatError
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -37,7 +37,7 @@ SavingsKey = Literal["steps", "cost_usd", "latency_s"]
 
 
 @dataclass(frozen=True)
-class RunCost:
+class RunCost(JsonRecord):
     """Steps, cost and latency of a run (or of a run up to some point)."""
 
     steps: int = 0
@@ -47,13 +47,6 @@ class RunCost:
     def minus(self, other: RunCost) -> RunCost:
         return RunCost(self.steps - other.steps, self.cost_usd - other.cost_usd,
                        self.latency_s - other.latency_s)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "cost_usd": self.cost_usd, "latency_s": self.latency_s}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> RunCost:
-        return cls(int(obj["steps"]), float(obj["cost_usd"]), float(obj["latency_s"]))
 
 
 @dataclass(frozen=True)
@@ -71,20 +64,33 @@ class RuleOutcome:
             raise ValueError(f"{self.run_id}: a run the rule did not stop cannot be its error")
 
 
+_COMPUTED: Any = object()  # a computed field not given to the constructor
+
+
 @dataclass(frozen=True)
-class RuleReport:
-    """Both sides of a stopping rule, side by side: what it saved and what it truncated."""
+class RuleReport(JsonRecord):
+    """Both sides of a stopping rule, side by side: what it saved and what it truncated.
+
+    ``firing_rate`` and ``error_rate_over_firings`` are computed from the counts (given, as
+    when read back, they must equal what the counts say)."""
 
     rule: str
     runs: int
     firings: int
+    firing_rate: float = field(default=_COMPUTED, kw_only=True, compare=False)
     errors: int
+    error_rate_over_firings: float | None = field(default=_COMPUTED, kw_only=True,
+                                                  compare=False)
     saved: RunCost
     baseline: RunCost
 
-    @property
-    def firing_rate(self) -> float:
-        return self.firings / self.runs if self.runs else 0.0
+    def __post_init__(self) -> None:
+        for name, want in (("firing_rate", self.firings / self.runs if self.runs else 0.0),
+                           ("error_rate_over_firings", self.error_rate)):
+            given = getattr(self, name)
+            if given is not _COMPUTED and given != want:
+                raise ValueError(f"{name} {given!r} does not match the counts ({want!r})")
+            object.__setattr__(self, name, want)
 
     @property
     def error_rate(self) -> float | None:
@@ -94,14 +100,6 @@ class RuleReport:
     def saved_fraction(self, key: SavingsKey) -> float:
         base = getattr(self.baseline, key)
         return getattr(self.saved, key) / base if base else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule, "runs": self.runs, "firings": self.firings,
-            "firing_rate": self.firing_rate, "errors": self.errors,
-            "error_rate_over_firings": self.error_rate,
-            "saved": self.saved.to_json(), "baseline": self.baseline.to_json(),
-        }
 
 
 def report_rule(rule: str, outcomes: Sequence[RuleOutcome]) -> RuleReport:
@@ -136,15 +134,22 @@ def render_reports(reports: Sequence[RuleReport]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _run_id(value: object, path: str) -> str:
+    """A labelled run's id: a string, or an integer taken as its decimal string."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(read_int(value, path))
+    return read_str(value, path)
+
+
 @dataclass(frozen=True)
-class LabelledRun:
+class LabelledRun(JsonRecord):
     """A run with a known verdict and the confidence emitted at its candidate stopping point.
 
     ``correct``: would the result at that point have passed review. ``full`` is what the whole
     run cost; ``at_signal`` what it had cost when the score was emitted.
     """
 
-    run_id: str
+    run_id: Annotated[str, _run_id]
     confidence: float
     correct: bool
     full: RunCost
@@ -154,11 +159,6 @@ class LabelledRun:
         if not 0.0 <= self.confidence <= 1.0:
             raise ValueError(f"{self.run_id}: confidence must be within [0, 1]")
 
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> LabelledRun:
-        return cls(str(obj["run_id"]), float(obj["confidence"]), bool(obj["correct"]),
-                   RunCost.from_json(obj["full"]), RunCost.from_json(obj["at_signal"]))
-
     def outcome(self, threshold: float) -> RuleOutcome:
         fired = self.confidence >= threshold
         return RuleOutcome(self.run_id, fired, fired and not self.correct, self.full,
@@ -166,21 +166,24 @@ class LabelledRun:
 
 
 @dataclass(frozen=True)
-class ThresholdRow:
-    """One line of the threshold table."""
+class ThresholdRow(JsonRecord):
+    """One line of the threshold table (the report's keys beside the threshold)."""
 
     threshold: float
-    report: RuleReport
-
-    def to_json(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, **self.report.to_json()}
+    report: RuleReport = field(metadata=FLAT)
 
 
 @dataclass(frozen=True)
-class Calibration:
-    """A threshold table and the chosen threshold, bound to one model version."""
+class Calibration(JsonRecord):
+    """A threshold table and the chosen threshold, bound to one model version (as JSON, an
+    ``ect.calibration/1`` document)."""
 
-    model_version: str
+    _format = CALIBRATION_FORMAT
+    _path = "calibration"
+    _object_error = f"not an {CALIBRATION_FORMAT} object"
+    _format_error = "not an {want} object"
+
+    model_version: NonEmptyStr
     target_error_rate: float
     savings_by: SavingsKey
     rows: tuple[ThresholdRow, ...]
@@ -266,48 +269,9 @@ class Calibration:
 
         return StoppingRule(name, evaluate=evaluate, output=output)
 
-    @classmethod
-    def from_json(cls, obj: Any) -> Calibration:
-        """Load a recorded calibration (strict: format, fields and types are checked).
-
-        Raises:
-            FormatError: ``obj`` is not an ``ect.calibration/1`` object.
-        """
-        try:
-            if not isinstance(obj, dict) or obj.get("format") != CALIBRATION_FORMAT:
-                raise ValueError(f"not an {CALIBRATION_FORMAT} object")
-            if set(obj) != {"format", "model_version", "target_error_rate", "savings_by",
-                            "chosen", "rows"}:
-                raise ValueError("unexpected or missing fields")
-            rows = []
-            for row in obj["rows"]:
-                rep = RuleReport(str(row["rule"]), int(row["runs"]), int(row["firings"]),
-                                 int(row["errors"]), RunCost.from_json(row["saved"]),
-                                 RunCost.from_json(row["baseline"]))
-                rows.append(ThresholdRow(float(row["threshold"]), rep))
-            chosen = obj["chosen"]
-            cal = cls(str(obj["model_version"]), float(obj["target_error_rate"]),
-                      obj["savings_by"], tuple(rows),
-                      None if chosen is None else float(chosen))
-        except (KeyError, TypeError, ValueError) as e:
-            raise FormatError(f"calibration: {e}") from None
-        if cal.savings_by not in ("steps", "cost_usd", "latency_s") or not cal.model_version:
-            raise FormatError("calibration: bad savings_by or empty model_version")
-        return cal
-
     def render(self) -> str:
         chosen = "none (no threshold meets the target)" if self.chosen is None else f"{self.chosen:g}"
         head = (f"calibration on {self.model_version}: target error rate over firings <= "
                 f"{self.target_error_rate:.1%}; chosen threshold {chosen} "
                 f"(highest {self.savings_by} saved)\n")
         return head + render_reports([r.report for r in self.rows])
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": CALIBRATION_FORMAT,
-            "model_version": self.model_version,
-            "target_error_rate": self.target_error_rate,
-            "savings_by": self.savings_by,
-            "chosen": self.chosen,
-            "rows": [r.to_json() for r in self.rows],
-        }

@@ -19,11 +19,11 @@ import importlib
 import tempfile
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.canonical import canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes, key, spec
 from runner.control._controller import RunController
 from runner.control._errors import EvalCaseError, NoFinalOutput, UnmeteredUsage
 from runner.control._evalcase import (
@@ -52,17 +52,19 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class CaseResult:
-    """How one case ended, against what it expected."""
+class CaseResult(JsonRecord):
+    """How one case ended, against what it expected (as JSON, ``passed`` written last)."""
 
-    case_id: str
+    _derived = ("passed",)
+
+    case_id: str = field(metadata=key("id"))
     source: str
     expected: StopReason
     observed: StopReason
     stop_kind: str
     stop_detail: str
     output_ok: bool | None  # None: no output check
-    output_detail: str = ""
+    output_detail: str = field(default="", metadata=spec(skip=True))  # (in failure_line only)
     problems: tuple[str, ...] = ()  # failed assertions beyond the stop reason and output
 
     @property
@@ -77,12 +79,6 @@ class CaseResult:
         if self.output_ok is False:
             return f"FAIL {self.case_id}: output check failed: {self.output_detail}"
         return f"FAIL {self.case_id}: " + "; ".join(self.problems)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.case_id, "source": self.source, "expected": str(self.expected),
-                "observed": str(self.observed), "stop_kind": self.stop_kind,
-                "stop_detail": self.stop_detail, "output_ok": self.output_ok,
-                "problems": list(self.problems), "passed": self.passed}
 
 
 @dataclass(frozen=True)

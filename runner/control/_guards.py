@@ -13,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 
-from runner.canonical import JsonRecord, canonical_bytes
+from runner.canonical import JsonRecord, canonical_bytes, spec
 from runner.control._conditions import StopCondition
-from runner.control._types import Checkpoint, Phase, RunState, Stop, StopReason, ToolCall, display
+from runner.control._types import (
+    Checkpoint,
+    Phase,
+    RunState,
+    Stop,
+    StopReason,
+    ToolCall,
+    _sorted_records,
+    display,
+)
 
 __all__ = ["Guard", "GuardRule", "SideEffectRule"]
 
@@ -53,7 +61,7 @@ def _key_of(call: ToolCall, rule: SideEffectRule) -> str | None:
 
 
 @dataclass(frozen=True, eq=False)
-class Guard(StopCondition):
+class Guard(StopCondition, JsonRecord):
     """Allow-list plus side-effect rules. ``allow`` is required (an empty guard fails closed).
 
     Args:
@@ -64,10 +72,11 @@ class Guard(StopCondition):
         rules: extra plain-code rules, evaluated in order after the built-in ones.
     """
 
-    allow: AbstractSet[str]  # stored as a frozenset
-    side_effects: Mapping[str, SideEffectRule] = field(default_factory=dict)
+    allow: AbstractSet[str]  # stored as a frozenset (written sorted)
+    side_effects: Mapping[str, SideEffectRule] = field(
+        default_factory=dict, metadata=spec(write=_sorted_records))
     approvals: AbstractSet[str] = frozenset()
-    rules: tuple[GuardRule, ...] = ()
+    rules: tuple[GuardRule, ...] = field(default=(), metadata=spec(write=len))  # written: how many
 
     def __post_init__(self) -> None:
         if isinstance(self.allow, str) or not isinstance(self.allow, Iterable):
@@ -155,8 +164,3 @@ class Guard(StopCondition):
                                  f"not {reason}")
             return reason, detail, question
         return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"allow": sorted(self.allow),
-                "side_effects": {k: v.to_json() for k, v in sorted(self.side_effects.items())},
-                "approvals": sorted(self.approvals), "rules": len(self.rules)}

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from runner.canonical import FLAT, OMIT, JsonObject, JsonRecord, spec
 from runner.control._errors import NoFinalOutput
 from runner.control._handoff import HandoffPackage
-from runner.control._types import PredicateReport, StepRecord, Stop, StopReason
+from runner.control._types import (
+    PredicateReport,
+    StepRecord,
+    Stop,
+    StopReason,
+    _sorted_records,
+)
 
 __all__ = ["RUN_RECORD_FORMAT", "RunResult"]
 
@@ -18,15 +25,49 @@ T = TypeVar("T")
 _NO_OUTPUT: Any = object()
 
 
+def _jsonable(value: Any) -> Any:
+    """The folded run state as JSON (what a rule needs to be recomputed); values that are not
+    JSON are kept as their repr."""
+    from runner.canonical import canonical_bytes, loads_strict
+    from runner.errors import FormatError
+
+    try:
+        return loads_strict(canonical_bytes(value))
+    except FormatError:
+        return {str(k): _jsonable(v) if isinstance(v, dict) else repr(v)
+                for k, v in value.items()} if isinstance(value, dict) else repr(value)
+
+
 @dataclass(frozen=True)
-class RunResult(Generic[T]):
-    """How a run ended.
+class _OpenKeys(JsonRecord):
+    """Keys a record carries beyond its declared fields, written into its object as they are
+    (the run record's task, controls, last action and usage, which the controller assembles).
+    The record mechanism has no open part of its own: this is the one place it is spelled."""
+
+    keys: Mapping[str, Any]
+
+    def to_json(self) -> JsonObject:
+        return dict(self.keys)
+
+
+@dataclass(frozen=True)
+class _FinalOutput(JsonRecord):
+    """The ``output`` of a goal_met run record (any JSON, ``null`` too; no other run has one)."""
+
+    output: Any
+
+
+@dataclass(frozen=True)
+class RunResult(JsonRecord, Generic[T]):
+    """How a run ended (as JSON, the run record ``ect.run-record/1``).
 
     ``output`` exists only for ``goal_met``: reading it after any other stop raises
     :class:`NoFinalOutput`, so a budget stop can never be mistaken for an answer. The work done so
     far stays available, labelled as such, in ``trace`` and ``data``; every non-goal stop carries
     a :class:`HandoffPackage`.
     """
+
+    _format = RUN_RECORD_FORMAT
 
     stop: Stop
     run_id: str
@@ -35,15 +76,26 @@ class RunResult(Generic[T]):
     tokens: int
     cost_usd: float
     trace: tuple[StepRecord, ...]
-    data: dict[str, Any] = field(default_factory=dict)
-    handoff: HandoffPackage | None = None
-    unmetered_steps: int = 0  # decisions whose usage decide did not report
-    reports: dict[str, PredicateReport] = field(default_factory=dict)  # last report per rule
-    record: dict[str, Any] = field(default_factory=dict)  # task, controls, last action, usage
-    _output: Any = field(default=_NO_OUTPUT, repr=False)
-    _resume: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    data: dict[str, Any] = field(default_factory=dict, metadata=spec(write=_jsonable))
+    handoff: HandoffPackage | None = field(default=None, metadata=OMIT)  # (not goal_met)
+    unmetered_steps: int = field(default=0, metadata=spec(skip=True))  # decisions whose usage
+    # decide did not report
+    reports: dict[str, PredicateReport] = field(  # last report per rule
+        default_factory=dict, metadata=spec(write=_sorted_records))
+    record: dict[str, Any] = field(default_factory=dict, metadata=spec(skip=True))  # task,
+    # controls, last action, usage (written by _record)
+    _record: _OpenKeys | None = field(default=None, kw_only=True, repr=False, compare=False,
+                                      metadata=FLAT)  # set from record
+    _final: _FinalOutput | None = field(default=None, kw_only=True, repr=False, compare=False,
+                                        metadata=FLAT)  # set from _output when goal_met
+    _output: Any = field(default=_NO_OUTPUT, repr=False, metadata=spec(skip=True))
+    _resume: Callable[..., Any] | None = field(default=None, repr=False, compare=False,
+                                               metadata=spec(skip=True))
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_record", _OpenKeys(self.record))
+        object.__setattr__(self, "_final", None if self._output is _NO_OUTPUT
+                           else _FinalOutput(self._output))
         goal = self.stop.reason is StopReason.GOAL_MET
         if goal and self._output is _NO_OUTPUT:
             raise ValueError("a goal_met result needs its output")
@@ -101,37 +153,3 @@ class RunResult(Generic[T]):
                 "it has no final output"
             )
         return self._output  # type: ignore[no-any-return]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "format": RUN_RECORD_FORMAT,
-            "run_id": self.run_id,
-            "stop": self.stop.to_json(),
-            "steps": self.steps,
-            "tool_calls": self.tool_calls,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "trace": [r.to_json() for r in self.trace],
-            "data": _jsonable(self.data),
-            "reports": {k: v.to_json() for k, v in sorted(self.reports.items())},
-            **self.record,
-        }
-        if self.completed:
-            out["output"] = self._output
-        else:
-            assert self.handoff is not None
-            out["handoff"] = self.handoff.to_json()
-        return out
-
-
-def _jsonable(value: Any) -> Any:
-    """The folded run state as JSON (what a rule needs to be recomputed); values that are not
-    JSON are kept as their repr."""
-    from runner.canonical import canonical_bytes, loads_strict
-    from runner.errors import FormatError
-
-    try:
-        return loads_strict(canonical_bytes(value))
-    except FormatError:
-        return {str(k): _jsonable(v) if isinstance(v, dict) else repr(v)
-                for k, v in value.items()} if isinstance(value, dict) else repr(value)

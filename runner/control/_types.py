@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from runner.canonical import JsonRecord, canonical_bytes
+from runner.canonical import FLAT, OMIT, JsonRecord, canonical_bytes, spec
 from runner.errors import FormatError
 
 __all__ = [
@@ -105,7 +105,24 @@ class Condition(ABC):
 
 
 @dataclass(frozen=True)
-class Stop:
+class _Causes(JsonRecord):
+    """The ``causes`` of a stop's JSON, written only when there are any."""
+
+    causes: tuple[Stop, ...]
+
+
+def _sorted_records(value: Mapping[str, JsonRecord]) -> dict[str, Any]:
+    """The writer of a mapping of records (a guard's side-effect rules, a run's reports), keys
+    sorted."""
+    return {k: v.to_json() for k, v in sorted(value.items())}
+
+
+def _describe(condition: Condition) -> dict[str, Any]:
+    return condition.describe()
+
+
+@dataclass(frozen=True)
+class Stop(JsonRecord):
     """Why a run ended: one reason, the condition object that fired, and a one-line detail.
 
     ``causes`` is non-empty only for :class:`AllOf`, which fires when all its members fire; the
@@ -113,35 +130,26 @@ class Stop:
     """
 
     reason: StopReason
-    condition: Condition
+    condition: Condition = field(metadata=spec(write=_describe))
     detail: str
     step: int = 0
-    causes: tuple[Stop, ...] = ()
-    question: str | None = None  # the one question a human must answer (needs_human et al.)
+    causes: tuple[Stop, ...] = field(default=(), metadata=spec(skip=True))  # (in _causes)
+    _causes: _Causes | None = field(default=None, kw_only=True, repr=False, compare=False,
+                                    metadata=FLAT)  # set from causes when there are any
+    question: str | None = field(default=None, metadata=OMIT)  # the one question a human
+    # must answer (needs_human et al.)
 
     def __post_init__(self) -> None:
         if not isinstance(self.reason, StopReason):
             object.__setattr__(self, "reason", StopReason(self.reason))
         if not isinstance(self.condition, Condition):
             raise TypeError("Stop.condition must be a Condition instance")
+        object.__setattr__(self, "_causes", _Causes(self.causes) if self.causes else None)
 
     @property
     def kind(self) -> str:
         """The type name of the condition that fired (e.g. ``"MaxSteps"``)."""
         return type(self.condition).__name__
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "reason": str(self.reason),
-            "condition": self.condition.describe(),
-            "detail": self.detail,
-            "step": self.step,
-        }
-        if self.causes:
-            out["causes"] = [c.to_json() for c in self.causes]
-        if self.question is not None:
-            out["question"] = self.question
-        return out
 
 
 @dataclass(frozen=True)
@@ -243,7 +251,14 @@ StepKind = Literal["tool", "deduplicated", "finish_rejected", "invalid"]
 
 
 @dataclass(frozen=True)
-class StepRecord:
+class _Rejected(JsonRecord):
+    """The ``output`` of a ``finish_rejected`` step's JSON (other steps have no such key)."""
+
+    output: Any
+
+
+@dataclass(frozen=True)
+class StepRecord(JsonRecord):
     """One entry of a run's trace."""
 
     step: int
@@ -252,9 +267,18 @@ class StepRecord:
     args: Mapping[str, Any] | None = None
     result: ToolResult | None = None
     note: str = ""
-    output: Any = None  # the rejected finish's output (finish_rejected), for replay
-    idempotency_key: str | None = None  # the call's own key (tool, deduplicated), for replay
-    seconds: float | None = None  # how long the tool call took (tool), for replay
+    _rejected: _Rejected | None = field(default=None, kw_only=True, repr=False, compare=False,
+                                        metadata=FLAT)  # output, set for finish_rejected
+    output: Any = field(default=None, metadata=spec(skip=True))  # the rejected finish's
+    # output (finish_rejected), for replay
+    idempotency_key: str | None = field(default=None, metadata=OMIT)  # the call's own key
+    # (tool, deduplicated), for replay
+    seconds: float | None = field(default=None, metadata=OMIT)  # how long the tool call took
+    # (tool), for replay
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rejected", _Rejected(self.output)
+                           if self.kind == "finish_rejected" else None)
 
     def line(self) -> str:
         """One human-readable line (handoff packages, failure output)."""
@@ -266,20 +290,6 @@ class StepRecord:
         if self.kind == "finish_rejected":
             return f"proposed a finish; rejected: {self.note}"
         return f"invalid reply: {self.note}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "kind": self.kind,
-            "tool": self.tool,
-            "args": dict(self.args) if self.args is not None else None,
-            "result": self.result.to_json() if self.result is not None else None,
-            "note": self.note,
-            **({"output": self.output} if self.kind == "finish_rejected" else {}),
-            **({"idempotency_key": self.idempotency_key}
-               if self.idempotency_key is not None else {}),
-            **({"seconds": self.seconds} if self.seconds is not None else {}),
-        }
 
 
 @dataclass(frozen=True)

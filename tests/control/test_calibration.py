@@ -310,13 +310,19 @@ def recorded(**change: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("obj", "message"), [
     ("x", "calibration: not an ect.calibration/1 object"),
-    (recorded(format="ect.calibration/2"), "calibration: not an ect.calibration/1 object"),
-    (recorded(extra=1), "calibration: unexpected or missing fields"),
+    (recorded(format="ect.calibration/2"), "calibration.format: not an ect.calibration/1 object"),
+    (recorded(extra=1), "calibration: unknown field 'extra'"),
     ({k: v for k, v in recorded().items() if k != "chosen"},
-     "calibration: unexpected or missing fields"),
-    (recorded(rows=[{"threshold": 0.5}]), "calibration: 'rule'"),
-    (recorded(savings_by="tokens"), "calibration: bad savings_by or empty model_version"),
-    (recorded(model_version=""), "calibration: bad savings_by or empty model_version"),
+     "calibration: missing field 'chosen'"),
+    (recorded(rows=[{"threshold": 0.5}]), "calibration.rows[0]: missing field 'baseline'"),
+    (recorded(savings_by="tokens"),
+     "calibration.savings_by: expected 'steps' or 'cost_usd' or 'latency_s', got 'tokens'"),
+    (recorded(model_version=""), "calibration.model_version: must not be empty"),
+    (recorded(rows={}), "calibration.rows: expected an array, got object"),
+    (recorded(rows=[{**recorded()["rows"][0], "runs": True}]),
+     "calibration.rows[0].runs: expected an integer, got boolean"),
+    (recorded(rows=[{**recorded()["rows"][0], "firing_rate": 0.75}]),
+     "calibration.rows[0]: firing_rate 0.75 does not match the counts (0.1)"),
 ])
 def test_a_recorded_calibration_is_loaded_strictly(obj: Any, message: str) -> None:
     with pytest.raises(FormatError) as e:
