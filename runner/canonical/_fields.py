@@ -128,7 +128,9 @@ def read_number(value: object, path: str) -> int | float:
         if not math.isfinite(value):
             raise RecordFormatError(path, "number is not finite")
         return value
-    return read_int(value, path)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordFormatError(path, f"expected a number, got {_kind(value)}")
+    return value
 
 
 def read_bool(value: object, path: str) -> bool:

@@ -154,7 +154,7 @@ def test_malformed_outcomes_are_refused() -> None:
         run(outs)
     outs = fx.outcomes()
     outs[1]["cost_usd"] = "0.1"
-    with pytest.raises(RecordFormatError, match=r"^outcome.cost_usd: expected an integer"):
+    with pytest.raises(RecordFormatError, match=r"^outcome.cost_usd: expected a number"):
         run(outs)
     outs = fx.outcomes()
     outs[1]["extra"] = 1

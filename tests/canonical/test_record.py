@@ -103,7 +103,7 @@ def test_optional_omitted_vs_null() -> None:
     (lambda d: d.update(extra=1), r"^outer: unknown field 'extra'$"),
     (lambda d: d.pop("name"), r"^outer: missing field 'name'$"),
     (lambda d: d["inner"].update(n=True), r"^outer\.inner\.n: expected an integer, got boolean$"),
-    (lambda d: d["items"][0].update(x="1"), r"^outer\.items\[0\]\.x: expected an integer, got"),
+    (lambda d: d["items"][0].update(x="1"), r"^outer\.items\[0\]\.x: expected a number, got"),
     (lambda d: d["stop"].pop("detail"), r"^outer\.stop: missing field 'detail'$"),
     (lambda d: d["stop"].update(more=1), r"^outer\.stop: unknown field 'more'$"),
     (lambda d: d.update(stop=[]), r"^outer\.stop: expected an object, got array$"),
@@ -252,3 +252,15 @@ def test_a_set_is_written_sorted_and_a_derived_nested_key_is_written_first_and_r
         Verdict.from_json({"kinds": [], "stop": {"detail": "x", "code": "Y"}}, "v")
     with pytest.raises(RecordFormatError, match=r"^v\.kinds\[0\]: expected a string"):
         Verdict.from_json({"kinds": [1], "stop": {"detail": "x", "code": "X"}}, "v")
+
+
+def test_a_number_field_names_a_number_when_it_gets_something_else() -> None:
+    # read_number said "expected an integer, got string" for a float field
+    from runner.canonical._fields import RecordFormatError, read_number
+
+    for bad, kind in (("1.5", "string"), (True, "boolean"), (None, "null"), ([1], "array")):
+        with pytest.raises(RecordFormatError, match=f"expected a number, got {kind}"):
+            read_number(bad, "x.rate")
+    assert read_number(2, "x") == 2 and read_number(0.5, "x") == 0.5
+    with pytest.raises(RecordFormatError, match="not finite"):
+        read_number(float("inf"), "x")

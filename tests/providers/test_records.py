@@ -133,7 +133,7 @@ REJECTED: list[tuple[Any, list[str | int], Any, str]] = [
     (ATTEMPT, ["surprise"], 1, "attempt: unknown field 'surprise'"),
     (ATTEMPT, ["retry"], _DELETE, "attempt: missing field 'retry'"),
     (ATTEMPT, ["attempt_no"], True, "attempt.attempt_no: expected an integer, got boolean"),
-    (ATTEMPT, ["latency_s"], "0.2", "attempt.latency_s: expected an integer, got string"),
+    (ATTEMPT, ["latency_s"], "0.2", "attempt.latency_s: expected a number, got string"),
     (ATTEMPT, ["request_sha256"], "abc", "attempt.request_sha256: expected a 'sha256:"),
     (ATTEMPT, ["usage", "input_tokens"], -1, "attempt.usage.input_tokens: must be >= 0"),
     (ATTEMPT, ["usage", "cached"], 0, "attempt.usage: unknown field 'cached'"),
