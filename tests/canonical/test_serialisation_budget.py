@@ -15,7 +15,7 @@ from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parents[2] / "runner"
 MECHANISM = {RUNNER / "canonical" / "_record.py", RUNNER / "analysis" / "_record.py"}
-BUDGET = 469  # 641 when the ratchet was set, 660 after merging (issue 40 aims below 300)
+BUDGET = 29  # 641 when the ratchet was set, 469 at the start of the last round (issue 40: < 300)
 
 
 def _lines(path: Path) -> int:
