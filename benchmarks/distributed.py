@@ -454,6 +454,18 @@ def main() -> None:
     w1, w2 = (per_round * args.rounds / whole[n] for n in ("ray, 1 node", "ray, 2 nodes"))
     print(f"  whole batches (first calls served by pre-spawned sandboxes, the last call's tail "
           f"alone): ray 1 node {w1:.1f}, 2 nodes {w2:.1f} calls/s ({w2 / w1:.2f}x)")
+    ray = [acct.by_role(used[n]) for n in ("ray, 1 node", "ray, 2 nodes")]
+    ray_calls = sum(u["calls"] for u in ray)
+    c = sum(v for u in ray for k, v in u.items() if k.startswith("node ")) / ray_calls * 1000
+    d = sum(u.get(k, 0.0) for u in ray for k in ("driver", "driver sandboxes", "head")) \
+        / ray_calls * 1000
+    if acct.groups is None:
+        print("  (the sandboxes' CPU is not measured here: no per-call cgroups with a CPU "
+              "counter; the limit below leaves it out)")
+    print(f"  CPU-bound limit from this split: a call costs its node {c:.1f} ms of CPU, the driver "
+          f"and Ray's head {d:.1f} ms; with nothing else running, 2 nodes vs 1 reach at most "
+          f"2c/(c+d) = {2 * c / (c + d):.2f}x with the driver and head on any CPU (on the 1-node "
+          f"side they have the second core to themselves), 2.00x with them on node 1's CPU")
     ml = statistics.median(lat["local"])
     mr = statistics.median(lat["ray"])
     print(f"  one call in flight ({len(lat['ray'])} each, interleaved): local median "
