@@ -19,17 +19,17 @@ its own, node 1 the first usable CPU, node 2 the second (its raylet is started u
 affinity, which its Ray workers, the ECT worker and every sandbox child inherit). The driver
 (this process: the run loop that dispatches the calls) and Ray's head (GCS, the head raylet)
 run on node 1's CPU while a Ray side runs (``--driver node-1``, the default), in both Ray sides
-alike, as on a cluster whose first machine also runs the driver: before, they ran on any CPU, so
-on the 1-node side their ~2.5 ms per call ran free on the second core and on the 2-node side
-came out of the nodes' cores (``--driver any`` measures that placement). The local sides run
-the driver on every CPU.
+alike, as on a cluster whose first machine also runs the driver. Before, they ran on any CPU:
+on the 1-node side their 1.5 to 3 ms of CPU per call ran free on the second core, on the 2-node
+side it came out of the nodes' cores (``--driver any`` measures that placement). The local
+sides run the driver on every CPU.
 
 A rate is the steady state, the middle half of each batch's completions: a batch starts with
 every ECT worker's pool of pre-spawned sandboxes already paid for (twice as many on 2 nodes) and
 ends with one node idle while the other finishes; a pause before each batch lets the previous
 side's pools refill outside it. The whole-batch figure is printed too. So is the CPU each
 process spent per call on every side (driver, Ray head, each node's Ray daemons, ECT workers and
-sandboxes, the rest of the machine) and how busy each CPU was.
+sandboxes, kernel threads, the rest of the machine) and how busy each CPU was.
 
 Usage: python benchmarks/distributed.py [--calls N] [--rounds R] [--driver node-1|any] [--smoke]
 """
@@ -136,8 +136,9 @@ class _Accounts:
     not reaped into its parent's (the launcher does not wait for the sandbox's pid 1), so it is
     read from its per-call cgroup instead (cumulative: a runner reuses its groups, all under
     ``groups``, the base every runner on this machine uses) and counted as ``<role>
-    sandboxes`` of the role whose waiting sandboxes are in that owner's groups. ``cpu<N>`` is
-    what /proc/stat saw busy: beyond our roles, that is other jobs and kernel threads.
+    sandboxes`` of the role whose waiting sandboxes are in that owner's groups (kernel threads,
+    kthreadd's children, are a role of their own). ``cpu<N>`` is what /proc/stat saw busy:
+    beyond the roles, that is other jobs.
     """
 
     def __init__(self, roots: dict[int, str], groups: Path | None) -> None:
@@ -230,6 +231,7 @@ def _split(u: dict[str, float]) -> str:
     for node in ("node 1", "node 2"):
         parts.append(f"{node}: Ray daemons {ms(node + ' daemons'):.1f} + ECT workers "
                      f"{ms(node + ' worker'):.1f} + sandboxes {ms(node + ' worker sandboxes'):.1f}")
+    parts.append(f"kernel threads {ms('kernel threads'):.1f}")
     rest = (sum(u[k] for k in cpus) - ours) / calls * 1000
     busy = ", ".join(f"CPU {k[3:]} {u[k] / wall * 100:.0f}%" for k in cpus)
     return f"{'; '.join(parts)}; rest of the machine {rest:.1f}; busy {busy}"
@@ -350,7 +352,7 @@ def main() -> None:
         executors.append(two_nodes)
         assert len(one_node.slots) == 1 and len(two_nodes.slots) == 2
         cluster_s = time.perf_counter() - started
-        roots: dict[int, str] = {os.getpid(): "driver"}
+        roots: dict[int, str] = {os.getpid(): "driver", 2: "kernel threads"}  # 2: kthreadd
         assert cluster.head_node is not None
         roots.update({p.pid: "head" for _, p in cluster.head_node.live_processes()})
         for label, node in (("node 1", first), ("node 2", second)):
@@ -388,7 +390,7 @@ def main() -> None:
             _batch(executor, 4 * in_flight, in_flight)
         place(True)
         placed = {role: sorted({_affinity(pid) for pid in acct.members(role)})
-                  for role in sorted(set(roots.values()))}
+                  for role in sorted(set(roots.values()) - {"kernel threads"})}
         if pin[0] is not None:  # no figure unless every process is where it is said to be
             want = {"node 1 daemons": pin[0], "node 1 worker": pin[0],
                     "node 2 daemons": pin[1], "node 2 worker": pin[1],
