@@ -320,6 +320,9 @@ def main() -> None:
     per_round = args.calls // args.rounds
     if per_round < 4:
         raise SystemExit("distributed: --calls must be at least 4 per round")
+    if not hasattr(os, "sched_setaffinity") or not Path("/proc/self/stat").exists():
+        raise SystemExit("distributed: needs Linux (CPU affinity and /proc) to give each node a "
+                         "core of its own and count the CPU")
     for key, value in RAY_ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
     from ray.cluster_utils import Cluster
@@ -388,17 +391,22 @@ def main() -> None:
             place(name.startswith("ray"))
             assert _answer(executor) == expected
             _batch(executor, 4 * in_flight, in_flight)
+        place(False)
+        local = sorted({_affinity(pid) for pid in acct.members("driver")})
         place(True)
         placed = {role: sorted({_affinity(pid) for pid in acct.members(role)})
                   for role in sorted(set(roots.values()) - {"kernel threads"})}
         if pin[0] is not None:  # no figure unless every process is where it is said to be
-            want = {"node 1 daemons": pin[0], "node 1 worker": pin[0],
-                    "node 2 daemons": pin[1], "node 2 worker": pin[1],
-                    **({"driver": pin[0], "head": pin[0]} if with_node_1 else {})}
-            wrong = {role: placed[role] for role, cpu in want.items()
-                     if placed[role] != [_cpus({cpu})]}
+            near = {pin[0]} if with_node_1 else every
+            want = {"node 1 daemons": {pin[0]}, "node 1 worker": {pin[0]},
+                    "node 2 daemons": {pin[1]}, "node 2 worker": {pin[1]},
+                    "driver": near, "head": near}
+            wrong = {role: placed[role] for role, cpus in want.items()
+                     if placed[role] != [_cpus(cpus)]}
+            if local != [_cpus(every)]:
+                wrong["driver on the local sides"] = local
             if wrong:
-                raise SystemExit(f"distributed: the pinning did not take: {wrong} (want {want})")
+                raise SystemExit(f"distributed: the pinning did not take: {wrong}")
         counted = dict.fromkeys(sides, 0)
         spent = dict.fromkeys(sides, 0.0)
         whole = dict.fromkeys(sides, 0.0)
@@ -446,7 +454,8 @@ def main() -> None:
     print(f"distributed: {per_round} calls per side per round, {args.rounds} alternating rounds, "
           f"steady state (the middle half of each batch's completions); {load}")
     print("  pinned (affinity of every process, while a Ray side runs): " + "; ".join(
-        f"{role} {'/'.join(a)}" for role, a in placed.items()))
+        f"{role} {'/'.join(a)}" for role, a in placed.items())
+        + f"; the driver while a local side runs {'/'.join(local)}")
     for name, rate in rows.items():
         print(f"  {name:22s} {rate:7.1f} calls/s")
     print("  CPU per call while each side ran (ms; a node's sandboxes are its ECT workers' "
