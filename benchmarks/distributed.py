@@ -132,9 +132,9 @@ class _Accounts:
     """Who spent the CPU while a side ran (Linux).
 
     A process counts with its nearest ancestor among ``roots`` (pid -> role: the driver, Ray's
-    head processes, each node's Ray daemons, each node's ECT workers). A sandbox child's CPU is
-    not reaped into its parent's (the launcher does not wait for the sandbox's pid 1), so it is
-    read from its per-call cgroup instead (cumulative: a runner reuses its groups, all under
+    head processes, each node's Ray daemons, each node's ECT workers). A sandbox child's CPU does
+    not reach its parent's accounts (the parent's reaped-children time shows about a tenth of
+    it), so it is read from its per-call cgroup instead (cumulative: a runner reuses its groups, all under
     ``groups``, the base every runner on this machine uses) and counted as ``<role>
     sandboxes`` of the role whose waiting sandboxes are in that owner's groups (kernel threads,
     kthreadd's children, are a role of their own). ``cpu<N>`` is what /proc/stat saw busy:
@@ -317,6 +317,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.calls, args.rounds = 4, 1
+    if args.rounds < 1:
+        raise SystemExit("distributed: --rounds must be at least 1")
     per_round = args.calls // args.rounds
     if per_round < 4:
         raise SystemExit("distributed: --calls must be at least 4 per round")
@@ -355,7 +357,10 @@ def main() -> None:
         executors.append(two_nodes)
         assert len(one_node.slots) == 1 and len(two_nodes.slots) == 2
         cluster_s = time.perf_counter() - started
-        roots: dict[int, str] = {os.getpid(): "driver", 2: "kernel threads"}  # 2: kthreadd
+        roots: dict[int, str] = {os.getpid(): "driver"}
+        kthreadd = Path("/proc/2/comm")  # the kernel threads' parent, outside a pid namespace
+        if kthreadd.exists() and kthreadd.read_text().strip() == "kthreadd":
+            roots[2] = "kernel threads"
         assert cluster.head_node is not None
         roots.update({p.pid: "head" for _, p in cluster.head_node.live_processes()})
         for label, node in (("node 1", first), ("node 2", second)):
