@@ -59,7 +59,7 @@ def test_the_generation_config_round_trips() -> None:
     (lambda d: d.update(extra=1), "lock: unknown field 'extra'"),
     (lambda d: d.pop("source_tree"), "lock: missing field 'source_tree'"),
     (lambda d: d["generation"].update(temperature="hot"),
-     "lock.generation.temperature: expected an integer, got string"),
+     "lock.generation.temperature: expected a number, got string"),
     (lambda d: d["generation"]["retry"].pop("on_transport_failure"),
      "lock.generation.retry: missing field 'on_transport_failure'"),
     (lambda d: d["generation"]["simulated"]["planner"].update(p_reuse_draft=True),
