@@ -63,7 +63,7 @@ def test_the_generation_config_round_trips() -> None:
     (lambda d: d["generation"]["retry"].pop("on_transport_failure"),
      "lock.generation.retry: missing field 'on_transport_failure'"),
     (lambda d: d["generation"]["simulated"]["planner"].update(p_reuse_draft=True),
-     "lock.generation.simulated.planner.p_reuse_draft: expected an integer, got boolean"),
+     "lock.generation.simulated.planner.p_reuse_draft: expected a number, got boolean"),
     (lambda d: d["schedule"].update(rows=-1), "lock.schedule.rows: must be >= 0"),
     (lambda d: d["prompts"].update(planner="abc"), "lock.prompts.planner: expected a 'sha256:"),
     (lambda d: d["spec"].update(sha256=None), "lock.spec.sha256: expected a 'sha256:"),
