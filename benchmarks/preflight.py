@@ -18,7 +18,11 @@ alike, in one run:
 The machine's load average is printed beside every round (the CPU probes need CPU seconds, so on
 a loaded machine their wall time grows with the load). Target: cli <= 3 s wall idle.
 
-Usage: python benchmarks/preflight.py [--rounds N] [--base REV] [--smoke]
+``--timeline`` instead runs one preflight in this process (``run_preflight``, every probe) and
+prints when each phase and each probe started and ended (seconds from the process start), the
+critical path's reading.
+
+Usage: python benchmarks/preflight.py [--rounds N] [--base REV] [--smoke] [--timeline]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+T0 = time.perf_counter()  # the timeline's zero (before this project's imports)
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -76,6 +81,44 @@ def probes() -> tuple[float, float]:
     return took, float("nan")
 
 
+def timeline() -> None:
+    """One preflight in this process, each phase and probe with its start and end."""
+    import threading
+    from typing import Any
+
+    import runner.sandbox as sandbox
+    import runner.study._preflight as pf
+    from runner.sandbox import _probes
+
+    events: list[tuple[float, float, str]] = []
+    lock = threading.Lock()
+
+    def timed(fn: Callable[..., Any], label: Callable[..., str]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with lock:
+                    events.append((t - T0, time.perf_counter() - T0, label(*args)))
+        return wrapped
+
+    pf.check_lock = timed(pf.check_lock, lambda *a: "check_lock")  # type: ignore[attr-defined]
+    pf._store_prefix = timed(pf._store_prefix, lambda *a: "store")
+    sandbox.select_backend = timed(sandbox.select_backend, lambda *a: "backend (self-check)")
+    _probes._run_one = timed(_probes._run_one, lambda *a: f"probe {a[1].name}")
+    _probes.StartCost.cpu_s = timed(  # type: ignore[method-assign]_probes.StartCost.cpu_s,
+                                    lambda self, prog, *a: f"start cost of {Path(prog).name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        report = pf.run_preflight(REPO / "schedules" / "v2.toml", Path(tmp) / "absent.db")
+        end = time.perf_counter() - T0
+    print(f"imports done at {t - T0:.2f} s; preflight {'passed' if report.passed else 'FAILED'} "
+          f"at {end:.2f} s (load {os.getloadavg()[0]:.1f})")
+    for start, stop, label in sorted(events):
+        print(f"  {start:6.2f} {stop:6.2f} {stop - start:5.2f}  {label}")
+
+
 def base_tree(rev: str, into: Path) -> Path:
     """The code of ``rev`` (``git archive``), extracted under ``into``."""
     (into / "base").mkdir()
@@ -90,7 +133,11 @@ def main() -> None:
     ap.add_argument("--base", default=BASE, help="the git revision of the code before")
     ap.add_argument("--smoke", action="store_true",
                     help="one round: checks that the benchmark runs, measures nothing")
+    ap.add_argument("--timeline", action="store_true",
+                    help="one preflight in this process: when each phase and probe ran")
     args = ap.parse_args()
+    if args.timeline:
+        return timeline()
     if args.smoke:
         args.rounds = 1
     with tempfile.TemporaryDirectory(prefix="ect-bench-preflight-") as tmp:
