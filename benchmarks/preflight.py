@@ -107,8 +107,8 @@ def timeline() -> None:
     pf._store_prefix = timed(pf._store_prefix, lambda *a: "store")
     sandbox.select_backend = timed(sandbox.select_backend, lambda *a: "backend (self-check)")
     _probes._run_one = timed(_probes._run_one, lambda *a: f"probe {a[1].name}")
-    _probes.StartCost.cpu_s = timed(  # type: ignore[method-assign]_probes.StartCost.cpu_s,
-                                    lambda self, prog, *a: f"start cost of {Path(prog).name}")
+    start_cost = timed(_probes.StartCost.cpu_s, lambda self, prog, *a: f"start cost of {prog}")
+    _probes.StartCost.cpu_s = start_cost  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         report = pf.run_preflight(REPO / "schedules" / "v2.toml", Path(tmp) / "absent.db")
