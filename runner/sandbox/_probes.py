@@ -354,18 +354,23 @@ def _run_one(
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)
         start_note = ""
-        if _ends_at_cpu(probe) and start is not None:
-            # a budget that leaves the program more than its start cost after it has started,
-            # so a slow machine's start is never what the probe judges
-            spent = start.cpu_s(prog, binds, limits)
-            limits = replace(limits, cpu_s=cpu_budget(limits.cpu_s, spent))
-            start_note = f"; the program's start measured at {spent:.2f} CPU s"
         # the probes without limits or binds of their own share one key, so a pooled backend
         # serves them from waiting children; any other probe's call is its key's only one
         run = backend.run if not probe.limits and len(binds) == 1 else \
             functools.partial(_run_once, backend)
-        result = run([python, "-I", "-S", prog, *args], stdin=b"", limits=limits,
-                     ro_binds=binds)  # fmt: skip
+        argv = [python, "-I", "-S", prog, *args]
+        result = run(argv, stdin=b"", limits=limits, ro_binds=binds)
+        if _ends_at_cpu(probe) and start is not None and result.kill_reason == "cpu" \
+                and not result.stdout:
+            # Ended at its budget before it said it had started (a probe program that ends at
+            # its CPU budget writes a line once started): this machine's start used the budget,
+            # so the start is measured and the probe runs again with a budget that leaves the
+            # program more than its start cost after it has started. A slow start is never what
+            # the probe judges; where a start is cheap, the probe costs no measuring call.
+            spent = start.cpu_s(prog, binds, limits)
+            limits = replace(limits, cpu_s=cpu_budget(limits.cpu_s, spent))
+            start_note = f"; the program's start measured at {spent:.2f} CPU s"
+            result = run(argv, stdin=b"", limits=limits, ro_binds=binds)
         observed = result.kill_reason or "none" if probe.kind == "kill" else _reported(result)
         detail = ""
         if probe.kind == "report" and result.kill_reason in ("cpu", "timeout"):
@@ -438,7 +443,8 @@ def cpu_budget(cpu_s: float, start_cpu_s: float) -> float:
 
 class StartCost:
     """The CPU seconds a call of a probe program that only starts and reports takes through the
-    backend (the whole call's usage, as its budget counts it), measured once per program and
+    backend (the whole call's usage, as its budget counts it), measured once per program, only
+    when a probe's call was ended at its budget before the program said it had started, and
     shared by the probes running at once."""
 
     def __init__(self, backend: Any) -> None:
