@@ -336,7 +336,7 @@ def main() -> None:
     expect = NodeExpectations(
         source_tree=source_tree_digest(), sandbox_pins=verify_pins(),
         task_manifest=task_manifest_digest(), worlds={CALL[0]: build_world(CALL[0]).digest()},
-        backend=None, limits=NodeLimits(wall_s=LIMITS.wall_s, cpu_s=LIMITS.cpu_s,
+        backend=None, limits=NodeLimits(wall_s=LIMITS.wall_s, cpu_s=int(LIMITS.cpu_s),
                                         output_bytes=LIMITS.output_bytes,
                                         memory_bytes=LIMITS.memory_bytes), probes="mandatory")
 

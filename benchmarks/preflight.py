@@ -18,12 +18,17 @@ alike, in one run:
 The machine's load average is printed beside every round (the CPU probes need CPU seconds, so on
 a loaded machine their wall time grows with the load). Target: cli <= 3 s wall idle.
 
-Usage: python benchmarks/preflight.py [--rounds N] [--base REV] [--smoke]
+``--timeline`` instead runs one preflight in this process (``run_preflight``, every probe) and
+prints when each phase and each probe started and ended (seconds from the process start), the
+critical path's reading.
+
+Usage: python benchmarks/preflight.py [--rounds N] [--base REV] [--smoke] [--timeline]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -34,6 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+T0 = time.perf_counter()  # the timeline's zero (before this project's imports)
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -47,15 +53,41 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _cpuacct_group() -> Path | None:
+    """A cgroup-v1 cpuacct group beneath this process's own (root only), or None. The sandboxes'
+    per-call groups are made beneath the runner's own cgroup, so its ``cpuacct.usage`` counts
+    the whole preflight: the runner, every launcher and every sandbox (``_children_cpu`` counts
+    only the processes the runner waited for, not the sandboxes' own)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        own = next(line.split(":", 2)[2].strip() for line in Path("/proc/self/cgroup").read_text()
+                   .splitlines() if "cpuacct" in line.split(":", 2)[1].split(","))  # fmt: skip
+        group = Path("/sys/fs/cgroup/cpuacct") / own.lstrip("/") / f"ect-bench-{os.getpid()}"
+        group.mkdir(exist_ok=True)
+    except (StopIteration, OSError, IndexError):
+        return None
+    return group
+
+
+CPUACCT: Path | None = None  # set by main()
+
+
 def cli(tree: Path | None = None) -> tuple[float, float]:
-    """(wall s, CPU s) of ``ect preflight`` from this checkout, or from ``tree`` (the base)."""
+    """(wall s, CPU s) of ``ect preflight`` from this checkout, or from ``tree`` (the base): the
+    CPU of the whole process tree, sandboxes included, where a cpuacct group can count it."""
     cmd = ([str(Path(sys.executable).with_name("ect"))] if tree is None
            else [sys.executable, "-m", "runner"])  # fmt: skip
+    if CPUACCT is not None:  # the command joins the group, then runs
+        cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(CPUACCT), *cmd]
     with tempfile.TemporaryDirectory() as tmp:
-        cpu, t = _children_cpu(), time.perf_counter()
+        usage = CPUACCT / "cpuacct.usage" if CPUACCT is not None else None
+        before = int(usage.read_text()) / 1e9 if usage is not None else _children_cpu()
+        t = time.perf_counter()
         r = subprocess.run([*cmd, "preflight", "--store", str(Path(tmp) / "absent.db")],
                            cwd=tree or REPO, capture_output=True)  # fmt: skip
-        took, cpu = time.perf_counter() - t, _children_cpu() - cpu
+        took = time.perf_counter() - t
+        cpu = (int(usage.read_text()) / 1e9 if usage is not None else _children_cpu()) - before
     if r.returncode != 0:
         raise SystemExit(f"ect preflight ({tree or 'ours'}) failed: {r.stderr.decode()[-400:]}")
     return took, cpu
@@ -76,6 +108,44 @@ def probes() -> tuple[float, float]:
     return took, float("nan")
 
 
+def timeline() -> None:
+    """One preflight in this process, each phase and probe with its start and end."""
+    import threading
+    from typing import Any
+
+    import runner.sandbox as sandbox
+    import runner.study._preflight as pf
+    from runner.sandbox import _probes
+
+    events: list[tuple[float, float, str]] = []
+    lock = threading.Lock()
+
+    def timed(fn: Callable[..., Any], label: Callable[..., str]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with lock:
+                    events.append((t - T0, time.perf_counter() - T0, label(*args)))
+        return wrapped
+
+    pf.check_lock = timed(pf.check_lock, lambda *a: "check_lock")  # type: ignore[attr-defined]
+    pf._store_prefix = timed(pf._store_prefix, lambda *a: "store")
+    sandbox.select_backend = timed(sandbox.select_backend, lambda *a: "backend (self-check)")
+    _probes._run_one = timed(_probes._run_one, lambda *a: f"probe {a[1].name}")
+    start_cost = timed(_probes.StartCost.cpu_s, lambda self, prog, *a: f"start cost of {prog}")
+    _probes.StartCost.cpu_s = start_cost  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        report = pf.run_preflight(REPO / "schedules" / "v2.toml", Path(tmp) / "absent.db")
+        end = time.perf_counter() - T0
+    print(f"imports done at {t - T0:.2f} s; preflight {'passed' if report.passed else 'FAILED'} "
+          f"at {end:.2f} s (load {os.getloadavg()[0]:.1f})")
+    for start, stop, label in sorted(events):
+        print(f"  {start:6.2f} {stop:6.2f} {stop - start:5.2f}  {label}")
+
+
 def base_tree(rev: str, into: Path) -> Path:
     """The code of ``rev`` (``git archive``), extracted under ``into``."""
     (into / "base").mkdir()
@@ -90,7 +160,25 @@ def main() -> None:
     ap.add_argument("--base", default=BASE, help="the git revision of the code before")
     ap.add_argument("--smoke", action="store_true",
                     help="one round: checks that the benchmark runs, measures nothing")
+    ap.add_argument("--timeline", action="store_true",
+                    help="one preflight in this process: when each phase and probe ran")
     args = ap.parse_args()
+    global CPUACCT
+    CPUACCT = _cpuacct_group()
+    try:
+        if args.timeline:
+            return timeline()
+        return compare(args)
+    finally:
+        if CPUACCT is not None:
+            with contextlib.suppress(OSError):
+                CPUACCT.rmdir()
+
+
+def compare(args: argparse.Namespace) -> None:
+    print("CPU s: " + ("the whole process tree, sandboxes included (a cpuacct cgroup)"
+                       if CPUACCT is not None else "the processes the command waited for "
+                       "(no cpuacct cgroup here: the sandboxes' own CPU is not counted)"))
     if args.smoke:
         args.rounds = 1
     with tempfile.TemporaryDirectory(prefix="ect-bench-preflight-") as tmp:

@@ -30,7 +30,9 @@ class Limits:
     ``cpu_s`` per process (the backend's ``describe()`` says which held)."""
 
     wall_s: float = 10.0
-    cpu_s: int = 5
+    # whole seconds for a study (RLIMIT_CPU counts whole seconds: the rlimit is the next whole
+    # second up); a fraction is enforced exactly only by the per-call cpu cgroup
+    cpu_s: float = 5
     address_space_bytes: int = 1 << 30
     file_size_bytes: int = 16 << 20
     nproc: int = 32
@@ -47,7 +49,7 @@ class Limits:
 
     def rlimits(self) -> dict[str, int]:
         return {
-            "cpu_s": int(self.cpu_s),
+            "cpu_s": math.ceil(self.cpu_s),
             "address_space_bytes": int(self.address_space_bytes),
             "file_size_bytes": int(self.file_size_bytes),
             "nproc": int(self.nproc),

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +65,20 @@ class ChildPool:
         self._closed = False
         # calls served by a waiting child, calls that started their own, children discarded
         self.pool_stats = {"served": 0, "cold": 0, "discarded": 0}
+        self._one_off = threading.local()
+
+    @contextlib.contextmanager
+    def one_off_calls(self) -> Iterator[None]:
+        """Calls made by this thread inside the block start no replacement child: a caller that
+        knows no other call will have the same key (e.g. a probe with limits of its own) keeps
+        the pool from starting children nobody takes (each was a sandbox started for nothing,
+        and its refill evicted waiting children of the keys that are used)."""
+        before = getattr(self._one_off, "on", False)
+        self._one_off.on = True
+        try:
+            yield
+        finally:
+            self._one_off.on = before
 
     # -- pre-spawned single-use children -------------------------------------------------------
 
@@ -206,7 +220,8 @@ class ChildPool:
             self.pool_stats["served" if child is not None else "cold"] += 1
         if child is None:
             child = self._launch(dict(cfg), limits, binds, key, dirs)
-        self._replenish(key, cfg, limits, binds, dirs)
+        if not getattr(self._one_off, "on", False):
+            self._replenish(key, cfg, limits, binds, dirs)
         head = canonical_bytes(request)
         return self._finish(child, b"%010d" % len(head) + head + stdin, limits, time.monotonic())
 

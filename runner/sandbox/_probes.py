@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import secrets
@@ -102,6 +103,15 @@ def _uid_of(pid: int) -> int | None:
     except OSError:
         pass
     return None
+
+
+def _run_once(backend: Any, argv: Sequence[str], **kwargs: Any) -> ChildResult:
+    """``backend.run`` for a call no other call repeats (limits or binds of its own): a pooled
+    backend starts no replacement child for it, which nobody would take."""
+    one_off = getattr(backend, "one_off_calls", None)
+    with one_off() if callable(one_off) else contextlib.nullcontext():
+        result: ChildResult = backend.run(argv, **kwargs)
+    return result
 
 
 @dataclass(frozen=True)
@@ -285,7 +295,7 @@ def _run_one(
             # given the host uid the sibling runs as
             sib_marker = "ect-sibling-" + secrets.token_hex(8)
             sib_limits = replace(base, wall_s=60.0)
-            sibling = threading.Thread(target=backend.run, args=(
+            sibling = threading.Thread(target=_run_once, args=(backend,
                 [python, "-I", "-S", prog, "hold", sib_marker],), kwargs={
                 "stdin": b"", "limits": sib_limits, "ro_binds": binds}, daemon=True)  # fmt: skip
             sibling.start()
@@ -313,7 +323,7 @@ def _run_one(
             # maps only to bwrap's own namespace, so the call cannot name its host uid itself.
             own_marker = "ect-probe-" + secrets.token_hex(8)
             holder: list[ChildResult] = []
-            own = threading.Thread(target=lambda: holder.append(backend.run(
+            own = threading.Thread(target=lambda: holder.append(_run_once(backend,
                 [python, "-I", "-S", prog, "hold", own_marker], stdin=b"",
                 limits=replace(base, wall_s=60.0), ro_binds=binds)), daemon=True)  # fmt: skip
             own.start()
@@ -344,14 +354,23 @@ def _run_one(
                 probe.context == "snapshot" else a for a in args]  # fmt: skip
         limits = replace(base, **probe.limits)
         start_note = ""
-        if _ends_at_cpu(probe) and start is not None:
-            # a budget that leaves the program more than its start cost after it has started,
-            # so a slow machine's start is never what the probe judges
+        # the probes without limits or binds of their own share one key, so a pooled backend
+        # serves them from waiting children; any other probe's call is its key's only one
+        run = backend.run if not probe.limits and len(binds) == 1 else \
+            functools.partial(_run_once, backend)
+        argv = [python, "-I", "-S", prog, *args]
+        result = run(argv, stdin=b"", limits=limits, ro_binds=binds)
+        if _ends_at_cpu(probe) and start is not None and result.kill_reason == "cpu" \
+                and not result.stdout:
+            # Ended at its budget before it said it had started (a probe program that ends at
+            # its CPU budget writes a line once started): this machine's start used the budget,
+            # so the start is measured and the probe runs again with a budget that leaves the
+            # program more than its start cost after it has started. A slow start is never what
+            # the probe judges; where a start is cheap, the probe costs no measuring call.
             spent = start.cpu_s(prog, binds, limits)
             limits = replace(limits, cpu_s=cpu_budget(limits.cpu_s, spent))
             start_note = f"; the program's start measured at {spent:.2f} CPU s"
-        result = backend.run([python, "-I", "-S", prog, *args], stdin=b"", limits=limits,
-                             ro_binds=binds)  # fmt: skip
+            result = run(argv, stdin=b"", limits=limits, ro_binds=binds)
         observed = result.kill_reason or "none" if probe.kind == "kill" else _reported(result)
         detail = ""
         if probe.kind == "report" and result.kill_reason in ("cpu", "timeout"):
@@ -402,22 +421,30 @@ def _ends_at_cpu(probe: Probe) -> bool:
 # A probe that ends at its CPU budget gets a budget that fits its check, not the machine's speed
 # and not a fixed large one (the call has one CPU, so a CPU budget is wall time ``ect preflight``
 # waits for): at least twice the CPU a call of the same program that only starts and reports
-# took on this machine, plus half a second, so the program always has more than its own start
-# cost left after it has started (under emulation its start alone used over 1 CPU s); the
-# probe's ``cpu_s`` is the floor.
+# took on this machine, plus a margin, so the program always has more than its own start cost
+# left after it has started (under emulation its start alone used over 1 CPU s); the probe's
+# ``cpu_s`` is the floor. A whole ``cpu_s`` is a budget ``RLIMIT_CPU`` must reach (whole seconds:
+# it has no finer unit), so it stays whole; a fraction (``limits.cpu_tree``) is a budget only the
+# per-call cpu cgroup ends a call at (the parent polls its usage every ``CPU_POLL_S``), so the
+# probe of that layer costs a fraction of a second, not the rlimit's whole one.
 START_FACTOR = 2.0
 START_MARGIN_S = 0.5
+CGROUP_MARGIN_S = 0.1
 
 
-def cpu_budget(cpu_s: int, start_cpu_s: float) -> int:
+def cpu_budget(cpu_s: float, start_cpu_s: float) -> float:
     """The ``cpu_s`` of a probe's call: its own ``cpu_s``, or more when the program's start
-    (``start_cpu_s``, measured) needs it (whole seconds: ``RLIMIT_CPU`` has no finer unit)."""
-    return max(int(cpu_s), math.ceil(START_FACTOR * start_cpu_s + START_MARGIN_S))
+    (``start_cpu_s``, measured) needs it: whole seconds for a whole ``cpu_s`` (``RLIMIT_CPU``),
+    hundredths for a fractional one (the per-call cpu cgroup's budget)."""
+    if float(cpu_s).is_integer():
+        return max(int(cpu_s), math.ceil(START_FACTOR * start_cpu_s + START_MARGIN_S))
+    return max(float(cpu_s), math.ceil(100 * (START_FACTOR * start_cpu_s + CGROUP_MARGIN_S)) / 100)
 
 
 class StartCost:
     """The CPU seconds a call of a probe program that only starts and reports takes through the
-    backend (the whole call's usage, as its budget counts it), measured once per program and
+    backend (the whole call's usage, as its budget counts it), measured once per program, only
+    when a probe's call was ended at its budget before the program said it had started, and
     shared by the probes running at once."""
 
     def __init__(self, backend: Any) -> None:
@@ -428,9 +455,10 @@ class StartCost:
     def cpu_s(self, prog: str, binds: Sequence[tuple[Path, str]], limits: Limits) -> float:
         with self.lock:
             if prog not in self.seen:
-                result = self.backend.run([str(self.backend.python), "-I", "-S", prog, "start"],
-                                          stdin=b"", limits=replace(limits, cpu_s=PROBE_LIMITS.cpu_s),
-                                          ro_binds=binds)  # fmt: skip
+                result = _run_once(self.backend, [str(self.backend.python), "-I", "-S", prog,
+                                                  "start"], stdin=b"",
+                                   limits=replace(limits, cpu_s=PROBE_LIMITS.cpu_s),
+                                   ro_binds=binds)  # fmt: skip
                 if _reported(result) != "started":
                     raise SandboxError(f"a probe program could not start: {_reported(result)}")
                 self.seen[prog] = result.cpu_s

@@ -127,3 +127,55 @@ def test_probes_hold_on_cold_children_too() -> None:
     cold = BwrapBackend(pool_size=0)
     for r in run_probes(cold, only=ISSUE_28):
         assert r.passed, (r.name, r.expected, r.observed, r.detail)
+
+
+def _pool_idle(be: BwrapBackend) -> None:
+    """Returns once the pool's thread has run every refill asked for so far (it runs them in
+    order, so a marker job queued now runs after them)."""
+    import threading
+
+    if be._pool_thread is None:  # no refill was ever asked for
+        return
+    done = threading.Event()
+    be._pool_jobs.put(done.set)
+    assert done.wait(60.0), "the pool's thread never ran its jobs"
+
+
+def test_a_one_off_call_starts_no_replacement_child() -> None:
+    # Issue 37: every probe call asked the pool for replacements of its key, also the probes
+    # with limits of their own (no other call has their key): 24-26 sandboxes per preflight were
+    # started only to be discarded unused, and their refills evicted the children of the key the
+    # other probes share (a tenth of preflight's CPU).
+    be = BwrapBackend(pool_size=2)
+    try:
+        py = str(be.python)
+        with be.one_off_calls():
+            r = be.run([py, "-I", "-S", "-c", "print(1)"], stdin=b"", limits=Limits(wall_s=9.0))
+        assert r.stdout == b"1\n"
+        be.run([py, "-I", "-S", "-c", "print(2)"], stdin=b"", limits=Limits(wall_s=8.0))
+        _pool_idle(be)
+        # only the ordinary call's key got children (the one-off call's started none)
+        assert be.pool_waiting() == 2
+        with be.one_off_calls():
+            r = be.run([py, "-I", "-S", "-c", "print(3)"], stdin=b"", limits=Limits(wall_s=8.0))
+        assert r.stdout == b"3\n"
+        _pool_idle(be)
+        assert be.pool_stats == {"served": 1, "cold": 2, "discarded": 0}  # served, not refilled
+        assert be.pool_waiting() == 1
+    finally:
+        be.close()
+
+
+def test_probes_with_limits_of_their_own_leave_no_child_waiting() -> None:
+    be = BwrapBackend(pool_size=2)
+    try:
+        [r] = run_probes(be, only=["limits.output_flood"])
+        assert r.passed, r
+        _pool_idle(be)
+        assert be.pool_waiting() == 0 and be.pool_stats["discarded"] == 0
+        [r] = run_probes(be, only=["network.inet_socket"])  # the key the other probes share
+        assert r.passed, r
+        _pool_idle(be)
+        assert be.pool_waiting() == 2
+    finally:
+        be.close()

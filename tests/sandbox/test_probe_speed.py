@@ -5,12 +5,15 @@ layer). The time itself is measured by benchmarks/preflight.py, not asserted her
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
-from runner.sandbox import BwrapBackend, ChildResult, run_probes
+import pytest
+
+from runner.sandbox import BwrapBackend, ChildResult, Limits, run_probes
 from runner.sandbox._probes import PREFLIGHT_DIR, cpu_budget, load_probes
 
 from .conftest import linux_only
@@ -145,9 +148,14 @@ def test_a_slow_start_is_not_what_a_cpu_probe_judges(bwrap: BwrapBackend, tmp_pa
     recorded = Results(bwrap)
     [r] = run_probes(recorded, preflight_dir=tmp_path / "pf")
     assert (r.observed, r.passed) == ("cpu", True), r
-    [spin] = [res for argv, res in recorded.calls if argv[-1] == "spin"]
-    assert spin.kill_reason == "cpu"
-    assert b"spinning" in spin.stdout, spin  # it had started when its budget ended it
+    # at its 1 s floor the slow start used the whole budget: ended before it said anything,
+    # its start was measured and it ran again with a budget fitted to it
+    first, judged = [res for argv, res in recorded.calls if argv[-1] == "spin"]
+    assert (first.kill_reason, first.stdout) == ("cpu", b"")
+    assert [argv[-1] for argv, _ in recorded.calls] == ["spin", "start", "spin"]
+    assert judged.kill_reason == "cpu"
+    assert b"spinning" in judged.stdout, judged  # it had started when its budget ended it
+    assert "the program's start measured at" not in r.detail  # passed: no detail needed
 
 
 def test_a_kill_probe_ended_for_cpu_says_so(bwrap: BwrapBackend, tmp_path: Path) -> None:
@@ -161,3 +169,84 @@ def test_a_kill_probe_ended_for_cpu_says_so(bwrap: BwrapBackend, tmp_path: Path)
     [r] = run_probes(bwrap, preflight_dir=tmp_path / "pf")
     assert (r.observed, r.passed) == ("cpu", False)
     assert "killed for cpu at its budget (cpu_s=1)" in r.detail, r
+
+
+def test_a_budget_only_the_cpu_cgroup_enforces_is_a_fraction_of_a_second() -> None:
+    # Issue 37: RLIMIT_CPU counts whole seconds, so limits.cpu_tree (which judges the per-call
+    # cpu cgroup, not the rlimit) spun a whole CPU second, on the critical path of every
+    # preflight. A fractional cpu_s is a budget of the cgroup alone: it stays a fraction.
+    assert cpu_budget(0.25, 0.04) == 0.25  # a start here: the probe's own cpu_s
+    assert cpu_budget(0.25, 1.2) == 2.5  # a start under emulation: fitted, in hundredths
+    assert all(cpu_budget(0.25, s / 100) - s / 100 > s / 100 for s in range(0, 200))
+    assert cpu_budget(1, 0.04) == 1 and isinstance(cpu_budget(1, 0.04), int)  # RLIMIT_CPU: whole
+    [tree] = [p for p in load_probes() if p.name == "limits.cpu_tree"]
+    assert 0 < tree.limits["cpu_s"] < 1
+    assert Limits(cpu_s=0.25).rlimits()["cpu_s"] == 1  # each process: the next whole second
+
+
+class Budgets(InFlight):
+    """The real backend, keeping each call's probe arguments, limits and result."""
+
+    def __init__(self, backend: BwrapBackend) -> None:
+        super().__init__(backend)
+        self.calls: list[tuple[list[str], Limits, ChildResult]] = []
+
+    def run(self, argv: list[str], *args: Any, **kwargs: Any) -> ChildResult:
+        result = super().run(argv, *args, **kwargs)
+        with self.lock:
+            self.calls.append((list(argv[4:]), kwargs["limits"], result))
+        return result
+
+
+def test_the_tree_cpu_probe_is_ended_by_the_cgroup_below_a_whole_second(
+    bwrap: BwrapBackend,
+) -> None:
+    if not str((bwrap.layers().get("bounds") or {}).get("cpu", "")).startswith("cgroup"):
+        pytest.skip("no per-call cpu cgroup here: limits.cpu_tree judges the rlimit fallback")
+    recorded = Budgets(bwrap)
+    [r] = run_probes(recorded, only=["limits.cpu_tree"])
+    assert (r.observed, r.passed) == ("cpu", True), r
+    starts = [res for argv, _, res in recorded.calls if argv[-1] == "start"]
+    *_, (_, limits, tree) = [c for c in recorded.calls if c[0][0] == "cpu_tree"]
+    assert limits.cpu_s == (cpu_budget(0.25, starts[0].cpu_s) if starts else 0.25)
+    assert b"started" in tree.stdout  # the tree had started when its budget ended it
+    # the whole tree's CPU reached the call's budget, below the whole second each process's
+    # RLIMIT_CPU allows: the cgroup ended it
+    assert tree.kill_reason == "cpu"
+    assert limits.cpu_s <= tree.cpu_s < math.ceil(limits.cpu_s)
+
+
+def test_a_host_whose_cpu_cgroup_does_not_end_the_call_fails_the_tree_probe() -> None:
+    # The sub-second probe still judges the layer: a backend recording a per-call cpu cgroup
+    # whose calls are not ended by it (each process only under its own RLIMIT_CPU) fails it.
+    be = BwrapBackend(pool_size=0)
+    try:
+        if be.cgroups is None or not be.cgroups.cpu:
+            pytest.skip("no per-call cpu cgroup here to take away")
+        be.cgroups.cpu = False  # new calls get no cpu group: nothing polls their tree's usage
+        [r] = run_probes(be, only=["limits.cpu_tree"])
+        assert (r.expected, r.observed, r.passed) == ("cpu", "none", False), r
+    finally:
+        be.close()
+
+
+def test_a_cpu_probe_whose_program_starts_within_its_budget_makes_one_call(
+    bwrap: BwrapBackend,
+) -> None:
+    # Issue 37: each CPU probe first waited for a call that only measured its program's start
+    # (a sandbox more, on the critical path of every preflight). The program now says when it
+    # has started; only a call its budget ended before that is measured and made again.
+    recorded = Budgets(bwrap)
+    results = run_probes(recorded, only=["limits.cpu", "limits.cpu_tree"])
+    assert all(r.passed for r in results), results
+    starts = [argv for argv, _, _ in recorded.calls if argv[0] == "start"]
+    retried = False
+    for mode in ("cpu", "cpu_tree"):
+        calls = [res for argv, _, res in recorded.calls if argv[0] == mode]
+        if len(calls) == 1:  # started within the floor budget: judged by that call alone
+            assert calls[0].kill_reason == "cpu" and b"started" in calls[0].stdout, calls
+        else:  # a start too slow for the floor: ended silent, measured, made again
+            retried = True
+            assert len(calls) == 2 and calls[0].stdout == b"", calls
+            assert b"started" in calls[1].stdout and starts, calls
+    assert len(starts) == (1 if retried else 0)  # a program's start is measured at most once

@@ -280,3 +280,20 @@ def test_edited_files_in_a_copied_tree_refuse(tmp_path: Path) -> None:
         assert checked.returncode == 3, checked.stdout + checked.stderr
         assert "preflight failed: lock: " in checked.stderr and needle in checked.stderr
         assert not store.exists()
+
+
+_ABSENT_STORE = """
+import sys
+from pathlib import Path
+from runner.study._preflight import _store_prefix
+ok, detail, n = _store_prefix(Path(sys.argv[1]), "sha256:" + "0" * 64, [])
+print(ok, n, "runner.store" in sys.modules, "sqlite_utils" in sys.modules)
+"""
+
+
+def test_an_absent_store_is_checked_without_loading_the_store(tmp_path: Path) -> None:
+    # Issue 37: `ect preflight` of a new store imported the store's SQLite layer (sqlite_utils,
+    # which imports numpy: a tenth of a second) only to find the file absent.
+    out = subprocess.run([sys.executable, "-c", _ABSENT_STORE, str(tmp_path / "absent.db")],
+                         cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "0", "False", "False"]
