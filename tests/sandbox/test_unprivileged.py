@@ -38,9 +38,9 @@ print(canonical_bytes({"host_uid": L["host_uid"], "nested": L["nested_user_names
 """
 
 
-def _reachable_by_others(path: Path) -> bool:
-    """Whether a uid with no account can open ``path`` (every directory above it searchable)."""
-    return all(p.stat().st_mode & 0o001 for p in path.parents) and bool(path.stat().st_mode & 0o004)
+def _searchable_above(path: Path) -> bool:
+    """Whether a uid with no account can reach ``path``: every directory above it searchable."""
+    return all(p.stat().st_mode & 0o001 for p in path.parents)
 
 
 def _stage(into: Path) -> Path:
@@ -67,11 +67,11 @@ def test_a_normal_user_records_its_own_uid_and_its_fallbacks_apply() -> None:
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv to run as a throwaway uid")
     python = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-    if not _reachable_by_others(python):
+    if not (_searchable_above(python) and python.stat().st_mode & 0o004):
         pytest.skip(f"the interpreter {python} is not reachable by another uid")
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp)
-        if not all(p.stat().st_mode & 0o001 for p in staged.parents):
+        if not _searchable_above(staged):
             pytest.skip(f"the temporary directory {tmp} sits where other uids cannot reach")
         tree = _stage(staged)
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(tree),
