@@ -38,21 +38,19 @@ def one(seed: int, reaper: bool) -> tuple[float | None, dict[str, list[object]]]
     """Kill one runner; the seconds until the host was clean (None: not within the wait) and,
     for the baseline, what was left 2 s after the kill."""
     rnd = random.Random(seed)
-    proc, owners, ready, reader = start_runner(seed)
-    with proc:
-        ready.wait(60)
+    r = start_runner(seed)
+    owners = r.owners
+    with r.proc as proc:
+        r.ready.wait(60)
         time.sleep(rnd.uniform(0.0, 1.2))
         if not reaper:
-            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            for k in kids:
-                with contextlib.suppress(OSError):
-                    if b"_reaper.py" in Path(f"/proc/{k}/cmdline").read_bytes():
-                        os.kill(int(k), signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(r.reaper[0], signal.SIGKILL)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        reader.join(5)
+    r.reader.join(5)
     killed = time.monotonic()
-    left = _left(owners)
+    left = _left(owners, r.tags)
     after2: dict[str, list[object]] = {}
     clean_at: float | None = None
     while time.monotonic() - killed < (WAIT_S if reaper else 2.0):
@@ -60,7 +58,7 @@ def one(seed: int, reaper: bool) -> tuple[float | None, dict[str, list[object]]]
             clean_at = time.monotonic() - killed
             break
         time.sleep(0.02)
-        left = _left(owners)
+        left = _left(owners, r.tags)
     if not reaper:
         after2 = left
         for pid in left.get("processes", []) + left.get("id_processes", []):

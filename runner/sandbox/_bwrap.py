@@ -68,11 +68,11 @@ from runner.sandbox._linux import (
     CallGroup,
     HostIds,
     landlock_abi,
-    reaper_link,
     userns_restrictions,
 )
 from runner.sandbox._pins import REPO_ROOT, read_pinned
 from runner.sandbox._pool import _BACKENDS, ChildPool, _reclaim_waiting
+from runner.sandbox._reaping import reaper_link, sweep_orphaned_sandboxes
 from runner.sandbox._seccomp import compile_policy_file, host_arch, policy_summary
 from runner.sandbox._stage import staged_prefix as _staged_prefix
 from runner.sandbox._tool import check_worker_result
@@ -220,6 +220,7 @@ class BwrapBackend(ChildPool, BwrapLayout, WorkerRunMixin):
         self.ids = HostIds(host_ids) if self.drops_root else None
         self.host_uid = host_ids[0] if self.drops_root else os.geteuid()
         self.host_gid = host_ids[0] if self.drops_root else os.getegid()
+        sweep_orphaned_sandboxes()  # a pid 1 left in its set-up when some reaper was killed
         self.cgroups = CallCgroups.detect()
         self.seccomp_policy = policy_summary(source)
         # planned: refuse a kernel that cannot give a guarantee before starting anything; the

@@ -12,8 +12,6 @@ import os
 import re
 import secrets
 import signal
-import socket
-import sys
 import tempfile
 import threading
 import time
@@ -21,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.sandbox._errors import SandboxUnavailable
+from runner.sandbox._reaping import reaper_link
 
-__all__ = ["CallCgroups", "CallGroup", "HostIds", "ReaperLink", "landlock_abi", "reaper_link",
-           "userns_restrictions"]
+__all__ = ["CallCgroups", "CallGroup", "HostIds", "landlock_abi", "userns_restrictions"]
 
 
 def landlock_abi() -> int:
@@ -125,100 +123,6 @@ _log = logging.getLogger("runner.sandbox")
 def _write(path: Path, value: str) -> None:
     path.write_text(value)
 
-
-class ReaperLink:
-    """This runner process's end of its reaper (``runner/sandbox/_reaper.py``): the socket whose
-    closing, by the kernel when the runner ends in any way, tells the reaper to end every
-    sandbox process, host-id lease and cgroup the runner registered with it.
-
-    Raises:
-        SandboxUnavailable: the reaper cannot be started, or has gone (no call is started
-            without one: a runner killed then would leave its sandboxes behind).
-    """
-
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        script = str(Path(__file__).with_name("_reaper.py"))
-        try:
-            self.pid = os.posix_spawn(
-                sys.executable, [sys.executable, "-I", "-S", script], {},
-                file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 0)], setsid=True)
-        except OSError as e:
-            ours.close()
-            raise SandboxUnavailable(f"cannot start the sandbox's reaper process: {e}") from e
-        finally:
-            theirs.close()
-        self.sock = ours
-        self.owner_pid = os.getpid()
-        self._lock = threading.Lock()
-        # at exit (after the backends destroyed their children) the reaper sweeps and ends
-        atexit.register(self.close)
-
-    def send(self, msg: bytes, fds: list[int] | None = None) -> None:
-        try:
-            with self._lock:
-                if fds:
-                    socket.send_fds(self.sock, [msg], fds)
-                else:
-                    self.sock.send(msg)
-        except OSError as e:
-            raise SandboxUnavailable(
-                f"the sandbox's reaper process (pid {self.pid}) is gone ({e.strerror or e}): "
-                "sandboxes started now could outlive this runner, so none is started") from e
-
-    def tag(self) -> str:
-        """A fresh launch tag, registered: a bwrap launcher started with it as ``argv[0]`` (and
-        its clone, the sandbox's pid 1) is killed by the reaper if the runner ends."""
-        tag = "ect-sandbox-" + secrets.token_hex(8)
-        self.send(b"T" + tag.encode())
-        return tag
-
-    def untag(self, tag: str) -> None:
-        with contextlib.suppress(SandboxUnavailable):
-            self.send(b"t" + tag.encode())
-
-    def hold(self, uid: int, fd: int) -> None:
-        """Give the reaper a copy of ``uid``'s lease lock: held until no process of it lives."""
-        self.send(b"L%d" % uid, [fd])
-
-    def drop(self, uid: int) -> None:
-        with contextlib.suppress(SandboxUnavailable):
-            self.send(b"U%d" % uid)
-
-    def watch_groups(self, base: Path, owner: str) -> None:
-        """The reaper removes ``base/ect-sandbox-<owner>-*`` (killing what is left in them)."""
-        from runner.canonical import canonical_bytes
-
-        self.send(b"C" + canonical_bytes([str(base), owner]))
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
-_LINK: ReaperLink | None = None
-_LINK_LOCK = threading.Lock()
-
-
-def reaper_link() -> ReaperLink:
-    """This process's reaper (started on first use; a forked child starts its own)."""
-    global _LINK
-    with _LINK_LOCK:
-        if _LINK is None or _LINK.owner_pid != os.getpid():
-            _LINK = ReaperLink()
-        return _LINK
-
-
-def _forget_link_in_child() -> None:
-    # a forked copy must not keep the parent's reaper waiting: it closes its copy of the socket
-    global _LINK, _LINK_LOCK
-    _LINK_LOCK = threading.Lock()
-    if _LINK is not None:
-        _LINK.close()
-        _LINK = None
-
-
-os.register_at_fork(after_in_child=_forget_link_in_child)
 
 
 class HostIds:

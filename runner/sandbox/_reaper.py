@@ -24,6 +24,17 @@ any way; the reaper reads end-of-file and then, until nothing is left:
 It gives up after ``HARD_CAP_S`` (a group whose exited tasks the host's init has not reaped yet
 is removed by the next runner's sweep). A runner that ends normally closes everything itself
 first; the reaper then finds nothing and exits.
+
+The reaper is not a child of its runner: it forks once as it starts, and the copy the runner
+started exits, so the reaper is re-parented to init (or the nearest subreaper). Some hosts kill a
+process's direct children as it ends -- Ray's workers do, by default
+(``RAY_kill_child_processes_on_worker_exit``) -- and a reaper killed with the launchers it guards
+would leave the sandbox being set up at that moment behind for good.
+
+Whatever ends a reaper, a sandbox's pid 1 left in its set-up cannot outlive the next look:
+:func:`orphaned_pid1s` finds every such process on the host (a launch tag as ``argv[0]``, the
+init of a pid namespace of its own, and a parent that is not a launcher), and each reaper's
+sweep and each backend's start kill them (``runner/sandbox/_reaping.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["HARD_CAP_S", "MIN_WATCH_S", "main"]
+__all__ = ["HARD_CAP_S", "MIN_WATCH_S", "main", "orphaned_pid1s", "reap"]
 
 # After the runner's end the reaper keeps looking for this long at least, for a launcher whose
 # fork happened just before the end and whose exec (which sets its tag) comes just after it.
@@ -74,11 +85,44 @@ def _uids(pid: int) -> tuple[set[int], bool]:
     return ids, zombie
 
 
-def _kill(pid: int) -> None:
+def _status(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
+
+
+def _orphaned_pid1(pid: int) -> bool:
+    """Whether ``pid`` (whose ``argv[0]`` is a launch tag) is a sandbox's pid 1 whose launcher is
+    gone. bwrap's pid 1 is a clone of its launcher, so it carries the tag; it sets its own
+    parent-death signal only once the launcher lets it past its set-up (bubblewrap issue 633),
+    so one whose launcher died before that waits in ``eventfd_read`` for good, as uid 0 with
+    every capability in its namespaces. A live sandbox's pid 1 has its launcher (tagged) as its
+    parent, or dies with it; a launcher is not the init of a pid namespace."""
+    status = _status(pid)
+    nspid = status.get("NSpid", "").split()
+    if len(nspid) < 2 or nspid[-1] != "1" or status.get("State", "Z")[:1] in ("Z", "X"):
+        return False
+    ppid = status.get("PPid", "")
+    if not (ppid.isascii() and ppid.isdigit()):
+        return False
+    return not _argv0(int(ppid)).startswith(_PREFIX)
+
+
+def orphaned_pid1s() -> list[int]:
+    """Every sandbox pid 1 on this host whose launcher is gone (see :func:`_orphaned_pid1`),
+    whichever runner started it."""
+    return [pid for pid in _procs() if _argv0(pid).startswith(_PREFIX) and _orphaned_pid1(pid)]
+
+
+def _kill(pid: int) -> bool:
     try:
         os.kill(pid, signal.SIGKILL)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def reap(tags: set[str], leases: dict[int, int], groups: list[tuple[str, str]],
@@ -93,9 +137,12 @@ def reap(tags: set[str], leases: dict[int, int], groups: list[tuple[str, str]],
         for pid in _procs():
             if pid == me:
                 continue
-            if tags and _argv0(pid) in tags:
+            argv0 = _argv0(pid)
+            if argv0 in tags:
                 _kill(pid)
                 busy = True
+            elif argv0.startswith(_PREFIX) and _orphaned_pid1(pid):
+                busy |= _kill(pid)  # another user's is not ours to end: not waited for
             elif held:
                 ids, zombie = _uids(pid)
                 if ids & held and not zombie:
@@ -142,6 +189,11 @@ def main() -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     sock = socket.socket(fileno=0)
+    # not a child of the runner (see the module's docstring): the copy the runner started exits
+    # now, and the runner waits for it before it reads this process's pid
+    if os.fork() != 0:
+        os._exit(0)
+    sock.send(b"P%d" % os.getpid())
     tags: set[str] = set()
     leases: dict[int, int] = {}
     groups: list[tuple[str, str]] = []

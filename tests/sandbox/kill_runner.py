@@ -3,7 +3,7 @@ backend serving calls of varied lengths (each forks a child), with discards, ref
 starts and cgroup adoption all under way, on its own range of host ids so that whatever it
 leaves behind can be told apart from other runners' sandboxes.
 
-Prints ``ready <pid> <cgroup owner token or ->`` once its backend is up.
+Prints ``ready <pid> <cgroup owner token or -> <reaper pid>`` once its backend is up.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 import threading
 
 from runner.sandbox import BwrapBackend, Limits
+from runner.sandbox._reaping import reaper_link
 
 
 def main() -> None:
@@ -21,7 +22,7 @@ def main() -> None:
     rnd = random.Random(seed)
     be = BwrapBackend(pool_size=2, host_ids=range(first, last + 1))
     owner = be.cgroups.owner if be.cgroups is not None else "-"
-    print(f"ready {os.getpid()} {owner}", flush=True)
+    print(f"ready {os.getpid()} {owner} {reaper_link().pid}", flush=True)
     py = str(be.python)
 
     def calls() -> None:
