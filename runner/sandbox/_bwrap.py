@@ -510,6 +510,7 @@ class BwrapBackend(ChildPool, BwrapLayout, WorkerRunMixin):
                 pass_fds=passed,
                 start_new_session=True,
             )
+            reaper_link().started(tag, proc.pid)
             for fd in (seccomp_fd, worker_fd, info_w):
                 os.close(fd)
             seccomp_fd = worker_fd = info_w = -1

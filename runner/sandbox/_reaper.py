@@ -13,7 +13,9 @@ any way; the reaper reads end-of-file and then, until nothing is left:
 * SIGKILLs every process whose ``argv[0]`` is one of the runner's live launch tags (each bwrap
   launcher is started with a fresh random tag as its ``argv[0]``, which the sandbox's pid 1,
   a clone of it, carries too); killing a sandbox's pid 1 ends every process in its pid
-  namespace (the kernel's rule for a namespace's init);
+  namespace (the kernel's rule for a namespace's init). A tag registered but never reported
+  started (the runner ended during that launcher's ``Popen``) is waited for until a process
+  carries it: the fork may have happened, with the exec still to come;
 * SIGKILLs every process still running as one of the host ids the runner had leased;
 * kills what is left in the runner's per-call cgroups (``cgroup.kill`` on cgroup v2) and
   removes them;
@@ -49,8 +51,9 @@ from pathlib import Path
 
 __all__ = ["HARD_CAP_S", "MIN_WATCH_S", "main", "orphaned_pid1s", "reap"]
 
-# After the runner's end the reaper keeps looking for this long at least, for a launcher whose
-# fork happened just before the end and whose exec (which sets its tag) comes just after it.
+# After the runner's end the reaper keeps looking for this long at least. It is a margin, not
+# the guard: a launcher forked before the end whose exec (which sets its tag) comes after it is
+# waited for by its tag (registered, never reported started, not yet seen), up to HARD_CAP_S.
 MIN_WATCH_S = 0.5
 HARD_CAP_S = 30.0
 _PREFIX = "ect-sandbox-"
@@ -126,9 +129,14 @@ def _kill(pid: int) -> bool:
 
 
 def reap(tags: set[str], leases: dict[int, int], groups: list[tuple[str, str]],
-         min_watch_s: float = MIN_WATCH_S) -> bool:  # fmt: skip
+         min_watch_s: float = MIN_WATCH_S, pending: set[str] | None = None) -> bool:  # fmt: skip
     """Kill every tagged process and every process of a leased id, empty and remove the groups;
-    True when nothing was left (False: gave up at ``HARD_CAP_S``)."""
+    True when nothing was left (False: gave up at ``HARD_CAP_S``).
+
+    ``pending``: tags whose launcher the runner never reported started (its ``Popen`` was under
+    way when it ended): the fork may have happened and the exec may still come, so each is
+    waited for until a process with it has been seen (and killed)."""
+    pending = set(pending or ())
     start = time.monotonic()
     me = os.getpid()
     held = set(leases)
@@ -141,6 +149,7 @@ def reap(tags: set[str], leases: dict[int, int], groups: list[tuple[str, str]],
             if argv0 in tags:
                 _kill(pid)
                 busy = True
+                pending.discard(argv0)
             elif argv0.startswith(_PREFIX) and _orphaned_pid1(pid):
                 busy |= _kill(pid)  # another user's is not ours to end: not waited for
             elif held:
@@ -170,7 +179,7 @@ def reap(tags: set[str], leases: dict[int, int], groups: list[tuple[str, str]],
                 except OSError:
                     busy = True
         elapsed = time.monotonic() - start
-        if not busy and elapsed >= min_watch_s:
+        if not busy and not pending and elapsed >= min_watch_s:
             break
         if elapsed > HARD_CAP_S:
             return False
@@ -195,6 +204,7 @@ def main() -> None:
         os._exit(0)
     sock.send(b"P%d" % os.getpid())
     tags: set[str] = set()
+    pending: set[str] = set()  # registered, launcher not reported started
     leases: dict[int, int] = {}
     groups: list[tuple[str, str]] = []
     while True:
@@ -211,8 +221,12 @@ def main() -> None:
         kind, arg = msg[:1], msg[1:].decode("utf-8")
         if kind == b"T":
             tags.add(arg)
+            pending.add(arg)
+        elif kind == b"S":  # "<tag> <pid>": its launcher's Popen returned (exec'd, tag set)
+            pending.discard(arg.split(" ", 1)[0])
         elif kind == b"t":
             tags.discard(arg)
+            pending.discard(arg)
         elif kind == b"L" and fds:
             if int(arg) in leases:
                 os.close(leases[int(arg)])
@@ -224,7 +238,7 @@ def main() -> None:
             groups.append((str(base), str(owner)))
         for fd in fds:
             os.close(fd)
-    reap(tags, leases, groups)
+    reap(tags, leases, groups, pending=pending)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,11 @@ class ReaperLink:
         self.send(b"T" + tag.encode())
         return tag
 
+    def started(self, tag: str, pid: int) -> None:
+        """``tag``'s launcher has exec'd (its ``Popen`` returned): the reaper need not wait for
+        it to appear (it kills it by its tag if the runner ends)."""
+        self.send(b"S%s %d" % (tag.encode(), pid))
+
     def untag(self, tag: str) -> None:
         with contextlib.suppress(SandboxUnavailable):
             self.send(b"t" + tag.encode())

@@ -369,3 +369,53 @@ def test_the_reaper_is_no_child_of_its_runner() -> None:
     assert link.pid not in children(os.getpid())
     assert _alive(link.pid)
     assert b"_reaper.py" in Path(f"/proc/{link.pid}/cmdline").read_bytes()
+
+
+LATE_EXEC = """
+import os, subprocess, sys, time
+from runner.sandbox import _reaping
+
+link = _reaping.ReaperLink()
+tag = link.tag()
+out = os.dup(1)  # the child's own stdout is /dev/null by the time hold() runs
+
+def hold() -> None:  # in the forked child, before its exec: the runner is killed meanwhile
+    # as close_fds does, the child lets go of its copy of the runner's socket before its exec;
+    # then the exec comes late (a loaded host)
+    os.close(link.sock.fileno())
+    os.write(out, b"forked %d\\n" % os.getpid())
+    time.sleep(1.5)
+
+subprocess.Popen([tag, "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/", "sleep", "60"],
+                 executable="/usr/bin/bwrap", preexec_fn=hold, start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(60)
+"""
+
+
+def test_a_launcher_forked_before_the_runner_died_and_execed_after_is_ended() -> None:
+    """The fork-to-exec window is not covered by a timer: a launcher forked before the runner
+    ended has its tag registered but is never reported started, so the reaper waits for that
+    tag to appear however late the exec comes. Here the child has let go of the runner's socket
+    (as ``close_fds`` does) and execs 1.5 s after the runner is killed, three times the
+    reaper's minimum watch; it is still ended (else its ``sleep 60`` sandbox would run on:
+    ``--die-with-parent`` set after the parent's death never fires). Before, the reaper stopped
+    looking 0.5 s after the end."""
+    if not os.path.exists("/usr/bin/bwrap"):
+        pytest.skip("no bubblewrap")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, "-c", LATE_EXEC], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env, cwd=REPO,
+                          start_new_session=True) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        words = proc.stdout.readline().decode().split()
+        assert words[:1] == ["forked"], words
+        launcher = int(words[1])
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    try:
+        assert _gone_within(launcher, 20.0), "the late launcher outlived its runner's reaper"
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(launcher, signal.SIGKILL)
