@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import marshal
 import math
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 import runner.sandbox._worker
 from runner.canonical import canonical_bytes
 from runner.sandbox import BwrapBackend, ChildResult, Limits, run_probes
+from runner.sandbox._pins import read_pinned
 from runner.sandbox._probes import PREFLIGHT_DIR, cpu_budget, load_probes
 
 from .conftest import linux_only
@@ -351,10 +353,27 @@ def test_a_probe_programs_report_is_the_json_line_json_would_write(
     spec = importlib.util.spec_from_file_location(f"probe_{program.stem}", program)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # its main() runs only as a script
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ in preflight/
+        spec.loader.exec_module(module)  # its main() runs only as a script
     for text in ("EPERM", 'a"b\\c', "\n\t\x00\x1f\x7f", "é ü", "😀", "\udcff", "x" * 3000, ""):
         module.report(text)
         line = capsys.readouterr().out
         assert line.endswith("}\n") and line.count("\n") == 1 and line.isascii()
         assert json.loads(line) == {"observed": text}
         assert json.loads(line) == json.loads(json.dumps({"observed": text}))  # noqa: TID251
+
+
+def test_a_call_runs_the_pinned_worker_compiled_not_its_source(bwrap: BwrapBackend) -> None:
+    # Every call compiled the worker's 400 lines before it ran (its source was the script): the
+    # parent now compiles the pinned bytes once, and a call runs that code.
+    read = "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())"
+    r = bwrap.run([str(bwrap.python), "-I", "-S", "-c", read, "/ect/worker.pyc"], stdin=b"",
+                  limits=Limits(wall_s=60.0))  # fmt: skip
+    assert r.exit_status == 0, r.stderr[-300:]
+    assert r.stdout[:4] == importlib.util.MAGIC_NUMBER
+    pinned = read_pinned("runner/sandbox/_worker.py")
+    assert marshal.loads(r.stdout[16:]) == compile(pinned, "/ect/worker.py", "exec",
+                                                    dont_inherit=True, optimize=0)  # fmt: skip
+    # and that code is what serves a call: the self-check's worker reported what it applied
+    assert bwrap.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=60.0)).exit_status == 0
