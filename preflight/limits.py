@@ -48,17 +48,19 @@ def main(probe, *args):
         return report(f"allocated {len(block)}")
     if probe == "memory_tree":
         # several children, each well under RLIMIT_AS, together over the call's memory limit: each
-        # touches its block, says so on its own pipe, and holds the block until every child has
-        # touched its block or died (no fixed wait: a slow machine only takes longer)
+        # touches its block (args: how many children, how many MiB each), says so on its own
+        # pipe, and holds the block until every child has touched its block or died (no fixed
+        # wait: a slow machine only takes longer)
         go_r, go_w = os.pipe()
         kids, said = [], []
+        mib = int(args[1]) if len(args) > 1 else 96
         for _ in range(int(args[0]) if args else 4):
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(go_w)
                 os.close(r)
-                block = b"\x01" * (96 << 20)  # touched, not just reserved
+                block = b"\x01" * (mib << 20)  # touched, not just reserved
                 os.write(w, b"1")
                 os.read(go_r, 1)  # until the parent lets go (end of file)
                 os._exit(0 if block else 1)

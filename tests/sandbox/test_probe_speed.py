@@ -377,3 +377,24 @@ def test_a_call_runs_the_pinned_worker_compiled_not_its_source(bwrap: BwrapBacke
                                                     dont_inherit=True, optimize=0)  # fmt: skip
     # and that code is what serves a call: the self-check's worker reported what it applied
     assert bwrap.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=60.0)).exit_status == 0
+
+
+def test_a_host_whose_memory_cgroup_does_not_bound_the_call_fails_the_tree_probe() -> None:
+    # limits.memory_tree touches a quarter of what it did (4 x 24 MiB over a 64 MiB limit, not
+    # 4 x 96 MiB over 256 MiB: 0.2 CPU s less of every preflight) and still judges the layer: a
+    # backend recording per-call memory cgroups whose limit does not bound the tree fails it.
+    be = BwrapBackend(pool_size=0)
+    try:
+        if be.cgroups is None:
+            pytest.skip("no per-call memory cgroup here to take away")
+        cgroups, real = be.cgroups, be.cgroups.acquire
+        # the record still says per-call memory; each call's group is given 4 GiB instead
+        monkeypatched = lambda nproc, memory_bytes: real(nproc, 4 << 30)  # noqa: E731
+        cgroups.acquire = monkeypatched  # type: ignore[method-assign]
+        [r] = run_probes(be, only=["limits.memory_tree"])
+        assert (r.expected, r.observed, r.passed) == ("oom-killed", "completed", False), r
+        cgroups.acquire = real  # type: ignore[method-assign]
+        [r] = run_probes(be, only=["limits.memory_tree"])
+        assert (r.observed, r.passed) == ("oom-killed", True), r
+    finally:
+        be.close()
