@@ -18,6 +18,11 @@ alike, in one run:
   ``git archive`` into a temporary directory and run there (``python -m runner``);
 * **probes**: ``BwrapBackend()`` then ``run_probes()`` in this process (ours).
 
+The commands run without ``PYTHONDONTWRITEBYTECODE`` (as ``benchmarks/cli_startup.py`` does), after
+one untimed warm-up run of each side, so each side imports from the ``.pyc`` files an installed
+``ect`` has (pip compiles them at install); with it set, every run would compile both packages
+from source (about 0.1 s of the lock check's imports alone).
+
 The machine's load average is printed beside every round (the CPU probes need CPU seconds, so on
 a loaded machine their wall time grows with the load). Target: cli <= 3 s wall idle.
 
@@ -77,6 +82,7 @@ CPUACCT: Path | None = None  # set by main()
 
 
 OUTPUT_CLOSED: dict[str, list[float]] = {}  # wall s until the output closed, per side
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def cli(tree: Path | None = None) -> tuple[float, float]:
@@ -95,8 +101,8 @@ def cli(tree: Path | None = None) -> tuple[float, float]:
         before = int(usage.read_text()) / 1e9 if usage is not None else _children_cpu()
         t = time.perf_counter()
         proc = subprocess.Popen([*cmd, "preflight", "--store", str(Path(tmp) / "absent.db")],
-                                cwd=tree or REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)  # fmt: skip
+                                cwd=tree or REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=ENV)  # fmt: skip
         ended: list[float] = []
 
         def wait() -> None:
@@ -208,6 +214,10 @@ def compare(args: argparse.Namespace) -> None:
         before = base_tree(args.base, Path(tmp))
         runs: dict[str, Callable[[], tuple[float, float]]] = {
             "cli": cli, "cli, before": lambda: cli(before), "probes": probes}
+        if not args.smoke:  # writes the .pyc files an installed ect has (see the docstring)
+            cli()
+            cli(before)
+            OUTPUT_CLOSED.clear()
         wall: dict[str, list[float]] = {k: [] for k in runs}
         cpu: dict[str, list[float]] = {k: [] for k in runs}
         loads = []
