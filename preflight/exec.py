@@ -1,34 +1,51 @@
 """Exec probes: programs run only from the read-only system binds (no memfd, no fd, no scratch)."""
 
-import ctypes
 import errno as _errno
-import json as _json
 import os
-import platform
-import shutil
 import sys
 
 
 def report(observed):
-    """Print the one JSON line the parent reads."""
-    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    """Print the one JSON line the parent reads, ``{"observed": "..."}``. Written without
+    ``json``: importing it (it imports ``re`` and ``enum``) would cost more than the check."""
+    sys.stdout.write('{"observed": ' + _quoted(str(observed)) + "}\n")
     sys.stdout.flush()
+
+
+def _quoted(text):
+    """``text`` as an ASCII JSON string (what ``json.dumps`` writes, escapes aside)."""
+    out = []
+    for c in text:
+        n = ord(c)
+        if 0x20 <= n < 0x7F and c not in '"\\':
+            out.append(c)
+        elif n > 0xFFFF:  # outside the BMP: a UTF-16 surrogate pair
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return '"' + "".join(out) + '"'
 
 
 def errname(e):
     return _errno.errorcode.get(e, f"errno{e}")
 
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-_EXECVEAT = {"x86_64": 322, "aarch64": 281}.get(platform.machine(), -1)
+_EXECVEAT = {"x86_64": 322, "aarch64": 281}.get(os.uname().machine, -1)
 _AT_EMPTY_PATH = 0x1000
 _TRUE = "/usr/bin/true"
 
 
-def _argv(*args):
+def _argv(ctypes, *args):
     arr = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
     return arr
+
+
+def _copy_true(dest):
+    """A copy of ``_TRUE`` at ``dest``, executable."""
+    with open(_TRUE, "rb") as src, open(dest, "wb") as out:
+        out.write(src.read())
+    os.chmod(dest, 0o755)
 
 
 def main(probe, *args):
@@ -41,19 +58,21 @@ def main(probe, *args):
             os.write(fd, src.read())
         os.execv(f"/proc/self/fd/{fd}", ["memfd"])  # a successful exec prints nothing
     if probe == "execveat":
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
         fd = os.open(_TRUE, os.O_RDONLY)
-        libc.syscall(_EXECVEAT, fd, b"", _argv("true"), _argv(), _AT_EMPTY_PATH)
+        libc.syscall(_EXECVEAT, fd, b"", _argv(ctypes, "true"), _argv(ctypes), _AT_EMPTY_PATH)
         return report(errname(ctypes.get_errno()))
     if probe == "scratch":
-        shutil.copy(_TRUE, "/tmp/ect-true")
-        os.chmod("/tmp/ect-true", 0o755)
+        _copy_true("/tmp/ect-true")
         try:
             os.execv("/tmp/ect-true", ["ect-true"])
         except OSError as e:
             return report(errname(e.errno))
     if probe == "scratch_fd":
-        shutil.copy(_TRUE, "/tmp/ect-true")
-        os.chmod("/tmp/ect-true", 0o755)
+        _copy_true("/tmp/ect-true")
         fd = os.open("/tmp/ect-true", os.O_RDONLY)
         try:
             os.execv(f"/proc/self/fd/{fd}", ["ect-true"])

@@ -1,51 +1,76 @@
 """Kernel-surface probes: the seccomp allow-list's default, argument filters and the kernel's
-pass-through, identity, capabilities, knobs, keys, host facts, and the exactness of the record."""
+pass-through, identity, capabilities, knobs, keys, host facts, and the exactness of the record.
 
-import ctypes
+Each probe imports what it uses (``ctypes``, ``socket``, ...) when it runs: a probe program's
+start is paid by every probe that runs it."""
+
 import errno as _errno
-import json as _json
 import os
-import platform
-import socket
 import sys
 
 
 def report(observed):
-    """Print the one JSON line the parent reads."""
-    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    """Print the one JSON line the parent reads, ``{"observed": "..."}``. Written without
+    ``json``: importing it (it imports ``re`` and ``enum``) would cost more than the check."""
+    sys.stdout.write('{"observed": ' + _quoted(str(observed)) + "}\n")
     sys.stdout.flush()
+
+
+def _quoted(text):
+    """``text`` as an ASCII JSON string (what ``json.dumps`` writes, escapes aside)."""
+    out = []
+    for c in text:
+        n = ord(c)
+        if 0x20 <= n < 0x7F and c not in '"\\':
+            out.append(c)
+        elif n > 0xFFFF:  # outside the BMP: a UTF-16 surrogate pair
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return '"' + "".join(out) + '"'
 
 
 def errname(e):
     return _errno.errorcode.get(e, f"errno{e}")
 
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-_ARCH = platform.machine()
-_X86 = _ARCH == "x86_64"
-_buf = ctypes.create_string_buffer(4096)
-_ctx = ctypes.c_ulong(0)
-
-# Syscalls not on the allow-list, each with harmless arguments that would succeed (or fail with
-# another errno) without the filter: the default action must answer EPERM for every one.
-_UNLISTED = [
-    ("name_to_handle_at", 303 if _X86 else 264, (-100, b"/", _buf, ctypes.byref(ctypes.c_int()), 0)),
-    ("set_mempolicy", 238 if _X86 else 237, (0, None, 0)),
-    ("move_pages", 279 if _X86 else 239, (0, 0, None, None, None, 0)),
-    ("io_setup", 206 if _X86 else 0, (1, ctypes.byref(_ctx))),
-    ("inotify_init1", 294 if _X86 else 26, (0,)),
-    ("fanotify_init", 300 if _X86 else 262, (0, 0)),
-    ("memfd_secret", 447, (0,)),
-    ("open_tree_attr", 467, (-1, b"", 0, None, 0)),
-    ("keyctl_get_keyring_id", 250 if _X86 else 219, (0, -3, 0)),
-    ("number_1000", 1000, ()),
-]
-if _X86:
-    _UNLISTED.append(("modify_ldt", 154, (0, _buf, 16)))
+_X86 = os.uname().machine == "x86_64"
 
 
-def _families():
+def _libc():
+    """ctypes and libc, for the probes that make a raw call."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return ctypes, libc
+
+
+def _unlisted(ctypes):
+    """Syscalls not on the allow-list, each with harmless arguments that would succeed (or fail
+    with another errno) without the filter: the default action must answer EPERM for every one."""
+    buf = ctypes.create_string_buffer(4096)
+    ctx = ctypes.c_ulong(0)
+    table = [
+        ("name_to_handle_at", 303 if _X86 else 264,
+         (-100, b"/", buf, ctypes.byref(ctypes.c_int()), 0)),
+        ("set_mempolicy", 238 if _X86 else 237, (0, None, 0)),
+        ("move_pages", 279 if _X86 else 239, (0, 0, None, None, None, 0)),
+        ("io_setup", 206 if _X86 else 0, (1, ctypes.byref(ctx))),
+        ("inotify_init1", 294 if _X86 else 26, (0,)),
+        ("fanotify_init", 300 if _X86 else 262, (0, 0)),
+        ("memfd_secret", 447, (0,)),
+        ("open_tree_attr", 467, (-1, b"", 0, None, 0)),
+        ("keyctl_get_keyring_id", 250 if _X86 else 219, (0, -3, 0)),
+        ("number_1000", 1000, ()),
+    ]  # fmt: skip
+    if _X86:
+        table.append(("modify_ldt", 154, (0, buf, 16)))
+    return table, (buf, ctx)
+
+
+def _families(socket):
     return [(n, getattr(socket, n, v)) for n, v in (("AF_INET", 2), ("AF_INET6", 10),
             ("AF_NETLINK", 16), ("AF_PACKET", 17), ("AF_TIPC", 30), ("AF_ALG", 38),
             ("AF_VSOCK", 40), ("AF_XDP", 44))]  # fmt: skip
@@ -53,12 +78,16 @@ def _families():
 
 def main(probe, *args):
     if probe == "unlisted":
-        for name, nr, a in _UNLISTED:
+        ctypes, libc = _libc()
+        table, _held = _unlisted(ctypes)  # the buffers stay alive while the calls use them
+        for name, nr, a in table:
             if libc.syscall(nr, *a) != -1 or ctypes.get_errno() != _errno.EPERM:
                 return report(f"{name}:{errname(ctypes.get_errno())}")
         return report("EPERM")
     if probe == "socketpair":
-        for name, fam in _families():
+        import socket
+
+        for name, fam in _families(socket):
             for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET):
                 try:
                     a, b = socket.socketpair(fam, kind)
@@ -70,15 +99,19 @@ def main(probe, *args):
                         return report(f"{name}:{errname(e.errno)}")
         return report("EAFNOSUPPORT")
     if probe == "socketpair_unix":
+        import socket
+
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a.sendall(b"x")
         return report("ok" if b.recv(1) == b"x" else "mismatch")
     if probe == "personality":
+        ctypes, libc = _libc()
         libc.personality.restype = ctypes.c_int
         if libc.personality(0x0040000) != -1:  # ADDR_NO_RANDOMIZE
             return report("changed")
         return report(errname(ctypes.get_errno()))
     if probe == "personality_query":
+        ctypes, libc = _libc()
         libc.personality.restype = ctypes.c_int
         return report("ok" if libc.personality(0xFFFFFFFF) == 0 else "flags-set")
     if probe == "host_uid":
@@ -131,6 +164,7 @@ def main(probe, *args):
     if probe == "keyctl_named":
         # a named session keyring persists, is charged to the uid's key quota (filling it made
         # every concurrent call fail) and is listed in /proc/keys to everything of that uid
+        ctypes, libc = _libc()
         r = libc.syscall(250 if _X86 else 219, 1, b"ect-probe-" + b"k" * 200)
         return report("joined" if r >= 0 else errname(ctypes.get_errno()))
     if probe == "capabilities":
@@ -180,6 +214,7 @@ def main(probe, *args):
     if probe == "passthrough":
         if not _X86:
             return report("EPERM")  # no such syscalls here: the filter's default answers
+        ctypes, libc = _libc()
         seen = []
         if libc.syscall(336) == -1 and ctypes.get_errno() == _errno.EPERM:
             seen.append("EPERM")
@@ -192,9 +227,10 @@ def main(probe, *args):
             seen.append("EPERM")
         return report("EPERM" if seen == ["EPERM", "EPERM"] else "passthrough")
     if probe == "record_rlimits":
+        import json
         import resource
 
-        claimed = _json.loads(bytes.fromhex(args[0]))
+        claimed = json.loads(bytes.fromhex(args[0]))
         table = {"cpu_s": resource.RLIMIT_CPU, "address_space_bytes": resource.RLIMIT_AS,
                  "file_size_bytes": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC,
                  "nofile": resource.RLIMIT_NOFILE}  # fmt: skip

@@ -1,16 +1,31 @@
 """Limit probes: CPU, memory, file size, processes, open files, output, wall clock, orphans."""
 
 import errno as _errno
-import json as _json
 import os
 import sys
 import time
 
 
 def report(observed):
-    """Print the one JSON line the parent reads."""
-    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    """Print the one JSON line the parent reads, ``{"observed": "..."}``. Written without
+    ``json``: importing it (it imports ``re`` and ``enum``) would cost more than the check."""
+    sys.stdout.write('{"observed": ' + _quoted(str(observed)) + "}\n")
     sys.stdout.flush()
+
+
+def _quoted(text):
+    """``text`` as an ASCII JSON string (what ``json.dumps`` writes, escapes aside)."""
+    out = []
+    for c in text:
+        n = ord(c)
+        if 0x20 <= n < 0x7F and c not in '"\\':
+            out.append(c)
+        elif n > 0xFFFF:  # outside the BMP: a UTF-16 surrogate pair
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return '"' + "".join(out) + '"'
 
 
 def errname(e):
@@ -33,17 +48,19 @@ def main(probe, *args):
         return report(f"allocated {len(block)}")
     if probe == "memory_tree":
         # several children, each well under RLIMIT_AS, together over the call's memory limit: each
-        # touches its block, says so on its own pipe, and holds the block until every child has
-        # touched its block or died (no fixed wait: a slow machine only takes longer)
+        # touches its block (args: how many children, how many MiB each), says so on its own
+        # pipe, and holds the block until every child has touched its block or died (no fixed
+        # wait: a slow machine only takes longer)
         go_r, go_w = os.pipe()
         kids, said = [], []
+        mib = int(args[1]) if len(args) > 1 else 96
         for _ in range(int(args[0]) if args else 4):
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 os.close(go_w)
                 os.close(r)
-                block = b"\x01" * (96 << 20)  # touched, not just reserved
+                block = b"\x01" * (mib << 20)  # touched, not just reserved
                 os.write(w, b"1")
                 os.read(go_r, 1)  # until the parent lets go (end of file)
                 os._exit(0 if block else 1)

@@ -1,15 +1,30 @@
 """Network probes: every socket family but AF_UNIX is refused; no name resolution; no loopback."""
 
 import errno as _errno
-import json as _json
 import socket
 import sys
 
 
 def report(observed):
-    """Print the one JSON line the parent reads."""
-    sys.stdout.write(_json.dumps({"observed": str(observed)}) + "\n")  # noqa: TID251
+    """Print the one JSON line the parent reads, ``{"observed": "..."}``. Written without
+    ``json``: importing it (it imports ``re`` and ``enum``) would cost more than the check."""
+    sys.stdout.write('{"observed": ' + _quoted(str(observed)) + "}\n")
     sys.stdout.flush()
+
+
+def _quoted(text):
+    """``text`` as an ASCII JSON string (what ``json.dumps`` writes, escapes aside)."""
+    out = []
+    for c in text:
+        n = ord(c)
+        if 0x20 <= n < 0x7F and c not in '"\\':
+            out.append(c)
+        elif n > 0xFFFF:  # outside the BMP: a UTF-16 surrogate pair
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | n >> 10:04x}\\u{0xDC00 | n & 0x3FF:04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return '"' + "".join(out) + '"'
 
 
 def errname(e):

@@ -1,5 +1,6 @@
 """The layout of one call's sandbox under bwrap (docs/sandbox.md): its namespaces and identity,
-its mount tree (read-only ``/usr``, the interpreter at :data:`PYTHON_PREFIX`, the pinned worker,
+its mount tree (read-only ``/usr``, the interpreter at :data:`PYTHON_PREFIX`, the pinned worker
+(compiled),
 the caller's binds copied into memfds, ``/proc`` with its kernel knobs covered, four devices, a
 size-capped ``/tmp``, all remounted read-only), the seccomp filter's fd, and the Landlock rules
 the worker applies. Mixed into :class:`runner.sandbox._bwrap.BwrapBackend`, whose settings it
@@ -24,7 +25,9 @@ SANDBOX_GID = 65534
 # directory binds are bounded in files and bytes.
 MAX_BIND_FILES = 512
 MAX_BIND_BYTES = 256 << 20
-WORKER_PATH = "/ect/worker.py"
+# The pinned worker, compiled by the parent's interpreter (the one every call runs): a .pyc file's
+# bytes, which the interpreter runs as a script without compiling the source first.
+WORKER_PATH = "/ect/worker.pyc"
 # Where an interpreter installed outside /usr (a version manager's directory under a home, a
 # relocatable build) is bound inside the sandbox: a fixed path, so no call learns the host's.
 PYTHON_PREFIX = "/ect/python"
@@ -33,7 +36,7 @@ PYTHON_PREFIX = "/ect/python"
 # (runner/sandbox/_layers.py); newer ABIs add defence in depth and are applied when present.
 MIN_LANDLOCK_ABI = 1
 _PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus")
-_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py", PYTHON_PREFIX)
+_RESERVED = ("/usr", "/proc", "/dev", "/tmp", "/ect/worker.py", WORKER_PATH, PYTHON_PREFIX)
 
 
 class BwrapLayout:

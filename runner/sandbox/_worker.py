@@ -24,11 +24,16 @@ imports nothing from ``runner``. In order, it:
 
 Exit codes: 0 ok, 64 bad config, 65 bad call, 70 the tool raised, 78 Landlock refused, 79 the
 parent never moved us into the per-call cgroups it announced (``cgroup_gate``).
+
+Every sandbox call starts this interpreter, so until it runs the command it imports only what it
+uses (``ctypes``, ``struct``, ``resource``, ``stat``): not ``json`` (its Python layer imports
+``re`` and ``enum``, about half of this worker's start) nor ``platform``. Its own input, the
+parent's canonical JSON, is read with :func:`_loads`; ``json`` is imported where JSON is written
+or a tool call is read (``check`` and ``tool`` modes).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -210,11 +215,10 @@ def drop_privileges(ids: list) -> None:
 def leave_session_keyring() -> None:
     """Join a new, empty session keyring: the parent's keys are no longer possessed."""
     import ctypes
-    import platform
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    nr = _SYS_KEYCTL.get(platform.machine())
+    nr = _SYS_KEYCTL.get(os.uname().machine)
     if nr is None or libc.syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
         _fail(EXIT_BAD_CONFIG, "ect-worker: could not leave the parent's session keyring")
 
@@ -301,6 +305,43 @@ def _inside() -> dict:
     return out
 
 
+class _Strict:
+    """The settings ``json.loads`` gives its scanner: no NaN or Infinity, no hooks."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> None:
+        raise ValueError(f"not JSON: {name}")
+
+
+def _loads(text: str | bytes):
+    """``json.loads`` of one JSON document from the parent (its canonical JSON: no whitespace),
+    by the C scanner ``json.loads`` itself uses, without importing ``json`` (see the module's
+    docstring). Raises ValueError for anything but exactly one JSON value."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    try:
+        from _json import make_scanner
+    except ImportError:  # an interpreter without the accelerator: the same parse, slower
+        import json
+
+        return json.loads(text)
+    try:
+        value, end = make_scanner(_Strict())(text, 0)
+    except (StopIteration, SystemError, RecursionError) as e:
+        # no value at that offset (the scanner raises its own JSONDecodeError only once
+        # json.decoder is imported; before that, SystemError)
+        raise ValueError(f"not JSON ({type(e).__name__})") from None
+    if end != len(text):
+        raise ValueError(f"extra data at {end}")
+    return value
+
+
 def _fail(code: int, message: str) -> None:
     sys.stderr.write(message.replace("\n", " ")[:2000] + "\n")
     sys.stderr.flush()
@@ -340,7 +381,7 @@ def await_request(cfg: dict) -> None:
     if not head:
         os._exit(0)  # discarded unused: the parent closed the pipe
     try:
-        req = json.loads(_read_exact(int(head)))
+        req = _loads(_read_exact(int(head)))
     except ValueError:
         _fail(EXIT_BAD_CONFIG, "ect-worker: bad request header")
     if not isinstance(req, dict) or not set(req) <= {"argv", "world_id", "snapshot_data"}:
@@ -349,6 +390,8 @@ def await_request(cfg: dict) -> None:
 
 
 def _run_tool(cfg: dict, mod=None) -> None:
+    import json
+
     limit = int(cfg.get("max_call_bytes", 1 << 20))
     raw = sys.stdin.buffer.read(limit + 1)
     if len(raw) > limit:
@@ -379,7 +422,7 @@ def _run_tool(cfg: dict, mod=None) -> None:
 
 def main(argv: list[str]) -> None:
     try:
-        cfg = json.loads(argv[1])
+        cfg = _loads(argv[1])
         mode = cfg["mode"]
     except (IndexError, ValueError, KeyError, TypeError):
         _fail(EXIT_BAD_CONFIG, "ect-worker: usage: worker.py CONFIG_JSON")
@@ -402,6 +445,8 @@ def main(argv: list[str]) -> None:
     mod = None
     if cfg.get("await_request"):
         if mode == "tool":  # the interpreter and the tools are loaded before the call is known
+            import json  # read and written by _run_tool, imported before the call arrives
+
             mod = _load_tools(cfg)
         await_request(cfg)
     if mode == "check":
@@ -409,6 +454,8 @@ def main(argv: list[str]) -> None:
         applied.update(_inside())
         applied["keyring"] = keyring
         applied["cgroups_joined"] = sorted(cgroups) if cgroups else []
+        import json
+
         sys.stdout.write(json.dumps(applied))  # noqa: TID251
     elif mode == "exec":
         cmd = cfg["argv"]

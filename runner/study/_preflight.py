@@ -1,6 +1,7 @@
 """Path-bound preflight (docs/study.md): every check must pass before any provider use.
 
-Checks, in order (cheap first; the sandbox probes run only when everything before them passed):
+Checks, in order (cheap first; the sandbox probes are judged only when everything before them
+passed):
 
 1. ``lock``: the lock pins exactly the spec, schedule, task manifest, prompts, generation
    config, sandbox pins and source tree found at the given paths; the schedule is what the
@@ -15,17 +16,27 @@ Checks, in order (cheap first; the sandbox probes run only when everything befor
 6. ``probe.*``: every probe in ``preflight/``, the two mandatory denial probes (network and
    persistent write) among them.
 
+The sandbox's self-check and probes use neither the store nor a provider nor the credential, so
+they *start* alongside the lock check (:class:`_SandboxChecks`, in a thread: the probes are CPU
+work in other processes, the lock check CPU work in this one) and are judged in the order above:
+the ``sandbox`` check after ``generation``, the probes only when every check before them passed;
+a check that fails stops them (no probe result is reported then). Every sandbox starts with an
+environment built from nothing, so a credential variable not yet removed from this process's
+environment never reaches one.
+
 The JSON report is hashed into the store's header (``preflight_digest``).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import secrets
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from runner.canonical import (
     OMIT,
@@ -48,6 +59,7 @@ from runner.study._spec import StudySpec
 
 if TYPE_CHECKING:  # imported where used (keeps `ect --help` light)
     from runner.providers import Credential
+    from runner.sandbox import ProbeResult
 
 __all__ = [
     "MANDATORY_PROBE_PREFIXES",
@@ -252,6 +264,78 @@ def _credential(choice: ProviderChoice) -> tuple[bool, str, Credential | None]:
     return True, f"credential given explicitly ({source})", credential
 
 
+class _SandboxChecks:
+    """The sandbox backend (its self-check) and then the probes named ``names``, run in a thread
+    from construction on; :meth:`backend` and :meth:`probes` hand their outcomes to the caller in
+    order, :meth:`stop` ends the run early (probes not yet started never start; it returns once
+    the running ones have ended)."""
+
+    def __init__(self, sandbox_backend: str | None, names: list[str] | None) -> None:
+        self._name = sandbox_backend
+        self._names = names
+        self._out: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ect-preflight-sandbox",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            from runner.sandbox import iter_probes, select_backend
+
+            try:
+                backend = select_backend(self._name)
+                described = backend.describe()
+            except EctError as e:
+                self._out.put(("sandbox-error", e))
+                return
+            self._out.put(("sandbox", (backend, described)))
+            if self._names is None or self._stopped.is_set():
+                return
+            results = iter_probes(backend, only=self._names)
+            try:  # (a generator: closing it cancels the probes not yet started)
+                for r in results:
+                    if self._stopped.is_set():
+                        return
+                    self._out.put(("probe", r))
+            except EctError as e:
+                self._out.put(("probes-error", e))
+                return
+            finally:
+                results.close()  # type: ignore[attr-defined]
+            self._out.put(("done", None))
+        except BaseException as e:  # a bug, not a check's verdict: raised in the caller
+            self._out.put(("raise", e))
+
+    def _next(self) -> tuple[str, Any]:
+        kind, value = self._out.get()
+        if kind == "raise":
+            raise value
+        return kind, value
+
+    def backend(self) -> tuple[Any, dict[str, Any]]:
+        """The ready backend and its ``describe()``; raises the EctError that refused it."""
+        kind, value = self._next()
+        if kind == "sandbox-error":
+            raise value
+        backend, described = value
+        return backend, described
+
+    def probes(self) -> Iterator[ProbeResult]:
+        """Each probe's result, in the probe file's order; raises the EctError that stopped them."""
+        while True:
+            kind, value = self._next()
+            if kind == "done":
+                return
+            if kind == "probes-error":
+                raise value
+            yield value
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+
 def run_preflight(
     spec_path: str | Path,
     store_path: str | Path,
@@ -280,6 +364,26 @@ def run_preflight(
             on_check(check)
         return ok
 
+    names: list[str] | None = None
+    listing: EctError | None = None
+    try:
+        from runner.sandbox import load_probes
+
+        names = [p.name for p in load_probes()
+                 if probes == "all" or p.name.startswith(MANDATORY_PROBE_PREFIXES)]
+    except EctError as e:
+        listing = e
+    sandbox = _SandboxChecks(sandbox_backend, names)  # starts now, judged below
+    try:
+        return _judge(report, add, sandbox, names, listing, spec_path, store_path, choice)
+    finally:
+        sandbox.stop()
+
+
+def _judge(report: PreflightReport, add: Callable[[str, bool, str], bool],
+           sandbox: _SandboxChecks, names: list[str] | None, listing: EctError | None,
+           spec_path: str | Path, store_path: str | Path, choice: ProviderChoice) -> PreflightReport:
+    """The checks of :func:`run_preflight` in order, the sandbox's from ``sandbox``."""
     try:
         spec, paths, lock, rows = check_lock(spec_path)
     except EctError as e:
@@ -305,30 +409,26 @@ def run_preflight(
              (f"model {choice.model!r} differs from the frozen {spec.model.name!r}"
               if frozen else "the lock's generation config differs from the spec")) and ok
     try:
-        from runner.sandbox import select_backend
-
-        backend = select_backend(sandbox_backend)
-        described = backend.describe()
-        report.sandbox = described.get("layers") or {"backend": backend.name}
-        ok = add("sandbox", True, f"backend {backend.name} ready{_layers_line(report.sandbox)}") and ok
+        backend, described = sandbox.backend()
+        name = backend.name
+        report.sandbox = described.get("layers") or {"backend": name}
+        ok = add("sandbox", True, f"backend {name} ready{_layers_line(report.sandbox)}") and ok
     except EctError as e:
         add("sandbox", False, str(e))
         return report
     if not ok:
-        add("probes", False, "not run: an earlier check failed")
+        add("probes", False, "not judged: an earlier check failed")
         return report
-    from runner.sandbox import iter_probes, load_probes
-
     # The probes run several at a time (most of preflight's time is sandboxes starting and
     # limits being reached), each reported, in the probe file's order, as soon as it is done.
+    if listing is not None or names is None:
+        add("probes", False, str(listing))
+        return report
+    for prefix in MANDATORY_PROBE_PREFIXES:
+        if not any(name.startswith(prefix) for name in names):
+            add(f"probe.{prefix}*", False, f"mandatory denial probe family {prefix}* is missing")
     try:
-        names = [p.name for p in load_probes()
-                 if probes == "all" or p.name.startswith(MANDATORY_PROBE_PREFIXES)]
-        for prefix in MANDATORY_PROBE_PREFIXES:
-            if not any(name.startswith(prefix) for name in names):
-                add(f"probe.{prefix}*", False,
-                    f"mandatory denial probe family {prefix}* is missing")
-        for r in iter_probes(backend, only=names):
+        for r in sandbox.probes():
             add(f"probe.{r.name}", r.passed, f"expected {r.expected}, observed {r.observed}"
                 + (f" ({r.detail})" if r.detail and not r.passed else ""))
     except EctError as e:

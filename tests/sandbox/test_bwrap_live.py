@@ -32,7 +32,7 @@ def test_argv_has_every_policy_flag(bwrap: BwrapBackend) -> None:
     common = ("--die-with-parent", "--new-session", "--cap-drop ALL", "--clearenv",
               "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
               "--unshare-cgroup", "--ro-bind /usr /usr", "--perms 1777 --size 1234567 --tmpfs /tmp",
-              "--seccomp 7", "--ro-bind-data 8 /ect/worker.py",
+              "--seccomp 7", "--ro-bind-data 8 /ect/worker.pyc",
               "--perms 0444 --ro-bind-data 9 /ect/x/y", "--perms 0555 --dir /ect/d",
               "--perms 0555 --ro-bind-data 11 /ect/d/run.sh",
               "--perms 0555 --dir /ect/x", "--ro-bind /proc/sys /proc/sys")  # fmt: skip
@@ -227,7 +227,7 @@ def test_extra_binds_are_read_only(
 def test_reserved_or_relative_bind_destinations_are_refused(
     bwrap: BwrapBackend, tmp_path: Path
 ) -> None:
-    for dest in ("/usr/x", "relative", "/tmp", "/ect/worker.py", "/a/../usr"):
+    for dest in ("/usr/x", "relative", "/tmp", "/ect/worker.py", "/ect/worker.pyc", "/a/../usr"):
         with pytest.raises(ValueError):
             bwrap.run(["/bin/true"], stdin=b"", limits=Limits(), ro_binds=[(tmp_path, dest)])
 

@@ -5,15 +5,23 @@ layer). The time itself is measured by benchmarks/preflight.py, not asserted her
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import marshal
 import math
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import runner.sandbox._worker
+from runner.canonical import canonical_bytes
 from runner.sandbox import BwrapBackend, ChildResult, Limits, run_probes
+from runner.sandbox._pins import read_pinned
 from runner.sandbox._probes import PREFLIGHT_DIR, cpu_budget, load_probes
 
 from .conftest import linux_only
@@ -250,3 +258,143 @@ def test_a_cpu_probe_whose_program_starts_within_its_budget_makes_one_call(
             assert len(calls) == 2 and calls[0].stdout == b"", calls
             assert b"started" in calls[1].stdout and starts, calls
     assert len(starts) == (1 if retried else 0)  # a program's start is measured at most once
+
+
+# --- what one sandbox call costs (issue 37 item 7) ---------------------------------------------
+# Every call starts the worker's interpreter and, for a probe, the probe program's. json's Python
+# layer imports re and enum (half of an interpreter's start measured here), platform, signal and
+# socket import enum too: neither the worker before the command nor a probe program before its
+# check imports what it does not use.
+
+WORKER = Path(runner.sandbox._worker.__file__)
+HEAVY = {"json", "json.decoder", "re", "enum", "platform", "socket", "signal", "shutil", "ctypes"}
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules ``-X importtime`` says were imported."""
+    return {line.split("|")[2].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line
+            and not line.split("|")[2].strip().startswith("imported package")}  # fmt: skip
+
+
+def _worker(config: dict[str, Any], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """The pinned worker run as the sandbox runs it (``-I -S``), on the host, with
+    ``-X importtime``."""
+    return subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", str(WORKER),
+                           canonical_bytes(config).decode()], input=stdin, capture_output=True,
+                          timeout=60, check=False)  # fmt: skip
+
+
+def test_the_worker_imports_only_what_it_uses_before_the_command() -> None:
+    # rlimits, Landlock, a new session keyring: every step of a call before the command's exec
+    base = {"mode": "exec", "rlimits": Limits(wall_s=60.0).rlimits(), "new_session_keyring": True,
+            "landlock": {"read": ["/usr"], "read_nox": ["/proc"], "write": ["/tmp"]}}
+    direct = _worker({**base, "argv": ["/bin/true"]})
+    request = canonical_bytes({"argv": ["/bin/true"]})
+    pooled = _worker({**base, "await_request": True}, b"%010d" % len(request) + request)
+    for done in (direct, pooled):
+        assert done.returncode == 0, done.stderr[-500:]
+        imported = _imported(done.stderr.decode())
+        assert {"ctypes", "resource"} <= imported  # Landlock and the rlimits were applied
+        assert not imported & (HEAVY - {"ctypes"}), sorted(imported & HEAVY)
+
+
+@pytest.mark.parametrize("config", ["", "{", "[1,]", '{"mode":"exec"} ', '{"mode":"exec"}x',
+                                    '{"mode":NaN}', "not json", '["mode"]'])
+def test_a_worker_config_that_is_not_one_json_object_is_refused(config: str) -> None:
+    done = subprocess.run([sys.executable, "-I", "-S", str(WORKER), config], capture_output=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 64, (done.returncode, done.stderr)
+    assert done.stderr.decode().startswith("ect-worker: usage") and b"Traceback" not in done.stderr
+
+
+def test_the_worker_reads_its_input_as_json_loads_does() -> None:
+    docs: list[Any] = [
+        {"mode": "exec", "argv": ["/usr/bin/python3", "-c", "print('é \"x\" \\\\ 😀')"],
+         "rlimits": {"cpu_s": 60, "nofile": 256}, "landlock": None, "n": -12, "f": 0.25,
+         "big": 2**53 - 1, "t": True, "f0": False, "e": [], "o": {}},
+        {"world_id": "w\u0000\u001f\u2028", "snapshot_data": '{"a": [1, 2]}'},
+        [1, [2, [3, [4]]]], "text", 0, None,
+    ]
+    for doc in docs:
+        for text in (canonical_bytes(doc).decode(), json.dumps(doc, separators=(",", ":"))):  # noqa: TID251
+            assert runner.sandbox._worker._loads(text) == json.loads(text)
+            assert runner.sandbox._worker._loads(text.encode()) == json.loads(text)
+    for bad in ("", "{", "[1,]", "{} ", " {}", "{}x", "NaN", '{"a":Infinity}', '{"a" 1}', "\"ab",
+                b"\xff"):  # fmt: skip
+        with pytest.raises(ValueError):
+            runner.sandbox._worker._loads(bad)
+
+
+PROGRAMS = sorted(PREFLIGHT_DIR.glob("*.py"))
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_a_probe_program_imports_only_what_its_probe_uses(program: Path) -> None:
+    done = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", str(program),
+                           "no-such-probe"], capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-500:]
+    assert json.loads(done.stdout) == {"observed": "unknown probe no-such-probe"}
+    uses = {"socket", "enum", "re"} if program.name == "net.py" else set()  # every probe's subject
+    assert not _imported(done.stderr.decode()) & (HEAVY - uses)
+
+
+def test_a_probe_that_needs_a_module_imports_it_when_it_runs() -> None:
+    done = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime",
+                           str(PREFLIGHT_DIR / "kernel.py"), "personality_query"],
+                          capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert json.loads(done.stdout) == {"observed": "ok"}  # unsandboxed: no flags set
+    assert "ctypes" in _imported(done.stderr.decode())
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_a_probe_programs_report_is_the_json_line_json_would_write(
+        program: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location(f"probe_{program.stem}", program)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ in preflight/
+        spec.loader.exec_module(module)  # its main() runs only as a script
+    for text in ("EPERM", 'a"b\\c', "\n\t\x00\x1f\x7f", "é ü", "😀", "\udcff", "x" * 3000, ""):
+        module.report(text)
+        line = capsys.readouterr().out
+        assert line.endswith("}\n") and line.count("\n") == 1 and line.isascii()
+        assert json.loads(line) == {"observed": text}
+        assert json.loads(line) == json.loads(json.dumps({"observed": text}))  # noqa: TID251
+
+
+def test_a_call_runs_the_pinned_worker_compiled_not_its_source(bwrap: BwrapBackend) -> None:
+    # Every call compiled the worker's 400 lines before it ran (its source was the script): the
+    # parent now compiles the pinned bytes once, and a call runs that code.
+    read = "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())"
+    r = bwrap.run([str(bwrap.python), "-I", "-S", "-c", read, "/ect/worker.pyc"], stdin=b"",
+                  limits=Limits(wall_s=60.0))  # fmt: skip
+    assert r.exit_status == 0, r.stderr[-300:]
+    assert r.stdout[:4] == importlib.util.MAGIC_NUMBER
+    pinned = read_pinned("runner/sandbox/_worker.py")
+    assert marshal.loads(r.stdout[16:]) == compile(pinned, "/ect/worker.py", "exec",
+                                                    dont_inherit=True, optimize=0)  # fmt: skip
+    # and that code is what serves a call: the self-check's worker reported what it applied
+    assert bwrap.run_worker({"mode": "check"}, stdin=b"", limits=Limits(wall_s=60.0)).exit_status == 0
+
+
+def test_a_host_whose_memory_cgroup_does_not_bound_the_call_fails_the_tree_probe() -> None:
+    # limits.memory_tree touches a quarter of what it did (4 x 24 MiB over a 64 MiB limit, not
+    # 4 x 96 MiB over 256 MiB: 0.2 CPU s less of every preflight) and still judges the layer: a
+    # backend recording per-call memory cgroups whose limit does not bound the tree fails it.
+    be = BwrapBackend(pool_size=0)
+    try:
+        if be.cgroups is None:
+            pytest.skip("no per-call memory cgroup here to take away")
+        cgroups, real = be.cgroups, be.cgroups.acquire
+        # the record still says per-call memory; each call's group is given 4 GiB instead
+        monkeypatched = lambda nproc, memory_bytes: real(nproc, 4 << 30)  # noqa: E731
+        cgroups.acquire = monkeypatched  # type: ignore[method-assign]
+        [r] = run_probes(be, only=["limits.memory_tree"])
+        assert (r.expected, r.observed, r.passed) == ("oom-killed", "completed", False), r
+        cgroups.acquire = real  # type: ignore[method-assign]
+        [r] = run_probes(be, only=["limits.memory_tree"])
+        assert (r.observed, r.passed) == ("oom-killed", True), r
+    finally:
+        be.close()

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 import runner.policies
 import runner.sandbox
 import runner.study._lock as lock_module
+import runner.study._preflight as preflight_module
 from runner.canonical import canonical_bytes
 from runner.study import (
     PreflightFailed,
@@ -50,9 +52,14 @@ def _refused(report: PreflightReport, check: str, *needles: str) -> str:
     for needle in needles:
         assert needle in first.detail, first.detail
     assert not any(c.name.startswith("probe.") for c in report.checks)
+    assert not _sandbox_threads()  # the sandbox's checks, started alongside, were stopped
     line = str(PreflightFailed(report))
     assert line.startswith(f"preflight failed: {check}: ") and "\n" not in line
     return first.detail
+
+
+def _sandbox_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ect-preflight-sandbox" and t.is_alive()]
 
 
 @pytest.fixture
@@ -297,3 +304,65 @@ def test_an_absent_store_is_checked_without_loading_the_store(tmp_path: Path) ->
     out = subprocess.run([sys.executable, "-c", _ABSENT_STORE, str(tmp_path / "absent.db")],
                          cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "0", "False", "False"]
+
+
+# --- the sandbox's checks start alongside the lock check (issue 37 item 7) ---------------------
+
+
+def test_the_sandbox_starts_while_the_lock_is_checked(study: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock check (rebuilding the task manifest: single-threaded CPU work) ran before the
+    sandbox's self-check and probes started, one CPU of two idle; they now start alongside it
+    and are judged in the same order as before."""
+    started = threading.Event()
+    real_select, real_check = runner.sandbox.select_backend, lock_module.check_lock
+
+    def select(*args: object, **kwargs: object) -> object:
+        started.set()
+        return real_select(*args, **kwargs)  # type: ignore[arg-type]
+
+    seen: list[bool] = []
+
+    def check(spec_path: str | Path) -> object:
+        seen.append(started.wait(timeout=10))
+        return real_check(spec_path)
+
+    monkeypatch.setattr(runner.sandbox, "select_backend", select)
+    monkeypatch.setattr(preflight_module, "check_lock", check)
+    report = preflight(study, tmp_path / "s.db")
+    assert seen == [True]
+    assert report.passed, [c.to_json() for c in report.checks if not c.ok]
+    names = [c.name for c in report.checks]
+    assert names[:5] == ["lock", "store", "credential", "generation", "sandbox"]
+    assert names[5:] and all(n.startswith("probe.network.") or n.startswith("probe.write.")
+                             for n in names[5:])  # fmt: skip
+    assert not _sandbox_threads()
+
+
+def test_a_failed_check_stops_the_probes_unjudged(reference: Reference, tmp_path: Path) -> None:
+    store = tampered_copy(reference.store, tmp_path / "damaged.db", 7)
+    report = preflight(reference.spec, store)
+    _refused(report, "store", "does not verify")
+    assert [c.name for c in report.checks] == ["lock", "store", "credential", "generation",
+                                               "sandbox", "probes"]  # fmt: skip
+    assert report.checks[-1].detail == "not judged: an earlier check failed"
+
+
+def test_a_sandbox_that_cannot_start_is_the_sandbox_check(study: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise runner.sandbox.SandboxUnavailable("no bwrap here (test)")
+
+    monkeypatch.setattr(runner.sandbox, "select_backend", refuse)
+    _refused(preflight(study, tmp_path / "s.db"), "sandbox", "no bwrap here (test)")
+
+
+def test_a_bug_in_the_sandbox_thread_is_raised_in_the_caller(study: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("a bug, not a verdict")
+
+    monkeypatch.setattr(runner.sandbox, "select_backend", broken)
+    with pytest.raises(RuntimeError, match="a bug, not a verdict"):
+        preflight(study, tmp_path / "s.db")
+    assert not _sandbox_threads()
