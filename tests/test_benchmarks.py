@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,30 @@ def test_mypy_checks_the_benchmarks() -> None:
     assert config["tool"]["mypy"]["strict"] is True
 
 
-@pytest.mark.parametrize("name", BENCHMARKS)
-def test_every_benchmark_runs_to_its_headline_in_smoke_mode(name: str) -> None:
+def _smoke(name: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    r = subprocess.run([sys.executable, "-u", str(ROOT / "benchmarks" / f"{name}.py"), "--smoke"],
-                       capture_output=True, text=True, cwd=ROOT, env=env, check=False,
-                       timeout=900)
+    return subprocess.run([sys.executable, "-u", str(ROOT / "benchmarks" / f"{name}.py"), "--smoke"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, check=False,
+                          timeout=900)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(request: pytest.FixtureRequest) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The smoke runs of the benchmarks this session selected, two at a time. Each is its own
+    process and spends most of its time waiting (a Ray cluster starting, the probes' sandboxes,
+    a killed runner's reaper), not on the CPU; one after another they took about 80 s, of which
+    the CPU was busy about 20."""
+    wanted = [item.callspec.params["name"] for item in request.session.items
+              if getattr(item, "originalname", None) == "test_every_benchmark_runs_to_its_headline_in_smoke_mode"]
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(_smoke, name) for name in wanted}
+        return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_every_benchmark_runs_to_its_headline_in_smoke_mode(
+        name: str, smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    r = smoke_runs[name]
     assert r.returncode == 0, f"{name} --smoke exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     lines = r.stdout.strip().splitlines()
     assert lines, f"{name} --smoke printed nothing"
