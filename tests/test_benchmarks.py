@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,38 +32,12 @@ def test_mypy_checks_the_benchmarks() -> None:
     assert config["tool"]["mypy"]["strict"] is True
 
 
-def _smoke(name: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    return subprocess.run([sys.executable, "-u", str(ROOT / "benchmarks" / f"{name}.py"), "--smoke"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, check=False,
-                          timeout=900)
-
-
-# Smoke runs that run alone, after the others: preflight's runs the whole probe set, whose CPU
-# limit probes judge how a sandbox ended (a run beside another benchmark's once saw
-# probe.limits.cpu end by signal instead of its CPU limit), as it does alone in a serial run.
-ALONE = ("preflight",)
-
-
-@pytest.fixture(scope="module")
-def smoke_runs(request: pytest.FixtureRequest) -> dict[str, subprocess.CompletedProcess[str]]:
-    """The smoke runs of the benchmarks this session selected: two at a time, then those of
-    ``ALONE`` one by one. Each is its own process and most spend their time waiting (a Ray
-    cluster starting, a fake API's replies, a killed runner's reaper), not on the CPU: one
-    after another the fourteen took about 80 s with the CPU busy about 20."""
-    wanted = [item.callspec.params["name"] for item in request.session.items
-              if getattr(item, "originalname", None) == "test_every_benchmark_runs_to_its_headline_in_smoke_mode"]
-    with ThreadPoolExecutor(2) as pool:
-        futures = {name: pool.submit(_smoke, name) for name in wanted if name not in ALONE}
-        runs = {name: f.result() for name, f in futures.items()}
-    runs.update({name: _smoke(name) for name in wanted if name in ALONE})
-    return runs
-
-
 @pytest.mark.parametrize("name", BENCHMARKS)
-def test_every_benchmark_runs_to_its_headline_in_smoke_mode(
-        name: str, smoke_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
-    r = smoke_runs[name]
+def test_every_benchmark_runs_to_its_headline_in_smoke_mode(name: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    r = subprocess.run([sys.executable, "-u", str(ROOT / "benchmarks" / f"{name}.py"), "--smoke"],
+                       capture_output=True, text=True, cwd=ROOT, env=env, check=False,
+                       timeout=900)
     assert r.returncode == 0, f"{name} --smoke exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     lines = r.stdout.strip().splitlines()
     assert lines, f"{name} --smoke printed nothing"

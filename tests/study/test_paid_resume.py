@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import shlex
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -175,70 +173,32 @@ def test_the_halt_line_prints_a_resume_command_that_works_as_printed(
     assert summary["throttle"] == {"requests_per_minute": 6000, "tokens_per_minute": None}
 
 
-DIFFERING = [
+@pytest.mark.parametrize(("flag", "value", "recorded"), [
     ("--concurrency", "3", "--concurrency 1"),
     ("--base-url", "http://127.0.0.1:9/v1", "--base-url http://127.0.0.1:"),
     ("--model", "other-model", "--model gemini-2.5-flash"),
     ("--requests-per-minute", "10", "--requests-per-minute none"),
     ("--provider", "simulated", "--provider openai"),
-]
-
-
-@dataclass(frozen=True)
-class _Differing:
-    """What one case of the test below saw, in order."""
-    first: Any  # the one-cell run
-    refused: Any  # the resume with the differing option
-    sent_before: int  # requests the fake API had seen before the refused resume...
-    sent_after: int  # ...and after it
-    cells_after_refusal: int
-    same: Any  # the resume with the recorded value
-    cells_after: int
-
-
-def _differing_resume(spec: Path, key: Path, store: Path, flag: str, value: str) -> _Differing:
+])
+def test_a_resume_option_that_differs_from_the_header_is_refused_naming_it(
+        live_study: Path, key_file: Path, tmp_path: Path, flag: str, value: str,
+        recorded: str) -> None:
+    store = tmp_path / "short.db"
     with FakeProvider() as server:
-        first = _run(spec, store, server, key, limit=1)
+        assert _run(live_study, store, server, key_file, limit=1).returncode == 0
         sent = len(server.seen)
-        extra = () if flag == "--provider" else ("--credential-file", str(key))
+        extra = () if flag == "--provider" else ("--credential-file", str(key_file))
         refused = ect("resume", "--store", str(store), flag, value, *extra, "--limit", "2",
                       env=subprocess_env())
-        sent_after, cells = len(server.seen), len(result_digests(store))
+        assert refused.returncode == 3, refused.stderr
+        assert recorded in refused.stderr and flag in refused.stderr, refused.stderr
+        assert len(server.seen) == sent  # nothing was sent
+        assert len(result_digests(store)) == 1
+        # the same value as recorded is accepted
         same = ect("resume", "--store", str(store), "--concurrency", "1", "--limit", "2",
-                   "--credential-file", str(key), "--quiet", env=subprocess_env())
-    return _Differing(first, refused, sent, sent_after, cells, same, len(result_digests(store)))
-
-
-@pytest.fixture(scope="module")
-def differing(request: pytest.FixtureRequest, live_study: Path, key_file: Path,
-              tmp_path_factory: pytest.TempPathFactory) -> dict[str, _Differing]:
-    """The cases of the test below this session selected, two at a time: each has its own store
-    and fake API, and is three children one after another (a run, a refused and an accepted
-    resume) that mostly wait on the preflight's sandboxes and the replies."""
-    wanted = [item.callspec.params["flag"] for item in request.session.items
-              if getattr(item, "originalname", None)
-              == "test_a_resume_option_that_differs_from_the_header_is_refused_naming_it"]
-    cases = {flag: value for flag, value, _ in DIFFERING if flag in wanted}
-    with ThreadPoolExecutor(2) as pool:
-        futures = {flag: pool.submit(_differing_resume, live_study, key_file,
-                                     tmp_path_factory.mktemp("differing") / "short.db", flag,
-                                     value) for flag, value in cases.items()}
-        return {flag: f.result() for flag, f in futures.items()}
-
-
-@pytest.mark.parametrize(("flag", "value", "recorded"), DIFFERING)
-def test_a_resume_option_that_differs_from_the_header_is_refused_naming_it(
-        differing: dict[str, _Differing], flag: str, value: str, recorded: str) -> None:
-    seen = differing[flag]
-    assert seen.first.returncode == 0, seen.first.stderr
-    refused = seen.refused
-    assert refused.returncode == 3, refused.stderr
-    assert recorded in refused.stderr and flag in refused.stderr, refused.stderr
-    assert seen.sent_after == seen.sent_before  # nothing was sent
-    assert seen.cells_after_refusal == 1
-    # the same value as recorded is accepted
-    assert seen.same.returncode == 0, seen.same.stderr
-    assert seen.cells_after == 2
+                   "--credential-file", str(key_file), "--quiet", env=subprocess_env())
+        assert same.returncode == 0, same.stderr
+    assert len(result_digests(store)) == 2
 
 
 @pytest.mark.slow
