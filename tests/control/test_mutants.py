@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,13 +35,31 @@ def test_bundled_evals_kill_the_mutant(name: str, monkeypatch: pytest.MonkeyPatc
     assert failed, f"{name} survived the bundled evals"
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_unit_tests_kill_the_mutant(name: str) -> None:
-    """Run the controller's unit tests (not the evals or their tests) in a child with the
-    mutant on; it must fail."""
+def _unit_tests_under(name: str) -> subprocess.CompletedProcess[str]:
+    """The controller's unit tests (not the evals or their tests) in a child with the mutant on."""
     env = {**os.environ, "ECT_MUTANT": name}
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
          "-p", "tests.control.mutants.plugin", *UNIT_TESTS, "-k", "not processes"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def unit_test_runs(request: pytest.FixtureRequest) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The child test runs of the mutants this session selected, two at a time: each child is
+    its own process with its own mutant, and one of them mostly keeps one core busy (pytest's
+    start-up and collection), so one after another the second core sat idle."""
+    wanted = [item.callspec.params["name"] for item in request.session.items
+              if getattr(item, "originalname", None) == "test_unit_tests_kill_the_mutant"]
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(_unit_tests_under, name) for name in wanted}
+        return {name: f.result() for name, f in futures.items()}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_unit_tests_kill_the_mutant(
+        name: str, unit_test_runs: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """Run the controller's unit tests (not the evals or their tests) in a child with the
+    mutant on; it must fail."""
+    proc = unit_test_runs[name]
     assert proc.returncode == 1, f"{name} survived the unit tests:\n{proc.stdout[-2000:]}"

@@ -15,6 +15,8 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -192,6 +194,16 @@ def _hostile_specs(tmp_path: Path) -> dict[str, Path]:
             "junk": junk, "fifo": fifo, "zero": Path("/dev/zero")}
 
 
+def _refuse_each(specs: dict[str, Path], argv: Callable[[str, Path], list[str]]) -> dict[str, Result]:
+    """``cli(*argv(name, spec))`` for every hostile spec, two children at a time (each is a
+    fresh interpreter refusing one spec, independent of the others: the second core would
+    otherwise sit idle while the first starts up)."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(cli, *argv(name, spec), timeout=60)
+                   for name, spec in specs.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
 @pytest.mark.parametrize("command", [
     ("schedule", "build"), ("schedule", "lock"), ("preflight", "--store", "{store}"),
     ("run", "--store", "{store}"), ("resume", "--store", "{existing}"),
@@ -202,18 +214,26 @@ def test_hostile_specs_are_usage_errors_in_every_command(command: tuple[str, ...
                                                          reference: Reference,
                                                          tmp_path: Path) -> None:
     specs = _hostile_specs(tmp_path)
-    store, out = tmp_path / "new.db", tmp_path / "out"
-    for name, spec in specs.items():
-        args = [a.format(store=store, existing=reference.store, out=out) for a in command]
-        res = cli(*args, "--study", str(spec), timeout=60)
+
+    def paths(name: str) -> tuple[Path, Path]:  # each spec's own store and output directory
+        return tmp_path / f"{name}-new.db", tmp_path / f"{name}-out"
+
+    def argv(name: str, spec: Path) -> list[str]:
+        store, out = paths(name)
+        return [*(a.format(store=store, existing=reference.store, out=out) for a in command),
+                "--study", str(spec)]
+
+    for name, res in _refuse_each(specs, argv).items():
         assert res.code == EXIT_USAGE, (name, res.out, res.err)
         res.one_line_error()
+        store, out = paths(name)
         assert not store.exists() and not out.exists(), name
 
 
 def test_static_refuses_hostile_specs(tmp_path: Path) -> None:
-    for name, spec in _hostile_specs(tmp_path).items():
-        res = cli("static", "--spec", str(spec), "--out", str(tmp_path / "out"), timeout=60)
+    results = _refuse_each(_hostile_specs(tmp_path), lambda name, spec: [
+        "static", "--spec", str(spec), "--out", str(tmp_path / f"{name}-out")])
+    for name, res in results.items():
         assert res.code == EXIT_USAGE, (name, res.err)
         res.one_line_error()
 
