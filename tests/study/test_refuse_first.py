@@ -44,7 +44,7 @@ def test_preflight_refuses_a_store_directory_it_cannot_write(spec: Path, tmp_pat
     assert r.exit_code == 3, r.output
     assert (f"  [FAIL] store: {ro}/v2.db: the store's directory is not writable (cannot create a "
             f"file in {ro}: Read-only file system)") in r.output.splitlines()
-    assert "  [FAIL] probes: not run: an earlier check failed" in r.output.splitlines()
+    assert "  [FAIL] probes: not judged: an earlier check failed" in r.output.splitlines()
     assert not list((tmp_path / "ro").iterdir())  # the probe file is gone too
 
 
